@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: MIT
+#
+# kvblk top-level Makefile. The two commands a newcomer needs:
+#   make demo    install what is missing, build, run kvblk-bench on a default store
+#   make check   install what is missing, build, run every test (CI runs this)
+# Everything else is a building block of those two.
+
+BUILD    ?= build
+JOBS     ?= $(shell nproc)
+CMAKE    ?= cmake
+DEPS      = scripts/install-deps.sh
+
+.PHONY: all deps deps-user userspace demo check test unit clean help
+
+all: userspace
+
+help:
+	@sed -n 's/^#   //p' $(firstword $(MAKEFILE_LIST))
+
+deps-user:
+	@$(DEPS) user
+
+deps:
+	@$(DEPS) all
+
+$(BUILD)/build.ninja:
+	$(CMAKE) -S . -B $(BUILD) -G Ninja
+
+userspace: deps-user $(BUILD)/build.ninja
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+# Unit tests (GoogleTest via ctest) on this machine's files and disk.
+unit: userspace
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: userspace
+	$(BUILD)/tools/kvblk-bench/kvblk-bench $(DEMO_ARGS)
+
+test check: deps unit
+
+clean:
+	rm -rf $(BUILD)
+
+# Kernel-module tests in QEMU (TCG) on Debian's kernel; see tests/vm/README.md.
+#   make vmtest  [CASES=regex] [VARIANTS=lba4k,...]  boot each variant, run its cases
+#   make vmshell [VARIANT=lba4k]                     interactive shell in a test VM
+.PHONY: deps-vm vmtest vmshell
+
+deps-vm:
+	@$(DEPS) vm
+
+vmtest: deps-vm
+	tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)')
+
+vmshell: deps-vm
+	tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)
+
+# kvblk.ko against installed kernel headers (W=1, must print no warnings);
+# KVER=<version> picks a kernel, default the newest installed headers.
+#   make kmod        build kmod/kvblk.ko
+#   make dkms-build  prove `dkms add/build` works, then remove it again
+.PHONY: kmod dkms-build
+
+kmod:
+	$(MAKE) -C kmod $(if $(KVER),KVER=$(KVER))
+
+dkms-build: deps-vm
+	kmod/dkms-check.sh $(KVER)

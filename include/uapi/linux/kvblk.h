@@ -1,0 +1,311 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * kvblk: batched multi-object NVMe reads into registered memory.
+ *
+ * This header is the contract between kvblk.ko and userspace. It follows
+ * Documentation/driver-api/ioctl.rst and Documentation/process/botching-up-ioctls.rst:
+ * fixed-size, naturally aligned structs; pointers carried as __u64; every
+ * struct starts with @size (bytes the caller filled in) and @flags; reserved
+ * fields must be zero; numbers are _IO*-encoded with the magic 0xBA
+ * (unused in Documentation/userspace-api/ioctl/ioctl-number.rst).
+ *
+ * Model
+ * -----
+ * Each open of /dev/kvblk is a context. A context attaches exactly one NVMe
+ * namespace (or a partition of one), given as an fd of its block device that
+ * the caller already holds. Destination memory is registered once
+ * (pinned and DMA-mapped for the namespace's NVMe controller) and named by a
+ * buffer id. KVBLK_IOC_LOAD_MANY then reads a batch of objects, each
+ * described by one struct kvblk_desc, with all of their NVMe commands in
+ * flight together. Every descriptor gets its own status.
+ *
+ * Struct growth (iommufd rules)
+ * -----------------------------
+ * @size smaller than the first version of a struct: -EINVAL.
+ * @size larger than the kernel knows: accepted only if every byte past the
+ * kernel's struct is zero, else -E2BIG. Output fields are written back only
+ * up to min(@size, kernel size).
+ *
+ * Errors common to every ioctl
+ * ----------------------------
+ * -ENOTTY  unknown ioctl number.
+ * -EFAULT  a user pointer (the argument, @descs, @results, @addr) is not
+ *          readable or writable.
+ * -EINVAL  @size too small, unknown bit in @flags, a reserved field not zero.
+ * -E2BIG   @size larger than the kernel's struct with a non-zero tail.
+ */
+#ifndef _UAPI_LINUX_KVBLK_H
+#define _UAPI_LINUX_KVBLK_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define KVBLK_IOC_MAGIC 0xBA
+
+/* Interface version reported by KVBLK_IOC_GET_FEATURES' KVBLK_FEAT_API_* bits. */
+#define KVBLK_API_VERSION 1
+
+/*
+ * Feature bits returned by KVBLK_IOC_GET_FEATURES (a __u64).
+ * @KVBLK_FEAT_PRP_ENGINE:  NVMe Read passthrough with module-built PRPs on
+ *                          nvme-pci namespaces.
+ * @KVBLK_FEAT_BIO_ENGINE:  bio engine for targets the PRP engine cannot serve
+ *                          (multipath head, non-PCIe transports).
+ * @KVBLK_FEAT_MEM_HOST:    KVBLK_MEM_HOST registrations.
+ * @KVBLK_FEAT_MEM_CUDA:    KVBLK_MEM_CUDA registrations (nvidia-p2p found).
+ * @KVBLK_FEAT_MEM_DMABUF:  KVBLK_MEM_DMABUF registrations.
+ * @KVBLK_FEAT_MEM_P2PDMA:  KVBLK_MEM_P2PDMA registrations (CONFIG_PCI_P2PDMA).
+ */
+#define KVBLK_FEAT_PRP_ENGINE	(1ULL << 0)
+#define KVBLK_FEAT_BIO_ENGINE	(1ULL << 1)
+#define KVBLK_FEAT_MEM_HOST	(1ULL << 2)
+#define KVBLK_FEAT_MEM_CUDA	(1ULL << 3)
+#define KVBLK_FEAT_MEM_DMABUF	(1ULL << 4)
+#define KVBLK_FEAT_MEM_P2PDMA	(1ULL << 5)
+
+/* Engines, reported in kvblk_attach.engine and kvblk_load_many.engine. */
+enum kvblk_engine {
+	KVBLK_ENGINE_NONE = 0,
+	KVBLK_ENGINE_PRP = 1,	/* NVMe Read passthrough, PRPs built by kvblk */
+	KVBLK_ENGINE_BIO = 2,	/* bios to the block device (host memory only) */
+};
+
+/* Destination memory kinds, kvblk_buf_reg.kind. */
+enum kvblk_mem_kind {
+	KVBLK_MEM_HOST = 0,	/* anonymous or file-backed user memory */
+	KVBLK_MEM_CUDA = 1,	/* CUDA device address range (nvidia-p2p) */
+	KVBLK_MEM_DMABUF = 2,	/* a dma-buf fd and a byte range of it */
+	KVBLK_MEM_P2PDMA = 3,	/* user mapping of PCI P2PDMA pages (p2pmem/allocate) */
+	KVBLK_MEM_KIND_MAX,
+};
+
+/**
+ * struct kvblk_attach - ioctl(KVBLK_IOC_ATTACH)
+ * @size:         in: sizeof(struct kvblk_attach).
+ * @flags:        in: must be 0.
+ * @bdev_fd:      in: fd of an NVMe namespace block device (/dev/nvmeXnY) or a
+ *                partition of one (/dev/nvmeXnYpZ), opened with O_RDONLY or
+ *                O_RDWR. kvblk never reads what this fd could not.
+ * @nsid:         out: NVMe namespace id, taken from the nvme driver.
+ * @lba_size:     out: bytes per logical block (LBA); every offset and length
+ *                in struct kvblk_desc is a multiple of it.
+ * @max_cmd_bytes: out: largest NVMe command kvblk issues for this context:
+ *                min(module tunable, controller limit from MDTS, as
+ *                queue/max_hw_sectors_kb). Objects are split at this size.
+ * @capacity:     out: bytes addressable through @bdev_fd (the partition's
+ *                size for a partition). Offsets are relative to its start.
+ * @start_lba:    out: first LBA of the partition on the namespace (0 for the
+ *                whole namespace).
+ * @nr_hw_queues: out: hardware queues (submission/completion queue pairs) of
+ *                the namespace's blk-mq queue.
+ * @engine:       out: enum kvblk_engine that serves this context.
+ * @reserved:     must be 0.
+ * @reserved2:    must be 0.
+ *
+ * One attach per context; a second one fails with -EBUSY.
+ * Errors: -EBADF @bdev_fd is not an open fd; -ENOTBLK it is not a block
+ * device; -EACCES it was opened without read access (O_WRONLY or O_PATH);
+ * -EOPNOTSUPP the device is not an NVMe namespace, has metadata or
+ * protection information in its LBA format (not supported), or is a namespace
+ * no engine of this module serves (the bio-based multipath head, a non-PCIe
+ * transport; the kernel log names the reason); -EBUSY already attached.
+ */
+struct kvblk_attach {
+	__u32 size;
+	__u32 flags;
+	__s32 bdev_fd;
+	__u32 nsid;
+	__u32 lba_size;
+	__u32 max_cmd_bytes;
+	__u64 capacity;
+	__u64 start_lba;
+	__u32 nr_hw_queues;
+	__u32 engine;
+	__u64 reserved;
+	__u64 reserved2[4];
+};
+
+/**
+ * struct kvblk_buf_reg - ioctl(KVBLK_IOC_REGISTER_BUFFER)
+ * @size:      in: sizeof(struct kvblk_buf_reg).
+ * @flags:     in: must be 0.
+ * @kind:      in: enum kvblk_mem_kind.
+ * @dmabuf_fd: in: the dma-buf for KVBLK_MEM_DMABUF; must be 0 otherwise.
+ * @addr:      in: start of the range: a user virtual address for
+ *             KVBLK_MEM_HOST and KVBLK_MEM_P2PDMA (page aligned), a CUDA
+ *             device address for KVBLK_MEM_CUDA (64 KiB aligned, the GPU page
+ *             size of nvidia-p2p), a byte offset into the dma-buf for
+ *             KVBLK_MEM_DMABUF (page aligned).
+ * @len:       in: bytes; a multiple of the page size (64 KiB for CUDA);
+ *             at most 64 GiB per registration.
+ * @buf_id:    out: id to use in kvblk_desc.buf_id (never 0).
+ * @reserved:  must be 0.
+ * @reserved2: must be 0.
+ *
+ * Host memory is pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and
+ * charged to the caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless
+ * the caller has CAP_IPC_LOCK; then DMA-mapped once for the NVMe controller.
+ * Requires an attached context.
+ * Errors: -ENXIO not attached; -EINVAL unknown @kind, @dmabuf_fd not 0 for
+ * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
+ * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
+ * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
+ * module (GET_FEATURES says which are); -ENOSPC too many buffers (1024 per
+ * context).
+ */
+struct kvblk_buf_reg {
+	__u32 size;
+	__u32 flags;
+	__u32 kind;
+	__s32 dmabuf_fd;
+	__u64 addr;
+	__u64 len;
+	__u32 buf_id;
+	__u32 reserved;
+	__u64 reserved2[2];
+};
+
+/**
+ * struct kvblk_buf_unreg - ioctl(KVBLK_IOC_UNREGISTER_BUFFER)
+ * @size:     in: sizeof(struct kvblk_buf_unreg).
+ * @flags:    in: must be 0.
+ * @buf_id:   in: id returned by KVBLK_IOC_REGISTER_BUFFER.
+ * @reserved: must be 0.
+ *
+ * Unmaps and unpins the buffer. Closing the context does the same for every
+ * buffer still registered, after the last in-flight command completes.
+ * Errors: -ENOENT unknown @buf_id; -EBUSY a batch that targets the buffer is
+ * still in flight (nothing is changed; retry after it completes).
+ */
+struct kvblk_buf_unreg {
+	__u32 size;
+	__u32 flags;
+	__u32 buf_id;
+	__u32 reserved;
+};
+
+/**
+ * struct kvblk_desc - one object to read
+ * @offset:     byte offset on the attached device (partition-relative);
+ *              a multiple of kvblk_attach.lba_size.
+ * @length:     bytes; non-zero, a multiple of lba_size, at most 4 GiB.
+ * @buf_offset: byte offset into the registered buffer; a multiple of 4 (NVMe
+ *              PRP entries are dword aligned: NVMe Base Specification 2.0,
+ *              4.1.1 "Physical Region Page Entry and List").
+ * @buf_id:     registered buffer that receives the data.
+ * @flags:      must be 0.
+ * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
+ *              of every NVMe command of this object.
+ *
+ * [offset, offset+length) must lie inside the device (else -ERANGE) and
+ * [buf_offset, buf_offset+length) inside the buffer (else -EINVAL).
+ */
+struct kvblk_desc {
+	__u64 offset;
+	__u64 length;
+	__u64 buf_offset;
+	__u32 buf_id;
+	__u32 flags;
+	__u64 tag;
+};
+
+/**
+ * struct kvblk_desc_result - per-descriptor outcome
+ * @status:   0, or a negative errno: -EIO a media or other device error on
+ *            one of the object's commands (NVMe status mapped by the nvme
+ *            driver), -ENOLINK the path to the controller failed (it reset
+ *            or went away during the batch; the block layer's
+ *            BLK_STS_TRANSPORT); retrying later may succeed,
+ *            -ECANCELED not attempted (the call failed as a whole, or the
+ *            caller was killed before it was submitted), or the input error
+ *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG).
+ * @reserved: set to 0 by the kernel.
+ * @bytes:    bytes that landed: @length on success, 0 otherwise (an object
+ *            is reported whole or not at all).
+ */
+struct kvblk_desc_result {
+	__s32 status;
+	__u32 reserved;
+	__u64 bytes;
+};
+
+/* kvblk_load_many.flags */
+#define KVBLK_LOAD_F_ALL	0ULL
+
+/**
+ * struct kvblk_load_many - ioctl(KVBLK_IOC_LOAD_MANY)
+ * @size:        in: sizeof(struct kvblk_load_many).
+ * @flags:       in: must be 0.
+ * @nr_descs:    in: descriptors in @descs; 1 .. the max_descs tunable
+ *               (default 4096, at most 65536).
+ * @desc_bytes:  in: sizeof(struct kvblk_desc) as the caller knows it; >= 40.
+ *               Bytes of a descriptor past the kernel's struct must be zero
+ *               (else that descriptor is rejected with -E2BIG).
+ * @descs:       in: user pointer to @nr_descs descriptors.
+ * @results:     in: user pointer to @nr_descs struct kvblk_desc_result.
+ * @result_bytes: in: sizeof(struct kvblk_desc_result) as the caller knows it; >= 16.
+ *               The kernel writes the first 16 bytes of each result.
+ * @bad_index:   out: index of the first rejected descriptor when the call
+ *               fails with -EINVAL, -ERANGE or -E2BIG because of one; -1
+ *               otherwise.
+ * @nr_ok:       out: descriptors whose status is 0.
+ * @engine:      out: enum kvblk_engine that served the batch.
+ * @nr_cmds:     out: NVMe commands issued for the batch.
+ * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
+ * @reserved:    must be 0.
+ *
+ * Every descriptor is validated before anything is submitted; one bad
+ * descriptor fails the whole call, reads nothing, and is named by
+ * @bad_index (its result carries the reason, the others -ECANCELED).
+ * Then every object is split into NVMe Read commands of at most
+ * max_cmd_bytes and all of them are put in flight together, bounded by the
+ * max_inflight tunable. The call returns when every command has completed.
+ * Once the header itself is accepted, the results and the output fields
+ * above are written on every return except -EINTR and -EFAULT (a call
+ * rejected before submission leaves every result -ECANCELED but the
+ * rejected descriptor's).
+ *
+ * Return: the number of descriptors with status 0 (== @nr_descs when all
+ * succeeded); an I/O error fails only its own descriptor.
+ * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor (see
+ * @bad_index), @nr_descs 0, or @desc_bytes / @result_bytes too small;
+ * -ERANGE a descriptor reaches past the device's end (see @bad_index);
+ * -E2BIG @nr_descs above max_descs, or a descriptor with a non-zero byte
+ * past struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
+ * while waiting: commands already issued still complete into the pinned
+ * buffer, which stays pinned until they do.
+ */
+struct kvblk_load_many {
+	__u32 size;
+	__u32 flags;
+	__u32 nr_descs;
+	__u32 desc_bytes;
+	__u64 descs;
+	__u64 results;
+	__u32 result_bytes;
+	__s32 bad_index;
+	__u32 nr_ok;
+	__u32 engine;
+	__u64 nr_cmds;
+	__u64 elapsed_ns;
+	__u64 reserved[2];
+};
+
+/* The first (smallest accepted) size of each struct. */
+#define KVBLK_ATTACH_SIZE_VER0		88
+#define KVBLK_BUF_REG_SIZE_VER0		56
+#define KVBLK_BUF_UNREG_SIZE_VER0	16
+#define KVBLK_LOAD_MANY_SIZE_VER0	80
+#define KVBLK_DESC_SIZE_VER0		40
+#define KVBLK_DESC_RESULT_SIZE_VER0	16
+
+/*
+ * KVBLK_IOC_GET_FEATURES: writes a __u64 of KVBLK_FEAT_* bits. Needs no attach.
+ */
+#define KVBLK_IOC_GET_FEATURES		_IOR(KVBLK_IOC_MAGIC, 0x00, __u64)
+#define KVBLK_IOC_ATTACH		_IOWR(KVBLK_IOC_MAGIC, 0x01, struct kvblk_attach)
+#define KVBLK_IOC_REGISTER_BUFFER	_IOWR(KVBLK_IOC_MAGIC, 0x02, struct kvblk_buf_reg)
+#define KVBLK_IOC_UNREGISTER_BUFFER	_IOW(KVBLK_IOC_MAGIC, 0x03, struct kvblk_buf_unreg)
+#define KVBLK_IOC_LOAD_MANY		_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_load_many)
+
+#endif /* _UAPI_LINUX_KVBLK_H */

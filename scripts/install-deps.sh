@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvblk needs to build and test. Idempotent:
+# packages already present are not fetched again, and apt-get update runs
+# only when something is missing.
+#
+# Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
+#   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, fio
+#   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, kernel source
+#         (its kselftest harness headers) for the module tests
+set -euo pipefail
+
+want=${1:-all}
+user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev libgmock-dev
+	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux)
+vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
+	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
+	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
+
+pkgs=()
+case "$want" in
+user) pkgs=("${user_pkgs[@]}") ;;
+vm) pkgs=("${vm_pkgs[@]}") ;;
+all) pkgs=("${user_pkgs[@]}" "${vm_pkgs[@]}") ;;
+*) echo "usage: $0 [user|vm|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+		missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
