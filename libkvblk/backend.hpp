@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+// The internal backend interface: everything a backend (psync, threadpool, uring today;
+// kmod and uring_cmd later) needs to know about libkvblk, and nothing more.
+//
+// A backend receives batches that core.cpp has already validated and normalised: every
+// object is in range, block aligned, its memory is resolved to a host pointer, and its
+// registered buffer (if any) is pinned against unregistration for the whole call. The
+// backend moves the bytes, fills one result per object and counts what it did.
+//
+// To add a backend: derive from Backend, implement kind() and run() (and the buffer hooks if
+// the backend maps registered memory itself), add a factory below and a case in
+// create_backend() (core.cpp).
+#pragma once
+
+#include <kvblk/kvblk.h>
+
+#include <array>
+#include <cstdint>
+#include <ctime>
+#include <memory>
+#include <string>
+
+namespace kvblk::detail {
+
+/* Registered buffers per device; a buffer id is a slot index below this. */
+inline constexpr uint32_t kMaxBuffers = 1024;
+
+/* Largest single command: pread(2)/pwrite(2) transfer at most 2 GiB - 4 KiB at a time. */
+inline constexpr uint64_t kMaxCmdBytesLimit = 1ull << 30;
+
+enum class IoDir : uint8_t { read, write };
+
+/**
+ * struct IoObject - one validated object of a batch.
+ * @offset:      device or file byte offset (multiple of the logical block size).
+ * @length:      bytes (> 0, multiple of the logical block size, offset + length <= capacity).
+ * @mem:         host address of the destination (source for stores), aligned to mem_align.
+ * @buf_id:      registered buffer id, or KVBLK_BUF_NONE for a plain pointer.
+ * @buf_offset:  byte offset of @mem inside buffer @buf_id (0 for plain pointers).
+ * @fixed_index: index in the backend's fixed-buffer table (what register_buffer() returned
+ *               for @buf_id), or -1: no fixed buffer, use plain I/O on @mem.
+ */
+struct IoObject {
+	uint64_t offset;
+	uint64_t length;
+	uint8_t *mem;
+	uint32_t buf_id;
+	int32_t fixed_index;
+	uint64_t buf_offset;
+};
+
+/**
+ * struct BatchCounters - what a backend did for one batch (summed into kvblk_stats).
+ * @commands:        read/write commands issued, every resubmission included.
+ * @short_resubmits: resubmissions of the rest of a short transfer.
+ * @eagain_retries:  resubmissions after -EAGAIN.
+ * @cq_overflows:    completion-queue overflows observed.
+ * @inflight_peak:   most commands in flight at once during the batch.
+ * @cmd_lat_hist:    per-command latency, bucket lat_bucket(ns) (uring backends).
+ */
+struct BatchCounters {
+	uint64_t commands = 0;
+	uint64_t short_resubmits = 0;
+	uint64_t eagain_retries = 0;
+	uint64_t cq_overflows = 0;
+	uint64_t inflight_peak = 0;
+	std::array<uint64_t, KVBLK_LAT_BUCKETS> cmd_lat_hist{};
+
+	/* Sum @o into this (peaks: the larger one). */
+	void merge(const BatchCounters &o) noexcept
+	{
+		commands += o.commands;
+		short_resubmits += o.short_resubmits;
+		eagain_retries += o.eagain_retries;
+		cq_overflows += o.cq_overflows;
+		if (o.inflight_peak > inflight_peak)
+			inflight_peak = o.inflight_peak;
+		for (size_t i = 0; i < cmd_lat_hist.size(); i++)
+			cmd_lat_hist[i] += o.cmd_lat_hist[i];
+	}
+};
+
+/**
+ * struct Batch - one load_many/store_many call as a backend sees it.
+ * @dir:      read (load) or write (store).
+ * @objects:  @count validated objects.
+ * @results:  @count results. On entry: tag set, status 0, bytes 0. The backend writes
+ *            status (0 or -errno) and bytes (length on success, else 0) of every object
+ *            exactly once.
+ * @counters: zero on entry; the backend fills it.
+ */
+struct Batch {
+	IoDir dir;
+	const IoObject *objects;
+	uint32_t count;
+	kvblk_result *results;
+	BatchCounters counters;
+};
+
+/**
+ * struct BufferRegistration - what a backend made of kvblk_register_buffer().
+ * @fixed_index: index to put in IoObject.fixed_index, or -1 (plain I/O into the buffer).
+ * @fell_back:   the backend wanted a fixed mapping and the kernel refused it; counted in
+ *               stats.memlock_fallbacks and @note says why (named limit and value).
+ * @note:        message for kvblk_last_error() when @fell_back.
+ */
+struct BufferRegistration {
+	int32_t fixed_index = -1;
+	bool fell_back = false;
+	std::string note;
+};
+
+/**
+ * struct BackendConfig - the opened target and the effective options.
+ * @fd:                 the target, opened O_DIRECT unless @buffered, O_RDWR if @writable.
+ * @path:               as given to kvblk_open().
+ * @blockdev:           @fd is a block device.
+ * @buffered:           opened without O_DIRECT.
+ * @writable:           opened for writing.
+ * @logical_block_size: offset/length granularity (objects are already checked against it).
+ * @mem_align:          memory alignment (objects are already checked against it).
+ * @capacity:           bytes.
+ * @max_cmd_bytes:      largest command, a multiple of @logical_block_size, <= 1 GiB.
+ * @queue_depth:        commands in flight per ring.
+ * @workers:            rings or threads.
+ * @eagain_retries:     resubmissions of a command after -EAGAIN before its object fails.
+ */
+struct BackendConfig {
+	int fd = -1;
+	std::string path;
+	bool blockdev = false;
+	bool buffered = false;
+	bool writable = false;
+	uint32_t logical_block_size = 0;
+	uint32_t mem_align = 0;
+	uint64_t capacity = 0;
+	uint64_t max_cmd_bytes = 0;
+	uint32_t queue_depth = 0;
+	uint32_t workers = 0;
+	uint32_t eagain_retries = 0;
+};
+
+/**
+ * class Backend - serves the batches of one device.
+ *
+ * Calls of run() are serialised by the caller (one batch at a time per device).
+ * register_buffer()/unregister_buffer() may run on other threads concurrently with run();
+ * a buffer is never unregistered while a batch that uses it is running.
+ */
+class Backend {
+public:
+	virtual ~Backend() = default;
+
+	/* enum kvblk_backend this object implements (never AUTO). */
+	[[nodiscard]] virtual kvblk_backend kind() const noexcept = 0;
+
+	/* enum kvblk_path the data takes. */
+	[[nodiscard]] virtual kvblk_path path() const noexcept { return KVBLK_PATH_HOST; }
+
+	/*
+	 * Move every object of @batch; synchronous. Return 0 once every result is written
+	 * (per-object failures are results, not a return value). Return -errno only when
+	 * nothing was submitted (for example -ENOMEM while setting up); the caller then
+	 * marks every object -ECANCELED.
+	 */
+	virtual int run(Batch &batch) noexcept = 0;
+
+	/*
+	 * A buffer was registered as id @id (< kMaxBuffers, unique among live buffers).
+	 * Map it if the backend can (io_uring fixed buffer, kernel DMA mapping). Never fails:
+	 * a backend that cannot map it returns fixed_index -1 and plain I/O is used.
+	 */
+	virtual BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept
+	{
+		(void)id;
+		(void)base;
+		(void)len;
+		return {};
+	}
+
+	/* Undo register_buffer(); @fixed_index is what it returned. */
+	virtual void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept
+	{
+		(void)id;
+		(void)fixed_index;
+	}
+};
+
+/*
+ * Factories. On failure they return nullptr with *err = -errno and kvblk_last_error() set.
+ */
+std::unique_ptr<Backend> make_psync_backend(const BackendConfig &cfg, int *err);
+std::unique_ptr<Backend> make_threadpool_backend(const BackendConfig &cfg, int *err);
+std::unique_ptr<Backend> make_uring_backend(const BackendConfig &cfg, int *err);
+
+/* CLOCK_MONOTONIC in ns. */
+inline uint64_t now_ns() noexcept
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+/* Histogram bucket of a latency: [2^i, 2^(i+1)) us; < 2 us in bucket 0; the last takes the rest. */
+inline unsigned lat_bucket(uint64_t ns) noexcept
+{
+	uint64_t us = ns / 1000;
+	if (us < 2)
+		return 0;
+	unsigned b = 63u - unsigned(__builtin_clzll(us));
+	return b < KVBLK_LAT_BUCKETS ? b : KVBLK_LAT_BUCKETS - 1;
+}
+
+} // namespace kvblk::detail

@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// The table of registered destination buffers of one device.
+#pragma once
+
+#include "backend.hpp"
+
+#include <array>
+#include <bitset>
+#include <cstdint>
+#include <mutex>
+
+namespace kvblk::detail {
+
+/**
+ * struct RegisteredBuffer - one slot of the table; the slot index is the buffer id.
+ * @state:       free, reserved (being registered or unregistered: invisible to loads), live.
+ * @kind:        enum kvblk_mem_kind.
+ * @base, @len:  the registered range.
+ * @fixed_index: what Backend::register_buffer() returned (-1: plain I/O).
+ * @pins:        batches running with this buffer (unregistration waits for none: -EBUSY).
+ */
+struct RegisteredBuffer {
+	enum class State : uint8_t { free, reserved, live };
+	State state = State::free;
+	int kind = KVBLK_MEM_HOST;
+	uint8_t *base = nullptr;
+	uint64_t len = 0;
+	int32_t fixed_index = -1;
+	uint32_t pins = 0;
+};
+
+/* Ids a batch pinned, one bit per buffer id. */
+using PinSet = std::bitset<kMaxBuffers>;
+
+/*
+ * class BufferTable - thread safe: registration runs concurrently with loads.
+ * Loads take lock(), look buffers up with find_locked(), pin them, and unpin() when done.
+ */
+class BufferTable {
+public:
+	/* Reserve a free slot for [base, base+len). Returns 0 with *id, or -ENOSPC. */
+	int reserve(int kind, uint8_t *base, uint64_t len, uint32_t *id);
+	/* Make a reserved slot live. */
+	void publish(uint32_t id, int32_t fixed_index);
+	/* Give a reserved slot back. */
+	void release(uint32_t id);
+	/*
+	 * Start unregistering @id: -ENOENT unknown, -EBUSY pinned by a running batch; else
+	 * the slot becomes reserved (invisible) and *out holds it. Finish with release().
+	 */
+	int begin_unregister(uint32_t id, RegisteredBuffer *out);
+
+	[[nodiscard]] std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+	/* With lock() held: the live buffer @id, or nullptr. */
+	[[nodiscard]] const RegisteredBuffer *find_locked(uint32_t id) const noexcept;
+	/* With lock() held: pin every id in @ids. */
+	void pin_locked(const PinSet &ids) noexcept;
+	/* Drop the pins of @ids (takes the lock). */
+	void unpin(const PinSet &ids) noexcept;
+
+private:
+	std::mutex mu_;
+	std::array<RegisteredBuffer, kMaxBuffers> slots_{};
+};
+
+} // namespace kvblk::detail

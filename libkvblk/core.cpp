@@ -1,0 +1,516 @@
+// SPDX-License-Identifier: MIT
+// The C API of libkvblk: open/close, backend choice, buffer registration, load/store
+// batches (validate, hand to the backend, account) and the small query functions.
+#include "backend.hpp"
+#include "buffers.hpp"
+#include "last_error.hpp"
+#include "stats.hpp"
+#include "target.hpp"
+#include "testing.hpp"
+#include "validate.hpp"
+
+#include <kvblk/kvblk.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+using namespace kvblk::detail;
+
+struct kvblk_dev {
+	Target target;
+	kvblk_dev_info info{};
+	std::unique_ptr<Backend> backend;
+	BufferTable buffers;
+	Stats stats;
+	std::mutex io_mutex;		/* one batch at a time */
+	std::vector<IoObject> objects;	/* the batch being served (under io_mutex) */
+};
+
+namespace {
+
+using ull = unsigned long long;
+
+#define KVBLK_STRINGIFY_(x) #x
+#define KVBLK_STRINGIFY(x) KVBLK_STRINGIFY_(x)
+constexpr const char *kVersion = KVBLK_STRINGIFY(KVBLK_VERSION_MAJOR) "." KVBLK_STRINGIFY(
+	KVBLK_VERSION_MINOR) "." KVBLK_STRINGIFY(KVBLK_VERSION_PATCH);
+
+constexpr const char *kBackendNames[KVBLK_BACKEND_MAX] = {
+	"auto", "uring", "threadpool", "psync", "kmod", "uring_cmd",
+};
+
+constexpr const char *kKmodNode = "/dev/kvblk";
+
+/* The backend to serve the device and why. */
+struct BackendChoice {
+	kvblk_backend backend = KVBLK_BACKEND_AUTO;
+	std::string reason;
+};
+
+/* Explicit option, else KVBLK_BACKEND, else AUTO (decided once the target is open). */
+int resolve_requested_backend(uint32_t requested, BackendChoice *c)
+{
+	c->backend = kvblk_backend(requested);
+	if (requested != KVBLK_BACKEND_AUTO) {
+		c->reason = std::string(kBackendNames[requested]) + ": requested in kvblk_open_opts.backend";
+	} else if (const char *env = std::getenv("KVBLK_BACKEND"); env && *env) {
+		int b = kvblk_backend_from_name(env);
+		if (b < 0)
+			return fail(-EINVAL,
+				    "KVBLK_BACKEND=%s is not a backend (auto, uring, threadpool, psync, kmod, uring_cmd)",
+				    env);
+		c->backend = kvblk_backend(b);
+		if (b != KVBLK_BACKEND_AUTO)
+			c->reason = std::string(kBackendNames[b]) + ": KVBLK_BACKEND=" + env;
+	}
+	if (c->backend == KVBLK_BACKEND_KMOD)
+		return fail(-EOPNOTSUPP,
+			    "backend kmod (kvblk.ko through %s) is not implemented in this libkvblk yet; "
+			    "use uring, threadpool or psync",
+			    kKmodNode);
+	if (c->backend == KVBLK_BACKEND_URING_CMD)
+		return fail(-EOPNOTSUPP,
+			    "backend uring_cmd (NVMe passthrough on /dev/ngXnY) is not implemented in this "
+			    "libkvblk yet; use uring, threadpool or psync");
+	return 0;
+}
+
+/* AUTO: kmod for a PCIe NVMe namespace when kvblk.ko is loaded, else uring; say why. */
+void choose_auto_backend(const Target &t, BackendChoice *c)
+{
+	const kvblk::testing::Seams *s = kvblk::testing::active();
+	const char *node = s && s->kmod_node ? s->kmod_node : kKmodNode;
+	c->backend = KVBLK_BACKEND_URING;
+	if (access(node, F_OK) != 0)
+		c->reason = std::string("uring: ") + node + " not present (kvblk.ko not loaded)";
+	else if (!t.nvme_pcie_namespace)
+		c->reason = "uring: " + t.path + " is " +
+			    (t.blockdev ? "a block device" : "a regular file") + ", not a PCIe NVMe namespace";
+	else
+		c->reason = "uring: kvblk.ko is loaded but this libkvblk has no kmod backend yet";
+}
+
+/* Range checks of the options that need no target. */
+int check_options(const kvblk_open_opts &o)
+{
+	if (o.flags & ~KVBLK_OPEN_FLAGS_ALL)
+		return fail(-EINVAL, "kvblk_open: unknown flags 0x%x", o.flags & ~KVBLK_OPEN_FLAGS_ALL);
+	if (o.backend >= KVBLK_BACKEND_MAX)
+		return fail(-EINVAL, "kvblk_open: backend %u is not an enum kvblk_backend", o.backend);
+	if (o.queue_depth > KVBLK_MAX_QUEUE_DEPTH)
+		return fail(-EINVAL, "kvblk_open: queue_depth %u is out of range 1..%u", o.queue_depth,
+			    KVBLK_MAX_QUEUE_DEPTH);
+	if (o.workers > KVBLK_MAX_WORKERS)
+		return fail(-EINVAL, "kvblk_open: workers %u is out of range 1..%u", o.workers, KVBLK_MAX_WORKERS);
+	if (o.max_descs > KVBLK_MAX_DESCS_LIMIT)
+		return fail(-EINVAL, "kvblk_open: max_descs %u is out of range 1..%u", o.max_descs,
+			    KVBLK_MAX_DESCS_LIMIT);
+	if (o.max_cmd_bytes && o.max_cmd_bytes < 4096)
+		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is below 4096", ull(o.max_cmd_bytes));
+	if ((o.flags & KVBLK_OPEN_CREATE) && o.create_bytes == 0)
+		return fail(-EINVAL, "kvblk_open: KVBLK_OPEN_CREATE needs create_bytes > 0");
+	return 0;
+}
+
+/* Effective largest command: a multiple of the block size, within the device's limit and 1 GiB. */
+int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t *out)
+{
+	const uint32_t lbs = t.logical_block_size;
+	uint64_t v = o.max_cmd_bytes ? o.max_cmd_bytes : KVBLK_DEFAULT_MAX_CMD_BYTES;
+	if (v % lbs)
+		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is not a multiple of the logical block size %u",
+			    ull(v), lbs);
+	uint64_t limit = kMaxCmdBytesLimit;
+	if (t.device_max_cmd_bytes)
+		limit = std::min(limit, t.device_max_cmd_bytes);
+	limit -= limit % lbs;
+	if (limit < lbs)
+		limit = lbs;
+	*out = std::min(v, limit);
+	return 0;
+}
+
+std::unique_ptr<Backend> create_backend(kvblk_backend b, const BackendConfig &cfg, int *err)
+{
+	switch (b) {
+	case KVBLK_BACKEND_URING:
+		return make_uring_backend(cfg, err);
+	case KVBLK_BACKEND_THREADPOOL:
+		return make_threadpool_backend(cfg, err);
+	case KVBLK_BACKEND_PSYNC:
+		return make_psync_backend(cfg, err);
+	default:
+		*err = fail(-EOPNOTSUPP, "backend %s is not implemented in this libkvblk", kvblk_backend_name(b));
+		return nullptr;
+	}
+}
+
+int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **out)
+{
+	if (!path || !out)
+		return fail(-EINVAL, "kvblk_open: NULL %s", path ? "out" : "path");
+	kvblk_open_opts o;
+	kvblk_open_opts_init(&o, sizeof(o));
+	if (user_opts) {
+		if (user_opts->opts_size < sizeof(o))
+			return fail(-EINVAL, "kvblk_open: opts_size %zu is smaller than %zu (use kvblk_open_opts_init)",
+				    user_opts->opts_size, sizeof(o));
+		/* A newer caller's extra fields must be 0: this library does not know them. */
+		const auto *tail = reinterpret_cast<const unsigned char *>(user_opts) + sizeof(o);
+		for (size_t i = 0; i < user_opts->opts_size - sizeof(o); i++)
+			if (tail[i])
+				return fail(-EINVAL, "kvblk_open: option byte %zu is beyond what this libkvblk "
+						     "knows and is not 0", sizeof(o) + i);
+		std::memcpy(&o, user_opts, sizeof(o));
+	}
+	int ret = check_options(o);
+	if (ret)
+		return ret;
+	BackendChoice choice;
+	ret = resolve_requested_backend(o.backend, &choice);
+	if (ret)
+		return ret;
+
+	auto dev = std::make_unique<kvblk_dev>();
+	ret = open_target(path, o.flags, o.create_bytes, &dev->target);
+	if (ret)
+		return ret;
+	const Target &t = dev->target;
+	if (choice.backend == KVBLK_BACKEND_AUTO)
+		choose_auto_backend(t, &choice);
+
+	BackendConfig cfg;
+	cfg.fd = t.fd;
+	cfg.path = path;
+	cfg.blockdev = t.blockdev;
+	cfg.buffered = t.buffered;
+	cfg.writable = t.writable;
+	cfg.logical_block_size = t.logical_block_size;
+	cfg.mem_align = t.mem_align;
+	cfg.capacity = t.capacity;
+	cfg.eagain_retries = o.eagain_retries ? o.eagain_retries : KVBLK_DEFAULT_EAGAIN_RETRIES;
+	switch (choice.backend) {
+	case KVBLK_BACKEND_URING:
+		cfg.queue_depth = o.queue_depth ? o.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
+		cfg.workers = o.workers ? o.workers : KVBLK_DEFAULT_WORKERS;
+		break;
+	case KVBLK_BACKEND_THREADPOOL:
+		cfg.queue_depth = 1; /* each thread keeps one command in flight */
+		cfg.workers = o.workers ? o.workers : KVBLK_DEFAULT_THREADS;
+		break;
+	default:
+		cfg.queue_depth = 1;
+		cfg.workers = 1;
+		break;
+	}
+	ret = effective_max_cmd(o, t, &cfg.max_cmd_bytes);
+	if (!ret)
+		dev->backend = create_backend(choice.backend, cfg, &ret);
+	if (ret) {
+		close_target(&dev->target);
+		return ret;
+	}
+
+	kvblk_dev_info &info = dev->info;
+	info.info_size = sizeof(info);
+	info.backend = choice.backend;
+	info.flags = (t.blockdev ? KVBLK_INFO_BLOCKDEV : 0) | (t.buffered ? KVBLK_INFO_BUFFERED : 0) |
+		     (t.writable ? KVBLK_INFO_WRITABLE : 0);
+	info.logical_block_size = t.logical_block_size;
+	info.mem_align = t.mem_align;
+	info.capacity = t.capacity;
+	info.max_cmd_bytes = cfg.max_cmd_bytes;
+	info.queue_depth = cfg.queue_depth;
+	info.workers = cfg.workers;
+	info.max_descs = o.max_descs ? o.max_descs : KVBLK_DEFAULT_MAX_DESCS;
+	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
+	*out = dev.release();
+	return 0;
+}
+
+/* Fill every result of a rejected call: @bad gets @err, the others -ECANCELED. */
+int reject(kvblk_dev *dev, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
+	   kvblk_batch_info *info, int err, int32_t bad)
+{
+	for (uint32_t i = 0; i < n; i++)
+		results[i] = kvblk_result{i == uint32_t(bad) ? err : -ECANCELED, 0, 0, descs[i].tag};
+	dev->stats.record_rejected();
+	if (info) {
+		info->bad_index = bad;
+		info->failed = n;
+	}
+	return err;
+}
+
+int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
+	     kvblk_batch_info *info)
+{
+	const char *fn = dir == IoDir::read ? "kvblk_load_many" : "kvblk_store_many";
+	if (!dev || !descs || !results)
+		return fail(-EINVAL, "%s: NULL %s", fn, !dev ? "dev" : !descs ? "descs" : "results");
+	if (info && info->info_size < sizeof(*info))
+		return fail(-EINVAL, "%s: info_size %zu is smaller than %zu", fn, info->info_size, sizeof(*info));
+	if (n == 0)
+		return fail(-EINVAL, "%s: n is 0", fn);
+
+	const uint64_t t0 = now_ns();
+	if (info) {
+		info->backend = dev->backend->kind();
+		info->path = dev->backend->path();
+		info->bad_index = -1;
+		info->failed = 0;
+		info->bytes = 0;
+		info->commands = 0;
+		info->elapsed_ns = 0;
+	}
+
+	std::lock_guard<std::mutex> io(dev->io_mutex);
+	if (dir == IoDir::write && !dev->target.writable) {
+		set_last_error("%s: %s was not opened with KVBLK_OPEN_WRITE", fn, dev->target.path.c_str());
+		return reject(dev, descs, n, results, info, -EBADF, -1);
+	}
+	if (n > dev->info.max_descs) {
+		set_last_error("%s: %u descriptors exceed max_descs %u", fn, n, dev->info.max_descs);
+		return reject(dev, descs, n, results, info, -E2BIG, -1);
+	}
+
+	dev->objects.resize(n);
+	PinSet pins;
+	{
+		const ValidationLimits lim{dev->target.logical_block_size, dev->target.mem_align,
+					   dev->target.capacity};
+		auto lock = dev->buffers.lock();
+		int32_t bad = -1;
+		int ret = validate_descs(dir, descs, n, lim, dev->buffers, dev->objects.data(), &pins, &bad);
+		if (ret)
+			return reject(dev, descs, n, results, info, ret, bad);
+		dev->buffers.pin_locked(pins);
+	}
+
+	for (uint32_t i = 0; i < n; i++)
+		results[i] = kvblk_result{0, 0, 0, descs[i].tag};
+	Batch batch{dir, dev->objects.data(), n, results, {}};
+	int ret = dev->backend->run(batch);
+	dev->buffers.unpin(pins);
+	if (ret)
+		return reject(dev, descs, n, results, info, ret, -1);
+
+	BatchSummary sum{};
+	sum.backend = dev->backend->kind();
+	sum.dir = dir;
+	sum.buffered = dev->target.buffered;
+	sum.objects = n;
+	uint32_t ok = 0, first_failed = n;
+	for (uint32_t i = 0; i < n; i++) {
+		const int32_t st = results[i].status;
+		if (st == 0) {
+			ok++;
+			sum.bytes_ok += results[i].bytes;
+			continue;
+		}
+		if (first_failed == n)
+			first_failed = i;
+		if (st == -EIO)
+			sum.errors_io++;
+		else if (st == -EAGAIN)
+			sum.errors_eagain++;
+		else
+			sum.errors_other++;
+	}
+	sum.elapsed_ns = now_ns() - t0;
+	dev->stats.record_batch(sum, batch.counters);
+
+	if (first_failed < n)
+		set_last_error("%s: descriptor %u (offset %llu, %llu bytes) failed: %s; %u of %u objects failed",
+			       fn, first_failed, ull(descs[first_failed].offset), ull(descs[first_failed].length),
+			       errno_text(results[first_failed].status).c_str(), n - ok, n);
+	if (info) {
+		info->failed = n - ok;
+		info->bytes = sum.bytes_ok;
+		info->commands = batch.counters.commands;
+		info->elapsed_ns = sum.elapsed_ns;
+	}
+	return int(ok);
+}
+
+/* Copy @size bytes of @ours into a caller's struct of @caller_size bytes; zero the rest. */
+void copy_out(void *caller, size_t caller_size, const void *ours, size_t size)
+{
+	std::memcpy(static_cast<char *>(caller) + sizeof(size_t), static_cast<const char *>(ours) + sizeof(size_t),
+		    size - sizeof(size_t));
+	std::memset(static_cast<char *>(caller) + size, 0, caller_size - size);
+}
+
+} // namespace
+
+extern "C" {
+
+const char *kvblk_version(void) noexcept
+{
+	return kVersion;
+}
+
+int kvblk_check_version(int major, int minor) noexcept
+{
+	return major == KVBLK_VERSION_MAJOR && minor >= 0 && minor <= KVBLK_VERSION_MINOR;
+}
+
+const char *kvblk_last_error(void) noexcept
+{
+	return last_error();
+}
+
+const char *kvblk_backend_name(int backend) noexcept
+{
+	if (backend < 0 || backend >= KVBLK_BACKEND_MAX)
+		return "unknown";
+	return kBackendNames[backend];
+}
+
+int kvblk_backend_from_name(const char *name) noexcept
+{
+	if (name)
+		for (int i = 0; i < KVBLK_BACKEND_MAX; i++)
+			if (std::strcmp(name, kBackendNames[i]) == 0)
+				return i;
+	return fail(-EINVAL, "backend name \"%s\" is not one of auto, uring, threadpool, psync, kmod, uring_cmd",
+		    name ? name : "(null)");
+}
+
+void kvblk_open_opts_init(struct kvblk_open_opts *opts, size_t size) noexcept
+{
+	if (!opts || size < sizeof(size_t))
+		return;
+	std::memset(opts, 0, size);
+	opts->opts_size = size;
+}
+
+int kvblk_open(const char *path, const struct kvblk_open_opts *opts, kvblk_dev **out) noexcept
+{
+	try {
+		return open_device(path, opts, out);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_open: out of memory");
+	} catch (...) {
+		return fail(-ENOMEM, "kvblk_open: unexpected failure");
+	}
+}
+
+void kvblk_close(kvblk_dev *dev) noexcept
+{
+	if (!dev)
+		return;
+	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
+	close_target(&dev->target);
+	delete dev;
+}
+
+int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
+{
+	if (!dev || !info)
+		return fail(-EINVAL, "kvblk_get_info: NULL %s", dev ? "info" : "dev");
+	if (info->info_size < sizeof(*info))
+		return fail(-EINVAL, "kvblk_get_info: info_size %zu is smaller than %zu", info->info_size,
+			    sizeof(*info));
+	copy_out(info, info->info_size, &dev->info, sizeof(*info));
+	return 0;
+}
+
+int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t *id) noexcept
+{
+	if (!dev || !addr || !id || len == 0)
+		return fail(-EINVAL, "kvblk_register_buffer: %s", !dev ? "NULL dev" : !addr ? "NULL addr" :
+								   !id	  ? "NULL id" : "len is 0");
+	if (kind == KVBLK_MEM_CUDA)
+		return fail(-EOPNOTSUPP, "kvblk_register_buffer: KVBLK_MEM_CUDA is not supported by this build "
+					 "(GPU support lands later)");
+	if (kind != KVBLK_MEM_HOST)
+		return fail(-EINVAL, "kvblk_register_buffer: unknown memory kind %d", kind);
+	if (uintptr_t(addr) % dev->info.mem_align)
+		return fail(-EINVAL, "kvblk_register_buffer: address %p is not aligned to mem_align %u", addr,
+			    dev->info.mem_align);
+	uint64_t end;
+	if (__builtin_add_overflow(uint64_t(uintptr_t(addr)), len, &end) || end > uint64_t(UINTPTR_MAX))
+		return fail(-EINVAL, "kvblk_register_buffer: address %p + length %llu overflows", addr, ull(len));
+
+	uint32_t slot;
+	auto *base = static_cast<uint8_t *>(addr);
+	if (dev->buffers.reserve(kind, base, len, &slot))
+		return fail(-ENOSPC, "kvblk_register_buffer: %u buffers are registered already (the limit)",
+			    kMaxBuffers);
+	BufferRegistration reg = dev->backend->register_buffer(slot, base, len);
+	if (reg.fell_back) {
+		dev->stats.record_memlock_fallback();
+		set_last_error("%s", reg.note.c_str());
+	}
+	dev->buffers.publish(slot, reg.fixed_index);
+	*id = slot;
+	return 0;
+}
+
+int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
+{
+	if (!dev)
+		return fail(-EINVAL, "kvblk_unregister_buffer: NULL dev");
+	RegisteredBuffer b;
+	int ret = dev->buffers.begin_unregister(id, &b);
+	if (ret == -ENOENT)
+		return fail(ret, "kvblk_unregister_buffer: buffer id %u is not registered", id);
+	if (ret == -EBUSY)
+		return fail(ret, "kvblk_unregister_buffer: a load into buffer %u is running", id);
+	dev->backend->unregister_buffer(id, b.fixed_index);
+	dev->buffers.release(id);
+	return 0;
+}
+
+int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
+		    struct kvblk_batch_info *info) noexcept
+{
+	try {
+		return do_batch(dev, IoDir::read, descs, n, results, info);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_load_many: out of memory");
+	}
+}
+
+int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
+		     struct kvblk_batch_info *info) noexcept
+{
+	try {
+		return do_batch(dev, IoDir::write, descs, n, results, info);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_store_many: out of memory");
+	}
+}
+
+int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
+{
+	if (!dev || !stats)
+		return fail(-EINVAL, "kvblk_get_stats: NULL %s", dev ? "stats" : "dev");
+	if (stats->stats_size < sizeof(*stats))
+		return fail(-EINVAL, "kvblk_get_stats: stats_size %zu is smaller than %zu", stats->stats_size,
+			    sizeof(*stats));
+	kvblk_stats s{};
+	s.stats_size = sizeof(s);
+	dev->stats.snapshot(&s);
+	copy_out(stats, stats->stats_size, &s, sizeof(s));
+	return 0;
+}
+
+int kvblk_reset_stats(kvblk_dev *dev) noexcept
+{
+	if (!dev)
+		return fail(-EINVAL, "kvblk_reset_stats: NULL dev");
+	dev->stats.reset();
+	return 0;
+}
+
+} // extern "C"

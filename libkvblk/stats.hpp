@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// The counters of one device (kvblk_stats), safe to read while loads run.
+#pragma once
+
+#include "backend.hpp"
+
+#include <kvblk/kvblk.h>
+
+#include <atomic>
+#include <cstdint>
+
+namespace kvblk::detail {
+
+/* Outcome of one served batch, as core.cpp summarises it. */
+struct BatchSummary {
+	kvblk_backend backend;
+	IoDir dir;
+	bool buffered;
+	uint32_t objects;
+	uint64_t bytes_ok;	/* bytes of the objects that succeeded */
+	uint32_t errors_io;
+	uint32_t errors_eagain;
+	uint32_t errors_other;
+	uint64_t elapsed_ns;
+};
+
+class Stats {
+public:
+	Stats() noexcept { reset(); }
+
+	void record_batch(const BatchSummary &s, const BatchCounters &c) noexcept;
+	void record_rejected() noexcept { add(rejected_batches_, 1); }
+	void record_memlock_fallback() noexcept { add(memlock_fallbacks_, 1); }
+
+	/* Copy into @out (its stats_size already checked); */
+	void snapshot(kvblk_stats *out) const noexcept;
+	void reset() noexcept;
+
+private:
+	using Counter = std::atomic<uint64_t>;
+	static void add(Counter &c, uint64_t v) noexcept { c.fetch_add(v, std::memory_order_relaxed); }
+
+	Counter batches_, objects_, commands_, bytes_read_, bytes_written_, rejected_batches_;
+	Counter errors_io_, errors_eagain_, errors_other_, eagain_retries_, short_resubmits_;
+	Counter memlock_fallbacks_, buffered_batches_, cq_overflows_, inflight_peak_;
+	Counter batches_by_backend_[KVBLK_BACKEND_MAX];
+	Counter batch_lat_hist_[KVBLK_LAT_BUCKETS];
+	Counter cmd_lat_hist_[KVBLK_LAT_BUCKETS];
+};
+
+} // namespace kvblk::detail

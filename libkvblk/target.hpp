@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// The opened target (block device or regular file) and what the kernel says about it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <sys/types.h>
+
+namespace kvblk::detail {
+
+/**
+ * struct Target - an opened block device or regular file.
+ * @fd:                   open file descriptor (O_DIRECT unless @buffered).
+ * @blockdev:             a block device (else a regular file).
+ * @buffered:             opened without O_DIRECT (KVBLK_OPEN_BUFFERED).
+ * @writable:             opened O_RDWR (KVBLK_OPEN_WRITE).
+ * @logical_block_size:   BLKSSZGET; for files statx dio_offset_align, else st_blksize.
+ * @mem_align:            statx dio_mem_align, else @logical_block_size.
+ * @capacity:             BLKGETSIZE64 or st_size, bytes.
+ * @device_max_cmd_bytes: queue/max_hw_sectors_kb of a block device in bytes; 0 = unknown.
+ * @nvme_pcie_namespace:  a whole NVMe namespace on a PCIe controller (kmod candidate).
+ * @rdev:                 device number of a block device.
+ */
+struct Target {
+	int fd = -1;
+	std::string path;
+	bool blockdev = false;
+	bool buffered = false;
+	bool writable = false;
+	uint32_t logical_block_size = 0;
+	uint32_t mem_align = 0;
+	uint64_t capacity = 0;
+	uint64_t device_max_cmd_bytes = 0;
+	bool nvme_pcie_namespace = false;
+	dev_t rdev = 0;
+};
+
+/*
+ * Open @path with KVBLK_OPEN_* @flags (create_bytes for KVBLK_OPEN_CREATE) and fill @t.
+ * Returns 0 or -errno with kvblk_last_error() set; on failure nothing stays open.
+ */
+int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target *t);
+
+/* Close what open_target() opened. */
+void close_target(Target *t) noexcept;
+
+} // namespace kvblk::detail

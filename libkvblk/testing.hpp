@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// Fault-injection seam for the unit tests (internal; not installed, not exported from
+// libkvblk.so). Tests link kvblk_static and install a Seams object; the library reads one
+// atomic pointer per batch or registration and pays nothing more when none is installed.
+#pragma once
+
+#include <kvblk/kvblk.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+
+namespace kvblk::testing {
+
+/**
+ * struct CommandInfo - one completed read/write command, as the completion hook sees it.
+ * @backend:    enum kvblk_backend that issued it.
+ * @write:      a store command.
+ * @object:     index of its object in the batch.
+ * @cmd_offset: byte offset of the command inside its object (multiple of max_cmd_bytes;
+ *              0 for the threadpool, whose commands are whole objects).
+ * @cmd_length: bytes of the whole command.
+ * @done:       bytes of it already transferred before this submission (short transfers).
+ * @attempt:    0 for the first submission, +1 for every resubmission (short or -EAGAIN).
+ */
+struct CommandInfo {
+	kvblk_backend backend;
+	bool write;
+	uint32_t object;
+	uint64_t cmd_offset;
+	uint64_t cmd_length;
+	uint64_t done;
+	uint32_t attempt;
+};
+
+/**
+ * struct Seams - the hooks; any member may be empty.
+ * @on_complete:       called with every command's result (bytes or -errno) as the kernel
+ *                     gave it; returns the result the backend should act on (a smaller
+ *                     count, -EAGAIN, -EIO, ...). Called from I/O threads concurrently.
+ * @on_fixed_register: called before each io_uring fixed-buffer registration; a negative
+ *                     return makes the registration fail with that errno (as the kernel
+ *                     does under RLIMIT_MEMLOCK with -ENOMEM).
+ * @on_open_direct:    called before kvblk_open() opens its target with O_DIRECT; a negative
+ *                     return makes that open(2) fail with that errno (as a file system
+ *                     without direct I/O does with -EINVAL).
+ * @kmod_node:         path checked instead of /dev/kvblk by the AUTO backend choice.
+ * @uring_overcommit:  > 1: rings created after this keep overcommit * queue_depth commands in
+ *                     flight with a completion queue of only queue_depth entries, and reap only
+ *                     when it is full, so that completion-queue overflow really happens.
+ */
+struct Seams {
+	std::function<int64_t(const CommandInfo &, int64_t)> on_complete;
+	std::function<int(uint32_t buf_id, uint64_t len)> on_fixed_register;
+	std::function<int(const char *path)> on_open_direct;
+	const char *kmod_node = nullptr;
+	uint32_t uring_overcommit = 0;
+};
+
+namespace internal {
+extern std::atomic<const Seams *> g_seams;
+}
+
+/* Install @seams (nullptr removes them). @seams must outlive every call made while installed. */
+inline void install(const Seams *seams) noexcept
+{
+	internal::g_seams.store(seams, std::memory_order_release);
+}
+
+/* The installed seams, or nullptr. */
+inline const Seams *active() noexcept
+{
+	return internal::g_seams.load(std::memory_order_acquire);
+}
+
+/* Apply the completion hook, if any, to one command result. */
+inline int64_t filter_completion(const Seams *s, const CommandInfo &cmd, int64_t res)
+{
+	if (s && s->on_complete)
+		return s->on_complete(cmd, res);
+	return res;
+}
+
+} // namespace kvblk::testing

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// libkvblk.so as a program links it: every public symbol exported at node KVBLK_0.1,
+// nothing of the C++ internals exported, and the C header compiled as C against it.
+#include <kvblk/kvblk.h>
+
+#include "c_header.h"
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <dlfcn.h>
+#include <string>
+
+namespace {
+
+const char *const kPublic[] = {
+	"kvblk_version",	 "kvblk_check_version",	  "kvblk_last_error",	  "kvblk_backend_name",
+	"kvblk_backend_from_name", "kvblk_open_opts_init", "kvblk_open",	  "kvblk_close",
+	"kvblk_get_info",	 "kvblk_register_buffer", "kvblk_unregister_buffer", "kvblk_load_many",
+	"kvblk_store_many",	 "kvblk_get_stats",	  "kvblk_reset_stats",
+};
+
+struct Handle {
+	void *h = dlopen(KVBLK_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+	~Handle()
+	{
+		if (h)
+			dlclose(h);
+	}
+};
+
+TEST(AbiTest, public_symbols_are_versioned_kvblk_0_1)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	for (const char *name : kPublic) {
+		EXPECT_NE(dlvsym(lib.h, name, "KVBLK_0.1"), nullptr) << name;
+		EXPECT_NE(dlsym(lib.h, name), nullptr) << name;
+	}
+}
+
+TEST(AbiTest, internals_are_not_exported)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	/* kvblk::detail::fail(int, char const*, ...) and the seam pointer. */
+	EXPECT_EQ(dlsym(lib.h, "_ZN5kvblk6detail4failEiPKcz"), nullptr);
+	EXPECT_EQ(dlsym(lib.h, "_ZN5kvblk7testing8internal7g_seamsE"), nullptr);
+}
+
+TEST(AbiTest, linked_program_uses_the_shared_library)
+{
+	Dl_info where{};
+	ASSERT_NE(dladdr(reinterpret_cast<void *>(&kvblk_open), &where), 0);
+	EXPECT_NE(std::string(where.dli_fname).find("libkvblk.so"), std::string::npos) << where.dli_fname;
+	EXPECT_EQ(KVBLK_CHECK_VERSION(), 1);
+	EXPECT_STREQ(kvblk_version(), "0.1.0");
+}
+
+TEST(AbiTest, c_caller_through_the_shared_library)
+{
+	EXPECT_EQ(kvblk_c_smoke("/var/tmp/kvblk-abi-no-such-file"), -ENOENT);
+}
+
+} // namespace
