@@ -1,0 +1,85 @@
+#!/bin/busybox sh
+# SPDX-License-Identifier: MIT
+# shellcheck shell=dash disable=SC1091,SC2153  # guest.env is written at run time
+#
+# /init of the kvblk test VM (busybox ash, PID 1 in the initramfs).
+#
+# 1. loads virtio_pci, 9p and nvme (modules in the initramfs);
+# 2. mounts the host's root read-only (9p tag "hostroot") on /host and the
+#    run folder (9p tag "results", writable) on /results;
+# 3. reads /results/guest.env (written by run-vm.sh), mounts proc, sys,
+#    devtmpfs, devpts, tmpfs (/tmp, /run, /dev/shm), debugfs and tracefs in
+#    /host, and bind-mounts /results over the run folder's own host path, so
+#    every path is the same inside `chroot /host` as on the host;
+# 4. waits for /dev/nvme0n1, then runs tests/vm/guest-run.sh (mode run) or an
+#    interactive shell (mode shell) in `chroot /host`;
+# 5. powers off.
+export PATH=/bin:/sbin
+say() { echo "vm-init: $*"; }
+halt() {
+	sync
+	poweroff -f
+}
+die() {
+	say "FATAL: $*"
+	halt
+}
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+
+modprobe -a virtio_pci 9pnet_virtio 9p nvme || die "modprobe failed"
+p9=trans=virtio,version=9p2000.L,msize=262144
+mount -t 9p -o "$p9,ro,cache=loose" hostroot /host || die "cannot mount the host root (9p)"
+mount -t 9p -o "$p9" results /results || die "cannot mount the results share (9p)"
+[ -r /results/guest.env ] || die "no guest.env in the results share"
+. /results/guest.env
+
+mount -t proc proc /host/proc
+mount -t sysfs sysfs /host/sys
+mount -t devtmpfs devtmpfs /host/dev
+mkdir -p /host/dev/pts /host/dev/shm
+mount -t devpts devpts /host/dev/pts
+mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm
+mount -t tmpfs -o mode=1777 tmpfs /host/tmp
+mount -t tmpfs -o mode=755 tmpfs /host/run
+mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
+mount -o bind /results "/host$KVBLK_VM_RESULTS" || die "cannot bind the results share"
+
+i=0
+while [ ! -b "$KVBLK_TEST_DEVICE" ] || [ ! -c "$KVBLK_TEST_NGDEV" ]; do
+	i=$((i + 1))
+	[ $i -gt 300 ] && die "$KVBLK_TEST_DEVICE or $KVBLK_TEST_NGDEV did not appear in 30 s"
+	sleep 0.1
+done
+
+hostname kvblk-vm
+export HOME=/root TERM=${TERM:-linux}
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+case $KVBLK_VM_MODE in
+run)
+	chroot /host /bin/bash "$KVBLK_VM_DIR/guest-run.sh" ||
+		say "guest-run.sh exited with status $?"
+	;;
+shell)
+	[ -n "${KVBLK_VM_TTY_ROWS:-}" ] && stty rows "$KVBLK_VM_TTY_ROWS" cols "$KVBLK_VM_TTY_COLS"
+	say "variant $KVBLK_VM_VARIANT: $KVBLK_TEST_DEVICE, LBA $KVBLK_VM_LBA B, max command $KVBLK_VM_MAX_CMD_BYTES B"
+	say "chroot of the host's root (read-only) in $KVBLK_SRC; writable: /tmp, $KVBLK_VM_RESULTS"
+	say "'exit' powers off; Ctrl-A X kills QEMU"
+	if [ -x /host/bin/bash ]; then
+		sh="exec bash --rcfile $KVBLK_VM_DIR/guest-shellrc -i"
+	else
+		sh="exec /bin/busybox sh -i"
+	fi
+	setsid cttyhack chroot /host /bin/sh -c "cd $KVBLK_SRC && $sh"
+	;;
+*)
+	say "unknown KVBLK_VM_MODE '$KVBLK_VM_MODE'"
+	;;
+esac
+
+umount "/host$KVBLK_VM_RESULTS" 2>/dev/null
+umount /results 2>/dev/null
+halt

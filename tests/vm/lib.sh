@@ -1,0 +1,185 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+# shellcheck disable=SC2034  # the VM_* settings are read by the scripts that source this
+#
+# Common settings and helpers of the kvblk VM harness. Sourced by the host-side
+# scripts (mkinitramfs.sh, run-vm.sh, run-suite.sh); never run in the guest.
+# Every knob is an environment variable named KVBLK_VM_*; see README.md.
+
+VM_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$VM_DIR/../.." && pwd)
+VM_OUT=${KVBLK_VM_OUT:-$REPO/build/vm}
+mkdir -p "$VM_OUT"
+VM_OUT=$(cd "$VM_OUT" && pwd)
+QEMU=${KVBLK_VM_QEMU:-qemu-system-x86_64}
+
+vm_log() { printf 'vmtest: %s\n' "$*" >&2; }
+vm_die() { vm_log "error: $*"; exit 2; }
+
+# Prints the kernel version the guest boots: $KVBLK_VM_KVER, else the newest
+# /boot/vmlinuz-<ver> whose modules are installed in /lib/modules/<ver>.
+vm_kernel_version() {
+	local v best=
+	if [ -n "${KVBLK_VM_KVER:-}" ]; then
+		[ -r "/boot/vmlinuz-$KVBLK_VM_KVER" ] || vm_die "no /boot/vmlinuz-$KVBLK_VM_KVER"
+		echo "$KVBLK_VM_KVER"
+		return
+	fi
+	for v in $(find /boot -maxdepth 1 -name 'vmlinuz-*' -printf '%f\n' 2>/dev/null |
+		   sed 's/^vmlinuz-//' | sort -V); do
+		[ -r "/boot/vmlinuz-$v" ] && [ -f "/lib/modules/$v/modules.dep" ] && best=$v
+	done
+	[ -n "$best" ] || vm_die "no /boot/vmlinuz-* with modules in /lib/modules (run: make deps-vm)"
+	echo "$best"
+}
+
+# Prints the kernel file QEMU boots for KVER. Default: the uncompressed ELF
+# vmlinux extracted once from /boot/vmlinuz-KVER into $VM_OUT/kernel, which
+# QEMU starts through its PVH entry point: under TCG this saves the ~6 s the
+# guest spends decompressing an xz bzImage. KVBLK_VM_PVH=0, or a kernel
+# without a PVH entry (CONFIG_PVH), boots the bzImage itself.
+vm_kernel_image() {
+	local bz=/boot/vmlinuz-$1 out=$VM_OUT/kernel/vmlinux-$1 h off magic unz
+	[ "${KVBLK_VM_PVH:-1}" != 0 ] || { echo "$bz"; return; }
+	h=$(vm_hash "$bz" "$(stat -c '%s %Y' "$bz")")
+	if [ -f "$out" ] && [ "$(cat "$out.hash" 2>/dev/null)" = "$h" ]; then
+		echo "$out"
+		return
+	fi
+	rm -f "$out" "$out.hash"
+	if [ -f "$out.nopvh" ] && [ "$(cat "$out.nopvh")" = "$h" ]; then
+		echo "$bz"
+		return
+	fi
+	mkdir -p "$VM_OUT/kernel"
+	for magic in 'xz:\xfd7zXZ\x00' 'zstd:\x28\xb5\x2f\xfd' 'gzip:\x1f\x8b\x08'; do
+		unz=${magic%%:*}
+		command -v "$unz" >/dev/null || continue
+		for off in $(LC_ALL=C grep -obUaP "${magic#*:}" "$bz" | head -n 3 | cut -d: -f1); do
+			tail -c +$((off + 1)) "$bz" | "$unz" -dc >"$out.tmp.$$" 2>/dev/null || true
+			# An ELF image with the PVH entry note (Xen note type 18).
+			if [ "$(head -c 4 "$out.tmp.$$" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] &&
+			   readelf -n "$out.tmp.$$" 2>/dev/null | grep -q 'note type: (0x00000012)'; then
+				mv -f "$out.tmp.$$" "$out"
+				echo "$h" >"$out.hash"
+				echo "$out"
+				return
+			fi
+		done
+	done
+	rm -f "$out.tmp.$$"
+	echo "$h" >"$out.nopvh"
+	vm_log "note: no PVH-bootable vmlinux in $bz; booting the bzImage (slower)"
+	echo "$bz"
+}
+
+# Prints a short hash of the named files' contents and of any extra words.
+vm_hash() {
+	{
+		local f
+		for f in "$@"; do
+			if [ -f "$f" ]; then sha256sum "$f"; else echo "$f"; fi
+		done
+	} | sha256sum | cut -c1-16
+}
+
+# Builds the pattern tool (kvblk-pattern.c) into $VM_OUT/bin when its sources
+# changed; prints its path.
+vm_pattern_tool() {
+	local bin=$VM_OUT/bin/kvblk-pattern
+	local h
+	h=$(vm_hash "$VM_DIR/kvblk-pattern.c" "$VM_DIR/pattern.h")
+	if [ ! -x "$bin" ] || [ "$(cat "$bin.hash" 2>/dev/null)" != "$h" ]; then
+		mkdir -p "$VM_OUT/bin"
+		${CC:-cc} -O2 -Wall -Wextra -std=gnu11 -o "$bin.tmp.$$" "$VM_DIR/kvblk-pattern.c" ||
+			vm_die "cannot build kvblk-pattern"
+		mv -f "$bin.tmp.$$" "$bin"
+		echo "$h" >"$bin.hash"
+	fi
+	echo "$bin"
+}
+
+# Prints the path of a BYTES-long image holding the test pattern, made once and
+# cached under $VM_OUT/images (guests open it with snapshot=on: never written).
+vm_pattern_image() {
+	local bytes=$1 tool img h
+	tool=$(vm_pattern_tool)
+	img=$VM_OUT/images/pattern-$bytes.img
+	h=$(cat "$tool.hash")
+	if [ ! -f "$img" ] || [ "$(cat "$img.hash" 2>/dev/null)" != "$h" ]; then
+		mkdir -p "$VM_OUT/images"
+		"$tool" fill "$img.tmp.$$" "$bytes" || vm_die "cannot write $img"
+		mv -f "$img.tmp.$$" "$img"
+		echo "$h" >"$img.hash"
+	fi
+	echo "$img"
+}
+
+# Converts 256M / 4K / 1G / 12345 to bytes.
+vm_bytes() {
+	local s=$1 n
+	n=${s%[kKmMgG]}
+	case $s in
+	*[kK]) echo $((n << 10)) ;;
+	*[mM]) echo $((n << 20)) ;;
+	*[gG]) echo $((n << 30)) ;;
+	*) echo $((n)) ;;
+	esac
+}
+
+# Lists the variant names (tests/vm/variants/*.conf).
+vm_variant_names() {
+	local f
+	for f in "$VM_DIR"/variants/*.conf; do
+		basename "$f" .conf
+	done
+}
+
+# Loads a variant: NAME or NAME:key=value[:key=value...] (keys: lba mdts qpairs
+# size iommu bad append). Sets the VM_* variables below and VM_INSTANCE (a file-name-safe
+# form of the spec).
+vm_load_variant() {
+	local spec=$1 name=${1%%:*} kv k v
+	local conf=$VM_DIR/variants/$name.conf
+	[ -f "$conf" ] || vm_die "unknown variant '$name' (have: $(vm_variant_names | tr '\n' ' '))"
+
+	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
+	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA=''
+
+	# shellcheck source=/dev/null
+	. "$conf"
+	if [ "$spec" != "$name" ]; then
+		local IFS=:
+		for kv in ${spec#*:}; do
+			k=${kv%%=*} v=${kv#*=}
+			case $k in
+			lba) VM_LBA=$v ;;
+			mdts) VM_MDTS=$v ;;
+			qpairs) VM_QPAIRS=$v ;;
+			size) VM_DISK_SIZE=$v ;;
+			iommu) VM_IOMMU=$v ;;
+			bad) VM_BAD_BYTE_OFFSET=$(vm_bytes "$v") ;;
+			append) VM_APPEND="$VM_APPEND $v" ;;
+			*) vm_die "variant '$spec': unknown key '$k'" ;;
+			esac
+		done
+	fi
+	VM_VARIANT=$spec
+	VM_NAME=$name
+	VM_INSTANCE=$(printf '%s' "$spec" | tr -c 'A-Za-z0-9._=-' '_')
+	VM_DISK_BYTES=$(vm_bytes "$VM_DISK_SIZE")
+	VM_MAX_CMD_BYTES=$((4096 << VM_MDTS))
+	case $VM_LBA in 512 | 4096) ;; *) vm_die "variant '$spec': lba must be 512 or 4096" ;; esac
+	if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
+		if [ $((VM_BAD_BYTE_OFFSET % VM_LBA)) -ne 0 ] ||
+		   [ "$VM_BAD_BYTE_OFFSET" -ge "$VM_DISK_BYTES" ]; then
+			vm_die "variant '$spec': bad offset $VM_BAD_BYTE_OFFSET is not an LBA inside the disk"
+		fi
+	fi
+}
+
+# Quotes a value for a POSIX shell (busybox ash and bash both read it).
+vm_shquote() {
+	local s=$1
+	printf "'%s'" "${s//\'/\'\\\'\'}"
+}

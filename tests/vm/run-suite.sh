@@ -1,0 +1,308 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Runs the VM test manifest (tests/vm/cases.list): builds kvblk.ko (and the
+# selftests) when their Makefiles exist, boots one VM per variant with all of
+# that variant's cases, attributes the guest's kernel log to cases, and prints
+# one verdict per case and a closing line "N passed, N failed[, N skipped]".
+# Exit status: 0 when nothing failed, 1 otherwise, 2 on a harness error.
+#
+# usage: run-suite.sh [--cases REGEX] [--variants LIST] [--manifest FILE]
+#                     [--no-build] [--list]
+#   --cases     run only cases whose NAME or VARIANT/NAME matches the ERE
+#   --variants  comma list of variant names; NAME:key=value[:key=value] reruns that
+#               variant's cases with changed settings (e.g. blkdebug:bad=8M)
+#   --no-build  do not run `make` for kmod/ and tests/selftests/kvblk/
+#   --list      print the plan and exit
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+cases_re=${KVBLK_VM_CASES:-} variants_filter=${KVBLK_VM_VARIANTS:-}
+manifest=$VM_DIR/cases.list build=${KVBLK_VM_BUILD:-1} list_only=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--cases) cases_re=$2; shift 2 ;;
+	--variants) variants_filter=$2; shift 2 ;;
+	--manifest) manifest=$2; shift 2 ;;
+	--no-build) build=0; shift ;;
+	--list) list_only=1; shift ;;
+	-h | --help) sed -n '3,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+	*) vm_die "usage: run-suite.sh [--cases REGEX] [--variants LIST] [--manifest FILE] [--no-build] [--list]" ;;
+	esac
+done
+
+# Kernel messages that fail the case during which they appear.
+BAD_RE='BUG:|WARNING:|Oops|lockdep|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:'
+ORDER=(lba4k lba512 mdts-small iommu blkdebug)
+
+kver=$(vm_kernel_version)
+command -v "$QEMU" >/dev/null || vm_die "$QEMU not found (run: make deps-vm)"
+
+# ---- the plan: instance (variant spec) -> cases ---------------------------
+
+declare -A plan=()	# instance -> lines "name<TAB>timeout<TAB>needs<TAB>command"
+instances=()
+
+wanted_instances() {	# prints the instances a case of variant $1 runs on, if wanted
+	local inst=$1 f
+	[ -n "$variants_filter" ] || { echo "$inst"; return; }
+	for f in ${variants_filter//,/ }; do
+		if [ "$f" = "$inst" ] || [ "$f" = "${inst%%:*}" ]; then
+			echo "$inst"
+		elif [[ $f == *:* ]] && [ "${f%%:*}" = "${inst%%:*}" ]; then
+			echo "$f"
+		fi
+	done | awk '!seen[$0]++'
+}
+
+add_case() {	# instance name timeout needs command
+	local inst=$1
+	[[ $'\n'${plan[$inst]:-} == *$'\n'"$2"$'\t'* ]] &&
+		vm_die "$manifest:$lineno: case $2 is listed twice for variant $inst"
+	[ -n "${plan[$inst]+x}" ] || instances+=("$inst")
+	plan[$inst]+="$2"$'\t'"$3"$'\t'"$4"$'\t'"$5"$'\n'
+}
+
+lineno=0
+while read -r variants name tmo needs cmd || [ -n "${variants:-}" ]; do
+	lineno=$((lineno + 1))
+	case $variants in '' | '#'*) continue ;; esac
+	if ! [[ $name =~ ^[A-Za-z0-9._-]+$ && $tmo =~ ^[0-9]+$ && -n $cmd ]]; then
+		vm_die "$manifest:$lineno: want VARIANTS NAME TIMEOUT NEEDS COMMAND"
+	fi
+	if [ "$variants" = all ]; then
+		variants=$(vm_variant_names | tr '\n' ,)
+	fi
+	for v in ${variants//,/ }; do
+		(vm_load_variant "$v") || vm_die "$manifest:$lineno: bad variant '$v'"
+		if [ -n "$cases_re" ] && ! [[ $name =~ $cases_re || $v/$name =~ $cases_re ]]; then
+			continue
+		fi
+		for inst in $(wanted_instances "$v"); do
+			add_case "$inst" "$name" "$tmo" "$needs" "$cmd"
+		done
+	done
+done <"$manifest"
+
+# Boot order: the usual variants first, then the rest as listed.
+sorted=()
+for o in "${ORDER[@]}"; do
+	for i in "${instances[@]}"; do
+		[ "${i%%:*}" = "$o" ] && sorted+=("$i")
+	done
+done
+for i in "${instances[@]}"; do
+	[[ " ${ORDER[*]} " == *" ${i%%:*} "* ]] || sorted+=("$i")
+done
+instances=("${sorted[@]}")
+
+if [ ${#instances[@]} -eq 0 ]; then
+	vm_log "no case matches (cases '${cases_re}', variants '${variants_filter}')"
+	echo "0 passed, 0 failed"
+	exit 1
+fi
+if [ $list_only = 1 ]; then
+	for i in "${instances[@]}"; do
+		printf '%s\n' "${plan[$i]}" | awk -F'\t' -v i="$i" 'NF { printf "%s/%s\t%ss\t%s\t%s\n", i, $1, $2, $3, $4 }'
+	done
+	exit 0
+fi
+
+# ---- output folder -------------------------------------------------------
+
+run_id=$(date +%Y%m%d-%H%M%S)-$$
+RUN=$VM_OUT/runs/$run_id
+mkdir -p "$RUN"
+ln -sfn "runs/$run_id" "$VM_OUT/last"
+# Keep the newest runs only.
+ls -1dt "$VM_OUT"/runs/*/ 2>/dev/null | tail -n +$((${KVBLK_VM_KEEP_RUNS:-20} + 1)) |
+	xargs -r rm -rf
+
+npass=0 nfail=0 nskip=0
+results=$RUN/results.tsv
+: >"$results"
+verdict() {	# PASS|FAIL|SKIP id seconds reason
+	local st=$1 id=$2 secs=$3 why=${4:-}
+	case $st in PASS) npass=$((npass + 1)) ;; FAIL) nfail=$((nfail + 1)) ;; SKIP) nskip=$((nskip + 1)) ;; esac
+	printf '%s\t%s\t%s\t%s\n' "$st" "$id" "$secs" "$why" >>"$results"
+	printf '  %-4s  %-36s %7s%s\n' "$st" "$id" "${secs:+$secs s}" "${why:+  $why}"
+}
+indent() { sed 's/^/        | /'; }
+
+vm_log "kernel $kver, $("$QEMU" --version | head -1)"
+vm_log "logs: $RUN"
+
+# ---- builds --------------------------------------------------------------
+
+kmod_state=absent	# absent | built | failed
+build_one() {	# id dir make-args...
+	local id=$1 dir=$2 t0 rc=0
+	shift 2
+	t0=$(date +%s)
+	make -C "$dir" "$@" >"$RUN/$id.log" 2>&1 || rc=$?
+	if [ $rc -eq 0 ]; then
+		verdict PASS "build/$id" $(($(date +%s) - t0))
+	else
+		verdict FAIL "build/$id" $(($(date +%s) - t0)) "make failed (rc=$rc), log: $RUN/$id.log"
+		tail -n 15 "$RUN/$id.log" | indent
+	fi
+	return $rc
+}
+if [ "$build" = 1 ]; then
+	if [ -f "$REPO/kmod/Makefile" ]; then
+		if build_one kmod "$REPO/kmod" KVER="$kver" KDIR="/lib/modules/$kver/build"; then
+			kmod_state=built
+		else
+			kmod_state=failed
+		fi
+	elif [ -f "$REPO/kmod/Kbuild" ]; then
+		if build_one kmod "/lib/modules/$kver/build" M="$REPO/kmod" modules; then
+			kmod_state=built
+		else
+			kmod_state=failed
+		fi
+	fi
+	if [ -f "$REPO/tests/selftests/kvblk/Makefile" ]; then
+		build_one selftests "$REPO/tests/selftests/kvblk" || true
+	fi
+fi
+
+# Prints why a case cannot run here, or nothing when its NEEDS are met.
+unmet() {
+	local need ko=$REPO/kmod/kvblk.ko vermagic
+	for need in ${1//,/ }; do
+		case $need in
+		-) ;;
+		kmod)
+			[ $kmod_state = failed ] && { echo "kmod/kvblk.ko: build failed"; return; }
+			[ -f "$ko" ] || { echo "kmod/kvblk.ko not built yet (make -C kmod)"; return; }
+			vermagic=$(modinfo -F vermagic "$ko" 2>/dev/null || true)
+			[ "${vermagic%% *}" = "$kver" ] ||
+				{ echo "kmod/kvblk.ko is built for '${vermagic%% *}', the guest runs $kver"; return; }
+			;;
+		file:*)
+			local p=${need#file:}
+			[[ $p == /* ]] || p=$REPO/$p
+			[ -e "$p" ] || { echo "${need#file:} does not exist (not built yet?)"; return; }
+			;;
+		cmd:*)
+			command -v "${need#cmd:}" >/dev/null || { echo "command ${need#cmd:} not installed"; return; }
+			;;
+		*) echo "unknown need '$need' in the manifest"; return ;;
+		esac
+	done
+}
+
+# ---- one VM per variant --------------------------------------------------
+
+# Splits the guest's kernel log into DIR/dmesg/{boot,CASE}.txt: each line goes
+# to the case that started last (messages after a case's END stay with it).
+split_dmesg() {
+	local dir=$1 src=$1/dmesg.txt
+	mkdir -p "$dir/dmesg"
+	[ -f "$src" ] || src=$dir/console.log
+	[ -f "$src" ] || return 0
+	awk -v out="$dir/dmesg" '
+		BEGIN { cur = "boot" }
+		/kvblk-vm: START / { for (i = 1; i < NF; i++) if ($i == "START") cur = $(i + 1) }
+		{ print > (out "/" cur ".txt") }' "$src"
+}
+
+# Prints the kernel log lines of DIR/dmesg/ID.txt that fail a case.
+bad_dmesg() {
+	[ -f "$1/dmesg/$2.txt" ] || return 0
+	grep -E "$BAD_RE" "$1/dmesg/$2.txt" | grep -v 'kvblk-vm: ' || true
+}
+
+for inst in "${instances[@]}"; do
+	vm_load_variant "$inst"
+	dir=$RUN/$VM_INSTANCE
+	mkdir -p "$dir/cases"
+	desc="LBA $VM_LBA B, max command $((VM_MAX_CMD_BYTES >> 10)) KiB, $VM_QPAIRS queue pairs"
+	[ "$VM_IOMMU" = 1 ] && desc="$desc, intel-iommu"
+	[ -n "$VM_BAD_BYTE_OFFSET" ] && desc="$desc, read error at byte $VM_BAD_BYTE_OFFSET"
+	echo "== $inst: $desc"
+
+	runnable=0 budget=${KVBLK_VM_BOOT_TIMEOUT:-120}
+	: >"$dir/cases.tsv"
+	while IFS=$'\t' read -r name tmo needs cmd; do
+		[ -n "$name" ] || continue
+		why=$(unmet "$needs")
+		if [ -n "$why" ]; then
+			verdict SKIP "$inst/$name" "" "$why"
+			continue
+		fi
+		printf '%s\t%s\t%s\n' "$name" "$tmo" "$cmd" >>"$dir/cases.tsv"
+		runnable=$((runnable + 1))
+		budget=$((budget + tmo + 20))
+	done <<<"${plan[$inst]}"
+	[ $runnable -gt 0 ] || continue
+
+	vm_rc=0
+	"$VM_DIR/run-vm.sh" --run-dir "$dir" --timeout "$budget" "$inst" || vm_rc=$?
+	split_dmesg "$dir"
+	read -r wall waited <"$dir/vm.times" 2>/dev/null || wall='?' waited=0.0
+	line="   VM: $wall s wall"
+	[ "$waited" = 0.0 ] || line="$line (after waiting $waited s for another VM)"
+	[ -f "$dir/started" ] && line="$line, runner started at $(cat "$dir/started") s guest uptime"
+	echo "$line, qemu rc $vm_rc"
+
+	# The boot itself is a check: the guest reached the runner, no kernel warning.
+	bad=$(bad_dmesg "$dir" boot)
+	if [ ! -f "$dir/started" ]; then
+		why="guest did not reach the case runner"
+		[ $vm_rc = 124 ] && why="$why (VM timed out after $budget s)"
+		verdict FAIL "$inst/boot" "" "$why; console: $dir/console.log"
+		tail -n 20 "$dir/console.log" 2>/dev/null | indent
+		tail -n 5 "$dir/qemu.log" 2>/dev/null | indent
+	elif [ -n "$bad" ]; then
+		verdict FAIL "$inst/boot" "" "kernel warning during boot"
+		echo "$bad" | head -n 20 | indent
+	else
+		verdict PASS "$inst/boot" ""
+	fi
+
+	died=
+	while IFS=$'\t' read -r name tmo cmd; do
+		id=$inst/$name
+		rcf=$dir/cases/$name.rc log=$dir/cases/$name.log
+		if [ ! -f "$rcf" ]; then
+			if [ -z "$died" ] && [ -f "$dir/started" ]; then
+				died=$name
+				verdict FAIL "$id" "" "no result: the guest stopped during this case (qemu rc $vm_rc)"
+				tail -n 30 "$dir/console.log" 2>/dev/null | indent
+			else
+				if [ -n "$died" ]; then
+					verdict FAIL "$id" "" "not run (the guest stopped during $died)"
+				else
+					verdict FAIL "$id" "" "not run (no boot)"
+				fi
+			fi
+			continue
+		fi
+		IFS=$'\t' read -r rc secs status <"$rcf"
+		bad=$(bad_dmesg "$dir" "$name")
+		if [ -n "$bad" ]; then
+			verdict FAIL "$id" "$secs" "kernel warning in dmesg (case rc=$rc); log: $dir/dmesg/$name.txt"
+			echo "$bad" | head -n 20 | indent
+		elif [ "$status" = hung ]; then
+			verdict FAIL "$id" "$secs" "hung in the kernel past its ${tmo} s timeout; log: $log"
+		elif [ "$status" = timeout ]; then
+			verdict FAIL "$id" "$secs" "timed out after ${tmo} s; log: $log"
+			tail -n 15 "$log" | indent
+		elif [ "$rc" = 0 ]; then
+			verdict PASS "$id" "$secs"
+		elif [ "$rc" = 4 ]; then
+			verdict SKIP "$id" "$secs" "$(tail -n 1 "$log")"
+		else
+			verdict FAIL "$id" "$secs" "exit status $rc; log: $log"
+			tail -n 15 "$log" | indent
+		fi
+	done <"$dir/cases.tsv"
+done
+
+summary="$npass passed, $nfail failed"
+[ $nskip -gt 0 ] && summary="$summary, $nskip skipped"
+echo "$summary" >"$RUN/summary.txt"
+echo "$summary"
+[ $nfail -eq 0 ]

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# Boots one kvblk test VM: Debian's kernel from /boot under QEMU (TCG), the
+# host's root shared read-only over 9p, an emulated NVMe controller shaped by
+# a variant (tests/vm/variants/NAME.conf), and the run folder shared writable.
+#
+# usage: run-vm.sh --run-dir DIR [--timeout SECONDS] VARIANT    run DIR/cases.tsv
+#        run-vm.sh --shell VARIANT                              interactive shell
+# VARIANT is NAME or NAME:key=value[:key=value...] (see README.md). Exit status: QEMU's,
+# 124 when the timeout stopped it.
+# shellcheck disable=SC2054  # commas inside QEMU option values
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+mode=run run_dir='' timeout_s=600
+while [ $# -gt 1 ]; do
+	case $1 in
+	--shell) mode=shell; shift ;;
+	--run-dir) run_dir=$2; shift 2 ;;
+	--timeout) timeout_s=$2; shift 2 ;;
+	*) vm_die "run-vm.sh: unknown option $1" ;;
+	esac
+done
+[ $# -eq 1 ] || vm_die "usage: run-vm.sh [--shell | --run-dir DIR [--timeout S]] VARIANT"
+vm_load_variant "$1"
+
+kver=$(vm_kernel_version)
+kernel=$(vm_kernel_image "$kver")
+initrd=$("$VM_DIR/mkinitramfs.sh" "$kver")
+tool=$(vm_pattern_tool)
+img=$(vm_pattern_image "$VM_DISK_BYTES")
+if [ $mode = shell ]; then
+	run_dir=$VM_OUT/runs/shell-$(date +%Y%m%d-%H%M%S)-$$/$VM_INSTANCE
+	timeout_s=${KVBLK_VM_SHELL_TIMEOUT:-3600}
+fi
+[ -n "$run_dir" ] || vm_die "run-vm.sh: --run-dir is required"
+mkdir -p "$run_dir"
+run_dir=$(cd "$run_dir" && pwd)
+
+# Settings the guest sees: guest-init.sh sources this file and exports it to
+# every case (the list is documented in README.md).
+{
+	env_line() { echo "export $1=$(vm_shquote "$2")"; }
+	env_line KVBLK_VM_MODE "$mode"
+	env_line KVBLK_VM_RESULTS "$run_dir"
+	env_line KVBLK_SRC "$REPO"
+	env_line KVBLK_VM_DIR "$VM_DIR"
+	env_line KVBLK_VM_KVER "$kver"
+	env_line KVBLK_VM_VARIANT "$VM_VARIANT"
+	env_line KVBLK_VM_VARIANT_NAME "$VM_NAME"
+	env_line KVBLK_VM_LBA "$VM_LBA"
+	env_line KVBLK_VM_MDTS "$VM_MDTS"
+	env_line KVBLK_VM_MAX_CMD_BYTES "$VM_MAX_CMD_BYTES"
+	env_line KVBLK_VM_QPAIRS "$VM_QPAIRS"
+	env_line KVBLK_VM_DISK_BYTES "$VM_DISK_BYTES"
+	env_line KVBLK_VM_IOMMU "$VM_IOMMU"
+	[ -n "$VM_BAD_BYTE_OFFSET" ] && env_line KVBLK_VM_BAD_BYTE_OFFSET "$VM_BAD_BYTE_OFFSET"
+	env_line KVBLK_VM_PATTERN_XOR 0x6b76626c6b000000
+	env_line KVBLK_VM_PATTERN_TOOL "$tool"
+	env_line KVBLK_TEST_DEVICE /dev/nvme0n1
+	env_line KVBLK_TEST_NGDEV /dev/ng0n1
+	env_line KVBLK_KO "$REPO/kmod/kvblk.ko"
+	if [ $mode = shell ] && rows_cols=$(stty size 2>/dev/null); then
+		env_line KVBLK_VM_TTY_ROWS "${rows_cols% *}"
+		env_line KVBLK_VM_TTY_COLS "${rows_cols#* }"
+	fi
+} >"$run_dir/guest.env"
+
+drive=$img
+if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
+	cat >"$run_dir/blkdebug.conf" <<-EOF
+	[inject-error]
+	event = "read_aio"
+	errno = "5"
+	sector = "$((VM_BAD_BYTE_OFFSET / 512))"
+	once = "off"
+	EOF
+	drive=blkdebug:$run_dir/blkdebug.conf:$img
+fi
+
+machine=q35
+iommu=()
+if [ "$VM_IOMMU" = 1 ]; then
+	machine=q35,kernel-irqchip=split
+	iommu=(-device intel-iommu,intremap=on)
+fi
+# printk.devkmsg=on: the runner's /dev/kmsg markers are never rate-limited.
+# tsc=reliable: TCG's vCPU TSCs look unsynchronized, and the HPET fallback makes
+# every clock read an emulated MMIO access (fio, timeouts, dmesg get slow).
+append="console=ttyS0 quiet panic=-1 printk.devkmsg=on tsc=reliable $VM_APPEND ${KVBLK_VM_APPEND:-}"
+read -ra extra <<<"$VM_QEMU_EXTRA ${KVBLK_VM_QEMU_EXTRA:-}"
+qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
+	-smp "${KVBLK_VM_SMP:-2}" -m "${KVBLK_VM_MEM:-2G}" -display none -no-reboot
+	-kernel "$kernel" -initrd "$initrd" -append "$append"
+	"${iommu[@]}"
+	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
+	-virtfs "local,path=$run_dir,mount_tag=results,security_model=none"
+	-drive "file=$drive,if=none,id=nv0,format=raw,snapshot=on"
+	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS"
+	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA"
+	"${extra[@]}")
+printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
+echo >>"$run_dir/qemu.cmd"
+
+export TMPDIR=$run_dir	# snapshot=on puts its (deleted) overlay file here
+if [ $mode = shell ]; then
+	exec timeout --foreground "$timeout_s" "${qemu[@]}" -serial mon:stdio
+fi
+
+# One test VM at a time on this machine (2 cores): two TCG guests side by
+# side each run at half speed and both risk timeouts. Shells do not lock.
+t_wait=$EPOCHREALTIME
+if [ "${KVBLK_VM_LOCK:-1}" != 0 ]; then
+	exec 8>"${KVBLK_VM_LOCK_FILE:-/tmp/kvblk-vm.lock}"
+	if ! flock -n 8; then
+		wait_max=${KVBLK_VM_LOCK_WAIT:-900}
+		vm_log "waiting for another test VM on this machine to finish (at most $wait_max s; KVBLK_VM_LOCK=0: do not wait)"
+		flock -w "$wait_max" 8 || vm_log "still busy after $wait_max s: starting anyway"
+	fi
+fi
+
+# Run mode: QEMU in the background so that Ctrl-C / TERM stop it at once.
+t_start=$EPOCHREALTIME
+timeout -k 10 "$timeout_s" "${qemu[@]}" -serial "file:$run_dir/console.log" -monitor none \
+	</dev/null >"$run_dir/qemu.log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null' INT TERM
+rc=0
+wait $pid || rc=$?
+if [ $rc -gt 128 ] && kill -0 $pid 2>/dev/null; then	# interrupted: reap QEMU
+	wait $pid || true
+fi
+# Seconds QEMU ran, and seconds spent waiting for another VM first.
+awk -v w="$t_wait" -v s="$t_start" -v e="$EPOCHREALTIME" \
+	'BEGIN { printf "%.1f %.1f\n", e - s, s - w }' >"$run_dir/vm.times"
+exit $rc
