@@ -1,0 +1,2082 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvblk ioctl selftests: every input rule of /dev/kvblk, written from the
+ * contract in include/uapi/linux/kvblk.h, one error path per test.
+ *
+ * Environment:
+ *   KVBLK_TEST_DEVICE          NVMe namespace block device (default /dev/nvme0n1).
+ *                              Only read, never written.
+ *   KVBLK_TEST_PARTITION       a partition of it for the partition tests
+ *                              (default: the first partition found in sysfs).
+ *   KVBLK_TEST_NONNVME_DEVICE  a block device that is not NVMe (default:
+ *                              /dev/ram0, else a loop device on a memfd).
+ *   KVBLK_TEST_MD_DEVICE       an NVMe namespace formatted with metadata or
+ *                              protection information (test skipped without).
+ *
+ * The whole program exits 4 (kselftest skip) when /dev/kvblk or the test
+ * device is absent. Runs as root (it opens block devices).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <linux/capability.h>
+#include <linux/fs.h>
+#include <linux/loop.h>
+#include <linux/nvme_ioctl.h>
+
+#include <linux/kvblk.h>
+
+/* The 6.1 harness has one unused parameter of its own (its SIGALRM handler). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#include "kselftest_harness.h"
+#pragma GCC diagnostic pop
+
+#define KVBLK_NODE "/dev/kvblk"
+#define DEFAULT_TEST_DEVICE "/dev/nvme0n1"
+/* Bytes appended to a struct for the size-growth tests. */
+#define TAIL_BYTES 24
+/* The hard upper bound of the max_descs tunable (header: "at most 65536"). */
+#define MAX_DESCS_LIMIT 65536u
+#define MAX_BUFFERS 1024	/* header: "1024 per context" */
+#define FILL 0xA5		/* destination fill that a read must not touch */
+#define GARBAGE 0x5A		/* result fill that the kernel must overwrite */
+
+/* The layout the header promises: sizes, natural alignment, VER0 constants. */
+_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER0, "attach size");
+_Static_assert(sizeof(struct kvblk_buf_reg) == KVBLK_BUF_REG_SIZE_VER0, "buf_reg size");
+_Static_assert(sizeof(struct kvblk_buf_unreg) == KVBLK_BUF_UNREG_SIZE_VER0, "buf_unreg size");
+_Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER0, "load_many size");
+_Static_assert(sizeof(struct kvblk_desc) == KVBLK_DESC_SIZE_VER0, "desc size");
+_Static_assert(sizeof(struct kvblk_desc_result) == KVBLK_DESC_RESULT_SIZE_VER0, "result size");
+_Static_assert(offsetof(struct kvblk_attach, capacity) % 8 == 0, "attach capacity aligned");
+_Static_assert(offsetof(struct kvblk_buf_reg, addr) % 8 == 0, "buf_reg addr aligned");
+_Static_assert(offsetof(struct kvblk_load_many, descs) % 8 == 0, "load_many descs aligned");
+_Static_assert(offsetof(struct kvblk_load_many, nr_cmds) % 8 == 0, "load_many nr_cmds aligned");
+
+/*
+ * EXPECT_ERRNO(E, call): @call returns -1 with errno E. On a mismatch it logs
+ * what came back, with the errno's text. Like every EXPECT_*, it can be
+ * followed by TH_LOG(...).
+ */
+#define EXPECT_ERRNO(expected_errno, call) \
+	EXPECT_EQ((expected_errno), errno_check(_metadata, (call), #call, (expected_errno)))
+
+/* ASSERT_OK(call): @call returns >= 0; logs errno otherwise. */
+#define ASSERT_OK(call) ASSERT_LE(0, ok_check(_metadata, (call), #call))
+
+/* errno of a failed call (-1), or 0 when it succeeded; logs a mismatch. */
+static int errno_check(struct __test_metadata *_metadata, long ret, const char *call, int want)
+{
+	int err = errno;
+
+	if (ret != -1 || err != want)
+		TH_LOG("%s returned %ld, errno %d (%s); want -1 and errno %d (%s)",
+		       call, ret, ret == -1 ? err : 0, ret == -1 ? strerror(err) : "-",
+		       want, strerror(want));
+	return ret == -1 ? err : 0;
+}
+
+static long ok_check(struct __test_metadata *_metadata, long ret, const char *call)
+{
+	int err = errno;
+
+	if (ret < 0)
+		TH_LOG("%s failed: %s", call, strerror(err));
+	return ret;
+}
+
+static const char *test_device(void)
+{
+	const char *d = getenv("KVBLK_TEST_DEVICE");
+
+	return d && *d ? d : DEFAULT_TEST_DEVICE;
+}
+
+/* Whole-program skip (exit 4) when the module or the namespace is not there. */
+static void __attribute__((constructor)) kvblk_require_nodes(void)
+{
+	struct stat st;
+
+	if (stat(KVBLK_NODE, &st) != 0)
+		ksft_exit_skip(KVBLK_NODE " absent (kvblk.ko not loaded)\n");
+	if (stat(test_device(), &st) != 0 || !S_ISBLK(st.st_mode))
+		ksft_exit_skip("%s absent or not a block device (set KVBLK_TEST_DEVICE)\n",
+			       test_device());
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static size_t page_size(void)
+{
+	return (size_t)sysconf(_SC_PAGESIZE);
+}
+
+/* An address that no ioctl may read or write: a PROT_NONE page, kept mapped. */
+static void *bad_ptr(void)
+{
+	void *p = mmap(NULL, page_size(), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? (void *)8 : p;
+}
+
+/* Anonymous read-write mapping of @len bytes, filled with @fill; NULL on failure. */
+static unsigned char *map_filled(size_t len, int fill)
+{
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		return NULL;
+	memset(p, fill, len);
+	return p;
+}
+
+/* True when every byte of [p, p+len) is @v. */
+static bool all_bytes(const unsigned char *p, size_t len, unsigned char v)
+{
+	for (size_t i = 0; i < len; i++)
+		if (p[i] != v)
+			return false;
+	return true;
+}
+
+static __u64 round_up_u64(__u64 v, __u64 a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static void attach_init(struct kvblk_attach *a, int bdev_fd)
+{
+	memset(a, 0, sizeof(*a));
+	a->size = sizeof(*a);
+	a->bdev_fd = bdev_fd;
+}
+
+static void reg_init(struct kvblk_buf_reg *r, const void *addr, __u64 len)
+{
+	memset(r, 0, sizeof(*r));
+	r->size = sizeof(*r);
+	r->kind = KVBLK_MEM_HOST;
+	r->addr = (__u64)(uintptr_t)addr;
+	r->len = len;
+}
+
+static void unreg_init(struct kvblk_buf_unreg *u, __u32 buf_id)
+{
+	memset(u, 0, sizeof(*u));
+	u->size = sizeof(*u);
+	u->buf_id = buf_id;
+}
+
+static void lm_init(struct kvblk_load_many *lm, struct kvblk_desc *descs,
+		    struct kvblk_desc_result *res, __u32 nr)
+{
+	memset(lm, 0, sizeof(*lm));
+	lm->size = sizeof(*lm);
+	lm->nr_descs = nr;
+	lm->desc_bytes = sizeof(struct kvblk_desc);
+	lm->descs = (__u64)(uintptr_t)descs;
+	lm->results = (__u64)(uintptr_t)res;
+	lm->result_bytes = sizeof(struct kvblk_desc_result);
+}
+
+static int do_ioctl(int fd, unsigned long req, void *arg)
+{
+	return ioctl(fd, req, arg);
+}
+
+/* ---- sysfs -------------------------------------------------------------- */
+
+struct blkinfo {
+	char dir[PATH_MAX];	/* sysfs dir of the device itself */
+	char disk[PATH_MAX];	/* sysfs dir of the whole disk */
+	bool is_part;
+	__u64 part_start;	/* 512-byte sectors, partitions only */
+};
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+		buf[--n] = '\0';
+	return 0;
+}
+
+static int read_u64(const char *path, __u64 *val)
+{
+	char buf[64], *end;
+	int ret = read_text(path, buf, sizeof(buf));
+
+	if (ret)
+		return ret;
+	errno = 0;
+	*val = strtoull(buf, &end, 0);
+	return errno || end == buf ? -EINVAL : 0;
+}
+
+static int blkinfo_get(int fd, struct blkinfo *bi)
+{
+	char link[64], path[PATH_MAX + 16];
+	struct stat st;
+
+	memset(bi, 0, sizeof(*bi));
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISBLK(st.st_mode))
+		return -ENOTBLK;
+	snprintf(link, sizeof(link), "/sys/dev/block/%u:%u", major(st.st_rdev), minor(st.st_rdev));
+	if (!realpath(link, bi->dir))
+		return -errno;
+	snprintf(path, sizeof(path), "%s/partition", bi->dir);
+	bi->is_part = access(path, F_OK) == 0;
+	strcpy(bi->disk, bi->dir);
+	if (bi->is_part) {
+		char *slash = strrchr(bi->disk, '/');
+
+		if (!slash)
+			return -EINVAL;
+		*slash = '\0';
+		snprintf(path, sizeof(path), "%s/start", bi->dir);
+		if (read_u64(path, &bi->part_start))
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* Number of blk-mq hardware queues of the disk (entries of <disk>/mq). */
+static int count_hw_queues(const struct blkinfo *bi)
+{
+	char path[PATH_MAX + 8];
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/mq", bi->disk);
+	d = opendir(path);
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)))
+		if (de->d_name[0] >= '0' && de->d_name[0] <= '9')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* The engine the header promises: PRP on a blk-mq nvme-pci namespace, else BIO. */
+static __u32 expected_engine(const struct blkinfo *bi)
+{
+	char path[PATH_MAX + 32], transport[32];
+
+	snprintf(path, sizeof(path), "%s/device/transport", bi->disk);
+	if (read_text(path, transport, sizeof(transport)) == 0 &&
+	    strcmp(transport, "pcie") == 0 && count_hw_queues(bi) > 0)
+		return KVBLK_ENGINE_PRP;
+	return KVBLK_ENGINE_BIO;
+}
+
+/* /sys/module/kvblk/parameters/max_descs, or 0 when it cannot be read. */
+static __u32 max_descs_param(void)
+{
+	__u64 v;
+
+	if (read_u64("/sys/module/kvblk/parameters/max_descs", &v))
+		return 0;
+	return (__u32)v;
+}
+
+/* Path of a partition of the test device into @out; false when there is none. */
+static bool find_partition(int bdev_fd, char *out, size_t len)
+{
+	const char *env = getenv("KVBLK_TEST_PARTITION");
+	struct blkinfo bi;
+	struct dirent *de;
+	bool found = false;
+	DIR *d;
+
+	if (env && *env) {
+		snprintf(out, len, "%s", env);
+		return true;
+	}
+	if (blkinfo_get(bdev_fd, &bi) || bi.is_part)
+		return false;
+	d = opendir(bi.disk);
+	if (!d)
+		return false;
+	while (!found && (de = readdir(d))) {
+		char path[PATH_MAX + 300];
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/partition", bi.disk, de->d_name);
+		if (access(path, F_OK) == 0) {
+			snprintf(out, len, "/dev/%s", de->d_name);
+			found = true;
+		}
+	}
+	closedir(d);
+	return found;
+}
+
+/* ---- CAP_IPC_LOCK ------------------------------------------------------- */
+
+static int drop_cap_ipc_lock(void)
+{
+	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+	const unsigned int idx = CAP_TO_INDEX(CAP_IPC_LOCK);
+	const __u32 mask = CAP_TO_MASK(CAP_IPC_LOCK);
+
+	if (syscall(SYS_capget, &hdr, data))
+		return -errno;
+	data[idx].effective &= ~mask;
+	data[idx].permitted &= ~mask;
+	data[idx].inheritable &= ~mask;
+	if (syscall(SYS_capset, &hdr, data))
+		return -errno;
+	if (syscall(SYS_capget, &hdr, data))
+		return -errno;
+	return (data[idx].effective & mask) ? -EPERM : 0;
+}
+
+/* ---- a non-NVMe block device --------------------------------------------- */
+
+struct other_bdev {
+	char path[64];
+	int ctl_fd;	/* loop device fd holding the binding, or -1 */
+	int backing_fd;
+};
+
+/* Finds or makes a block device that is not NVMe; 0, or -errno to skip. */
+static int other_bdev_get(struct other_bdev *o)
+{
+	const char *env = getenv("KVBLK_TEST_NONNVME_DEVICE");
+	struct stat st;
+	int ctl, n;
+
+	o->ctl_fd = o->backing_fd = -1;
+	if (env && *env) {
+		snprintf(o->path, sizeof(o->path), "%s", env);
+		return 0;
+	}
+	if (stat("/dev/ram0", &st) == 0 && S_ISBLK(st.st_mode)) {
+		snprintf(o->path, sizeof(o->path), "/dev/ram0");
+		return 0;
+	}
+	ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (ctl < 0)
+		return -errno;
+	n = ioctl(ctl, LOOP_CTL_GET_FREE);
+	close(ctl);
+	if (n < 0)
+		return -errno;
+	snprintf(o->path, sizeof(o->path), "/dev/loop%d", n);
+	o->backing_fd = memfd_create("kvblk-selftest-loop", MFD_CLOEXEC);
+	if (o->backing_fd < 0 || ftruncate(o->backing_fd, 1 << 20))
+		return -errno;
+	o->ctl_fd = open(o->path, O_RDWR | O_CLOEXEC);
+	if (o->ctl_fd < 0)
+		return -errno;
+	if (ioctl(o->ctl_fd, LOOP_SET_FD, o->backing_fd))
+		return -errno;
+	return 0;
+}
+
+static void other_bdev_put(struct other_bdev *o)
+{
+	if (o->ctl_fd >= 0) {
+		ioctl(o->ctl_fd, LOOP_CLR_FD, 0);
+		close(o->ctl_fd);
+	}
+	if (o->backing_fd >= 0)
+		close(o->backing_fd);
+}
+
+/* ======================================================================== */
+/* Fixture kvblk: a fresh context (not attached) and the namespace, O_RDONLY. */
+
+FIXTURE(kvblk) {
+	int fd;
+	int bdev_fd;
+};
+
+FIXTURE_SETUP(kvblk)
+{
+	self->fd = -1;
+	self->bdev_fd = -1;
+	self->fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", KVBLK_NODE, strerror(errno));
+	self->bdev_fd = open(test_device(), O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, self->bdev_fd) TH_LOG("open %s: %s", test_device(), strerror(errno));
+}
+
+FIXTURE_TEARDOWN(kvblk)
+{
+	if (self->bdev_fd >= 0)
+		close(self->bdev_fd);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+static void attach_ok(struct __test_metadata *_metadata, int fd, int bdev_fd,
+		      struct kvblk_attach *out)
+{
+	attach_init(out, bdev_fd);
+	ASSERT_EQ(0, ioctl(fd, KVBLK_IOC_ATTACH, out))
+		TH_LOG("attach: %s", strerror(errno));
+}
+
+/*
+ * After a rejected attach the context must still be unattached: a valid
+ * attach then succeeds.
+ */
+static void expect_attachable(struct __test_metadata *_metadata, int fd, int bdev_fd)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, bdev_fd);
+	EXPECT_EQ(0, ioctl(fd, KVBLK_IOC_ATTACH, &a))
+		TH_LOG("attach after a rejected one: %s", strerror(errno));
+}
+
+/* ---- GET_FEATURES and unknown numbers ------------------------------------ */
+
+TEST_F(kvblk, features_prp_engine_and_host_memory)
+{
+	__u64 feat = ~0ULL;
+
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_GET_FEATURES, &feat));
+	EXPECT_TRUE(!!(feat & KVBLK_FEAT_PRP_ENGINE)) TH_LOG("features 0x%llx", (unsigned long long)feat);
+	EXPECT_TRUE(!!(feat & KVBLK_FEAT_MEM_HOST)) TH_LOG("features 0x%llx", (unsigned long long)feat);
+}
+
+TEST_F(kvblk, features_bad_pointer_efault)
+{
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_GET_FEATURES, bad_ptr()));
+}
+
+TEST_F(kvblk, unknown_number_in_kvblk_range_enotty)
+{
+	__u64 arg[16] = { 0 };
+
+	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, _IO(KVBLK_IOC_MAGIC, 0x7f)));
+	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, _IOWR(KVBLK_IOC_MAGIC, 0x04, __u64[16]), arg));
+	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, _IOWR(KVBLK_IOC_MAGIC, 0x11, __u64[16]), arg));
+}
+
+TEST_F(kvblk, unknown_number_other_magic_enotty)
+{
+	struct termios t;
+
+	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, TCGETS, &t));
+	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, _IOWR('k', 0x01, struct kvblk_attach), &t));
+}
+
+/* ---- attach: struct rules ------------------------------------------------ */
+
+TEST_F(kvblk, attach_size_short_einval)
+{
+	static const __u32 sizes[] = { 0, 4, 8, KVBLK_ATTACH_SIZE_VER0 - 8, KVBLK_ATTACH_SIZE_VER0 - 1 };
+	struct kvblk_attach a;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		attach_init(&a, self->bdev_fd);
+		a.size = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("size %u", sizes[i]);
+	}
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_size_long_nonzero_tail_e2big)
+{
+	struct {
+		struct kvblk_attach a;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	static const unsigned int pos[] = { 0, TAIL_BYTES - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(pos); i++) {
+		memset(&big, 0, sizeof(big));
+		attach_init(&big.a, self->bdev_fd);
+		big.a.size = sizeof(big);
+		big.tail[pos[i]] = 1;
+		EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &big)) TH_LOG("tail byte %u", pos[i]);
+	}
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_size_long_zero_tail_accepted)
+{
+	struct {
+		struct kvblk_attach a;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	int lba = 0;
+
+	memset(&big, 0, sizeof(big));
+	attach_init(&big.a, self->bdev_fd);
+	big.a.size = sizeof(big);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &big)) TH_LOG("attach: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(self->bdev_fd, BLKSSZGET, &lba));
+	EXPECT_EQ((__u32)lba, big.a.lba_size);
+	/* Output is written only up to the kernel's struct size. */
+	EXPECT_TRUE(all_bytes(big.tail, sizeof(big.tail), 0));
+}
+
+TEST_F(kvblk, attach_unknown_flag_einval)
+{
+	struct kvblk_attach a;
+
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		attach_init(&a, self->bdev_fd);
+		a.flags = 1u << bit;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("flag bit %u", bit);
+	}
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_reserved_nonzero_einval)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->bdev_fd);
+	a.reserved = 1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	attach_init(&a, self->bdev_fd);
+	a.reserved = 1ULL << 63;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_reserved2_nonzero_einval)
+{
+	struct kvblk_attach a;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(a.reserved2); i++) {
+		attach_init(&a, self->bdev_fd);
+		a.reserved2[i] = 1;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("reserved2[%u]", i);
+	}
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_bad_pointer_efault)
+{
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_ATTACH, bad_ptr()));
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+TEST_F(kvblk, attach_out_fields_ignored_on_input)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->bdev_fd);
+	a.nsid = 0xdead;
+	a.lba_size = 3;
+	a.max_cmd_bytes = 5;
+	a.capacity = ~0ULL;
+	a.start_lba = ~0ULL;
+	a.nr_hw_queues = 7;
+	a.engine = 0xff;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
+	EXPECT_NE(3U, a.lba_size);
+	EXPECT_NE(~0ULL, a.capacity);
+}
+
+/* ---- attach: the fd ------------------------------------------------------ */
+
+TEST_F(kvblk, attach_pipe_enotblk)
+{
+	struct kvblk_attach a;
+	int p[2];
+
+	ASSERT_EQ(0, pipe2(p, O_CLOEXEC));
+	attach_init(&a, p[0]);
+	EXPECT_ERRNO(ENOTBLK, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(p[0]);
+	close(p[1]);
+}
+
+TEST_F(kvblk, attach_char_device_enotblk)
+{
+	struct kvblk_attach a;
+	int nfd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+	ASSERT_LE(0, nfd);
+	attach_init(&a, nfd);
+	EXPECT_ERRNO(ENOTBLK, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(nfd);
+}
+
+TEST_F(kvblk, attach_regular_file_enotblk)
+{
+	struct kvblk_attach a;
+	int ffd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+
+	ASSERT_LE(0, ffd);
+	attach_init(&a, ffd);
+	EXPECT_ERRNO(ENOTBLK, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(ffd);
+}
+
+TEST_F(kvblk, attach_own_context_fd_enotblk)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->fd);
+	EXPECT_ERRNO(ENOTBLK, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+}
+
+TEST_F(kvblk, attach_wronly_eacces)
+{
+	struct kvblk_attach a;
+	int wfd = open(test_device(), O_WRONLY | O_CLOEXEC);
+
+	ASSERT_LE(0, wfd) TH_LOG("open O_WRONLY: %s", strerror(errno));
+	attach_init(&a, wfd);
+	EXPECT_ERRNO(EACCES, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(wfd);
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+/* Header: "-EACCES it was opened without read access (O_WRONLY or O_PATH)". */
+TEST_F(kvblk, attach_opath_eacces)
+{
+	struct kvblk_attach a;
+	int pfd = open(test_device(), O_PATH | O_CLOEXEC);
+
+	ASSERT_LE(0, pfd) TH_LOG("open O_PATH: %s", strerror(errno));
+	attach_init(&a, pfd);
+	EXPECT_ERRNO(EACCES, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(pfd);
+}
+
+TEST_F(kvblk, attach_negative_fd_ebadf)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, -1);
+	EXPECT_ERRNO(EBADF, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	attach_init(&a, INT_MIN);
+	EXPECT_ERRNO(EBADF, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+}
+
+TEST_F(kvblk, attach_closed_fd_ebadf)
+{
+	struct kvblk_attach a;
+	int cfd = dup(self->bdev_fd);
+
+	ASSERT_LE(0, cfd);
+	ASSERT_EQ(0, close(cfd));
+	attach_init(&a, cfd);
+	EXPECT_ERRNO(EBADF, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	attach_init(&a, INT_MAX);
+	EXPECT_ERRNO(EBADF, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+}
+
+TEST_F(kvblk, attach_twice_ebusy)
+{
+	struct kvblk_attach a;
+
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	attach_init(&a, self->bdev_fd);
+	EXPECT_ERRNO(EBUSY, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+}
+
+TEST_F(kvblk, attach_twice_other_fd_ebusy)
+{
+	struct kvblk_attach a;
+	int fd2 = open(test_device(), O_RDONLY | O_CLOEXEC);
+
+	ASSERT_LE(0, fd2);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	attach_init(&a, fd2);
+	EXPECT_ERRNO(EBUSY, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(fd2);
+}
+
+TEST_F(kvblk, attach_rdwr_accepted)
+{
+	struct kvblk_attach a;
+	int rw = open(test_device(), O_RDWR | O_CLOEXEC);
+
+	ASSERT_LE(0, rw) TH_LOG("open O_RDWR: %s", strerror(errno));
+	attach_ok(_metadata, self->fd, rw, &a);
+	close(rw);
+}
+
+TEST_F(kvblk, attach_two_contexts_same_namespace)
+{
+	struct kvblk_attach a, b;
+	int fd2 = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+
+	ASSERT_LE(0, fd2);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	attach_ok(_metadata, fd2, self->bdev_fd, &b);
+	EXPECT_EQ(a.nsid, b.nsid);
+	EXPECT_EQ(a.capacity, b.capacity);
+	close(fd2);
+}
+
+TEST_F(kvblk, attach_non_nvme_eopnotsupp)
+{
+	struct other_bdev o;
+	struct kvblk_attach a;
+	int ofd, ret;
+
+	ret = other_bdev_get(&o);
+	if (ret) {
+		other_bdev_put(&o);
+		SKIP(return, "no non-NVMe block device (brd or loop): %s", strerror(-ret));
+	}
+	ofd = open(o.path, O_RDONLY | O_CLOEXEC);
+	EXPECT_LE(0, ofd) TH_LOG("open %s: %s", o.path, strerror(errno));
+	if (ofd >= 0) {
+		attach_init(&a, ofd);
+		EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", o.path);
+		close(ofd);
+	}
+	other_bdev_put(&o);
+}
+
+TEST_F(kvblk, attach_metadata_format_eopnotsupp)
+{
+	const char *md = getenv("KVBLK_TEST_MD_DEVICE");
+	struct kvblk_attach a;
+	int mfd;
+
+	if (!md || !*md)
+		SKIP(return, "KVBLK_TEST_MD_DEVICE not set");
+	mfd = open(md, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, mfd) TH_LOG("open %s: %s", md, strerror(errno));
+	attach_init(&a, mfd);
+	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(mfd);
+}
+
+/* ---- attach: what it reports --------------------------------------------- */
+
+TEST_F(kvblk, attach_lba_size_equals_blksszget)
+{
+	struct kvblk_attach a;
+	int lba = 0;
+
+	ASSERT_EQ(0, ioctl(self->bdev_fd, BLKSSZGET, &lba));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ((__u32)lba, a.lba_size);
+}
+
+TEST_F(kvblk, attach_capacity_equals_blkgetsize64)
+{
+	struct kvblk_attach a;
+	__u64 bytes = 0;
+
+	ASSERT_EQ(0, ioctl(self->bdev_fd, BLKGETSIZE64, &bytes));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ(bytes, a.capacity);
+}
+
+TEST_F(kvblk, attach_nsid_equals_nvme_ioctl_id)
+{
+	struct kvblk_attach a;
+	int nsid = ioctl(self->bdev_fd, NVME_IOCTL_ID);
+
+	ASSERT_LT(0, nsid) TH_LOG("NVME_IOCTL_ID: %s", strerror(errno));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ((__u32)nsid, a.nsid);
+}
+
+TEST_F(kvblk, attach_max_cmd_bytes_within_controller_limit)
+{
+	char path[PATH_MAX + 40];
+	struct kvblk_attach a;
+	struct blkinfo bi;
+	__u64 kb = 0;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	snprintf(path, sizeof(path), "%s/queue/max_hw_sectors_kb", bi.disk);
+	ASSERT_EQ(0, read_u64(path, &kb)) TH_LOG("read %s", path);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_LE((__u64)a.max_cmd_bytes, kb * 1024);
+	EXPECT_LE(a.lba_size, a.max_cmd_bytes);
+	/* Objects are split at this size into whole-LBA commands. */
+	EXPECT_EQ(0U, a.max_cmd_bytes % a.lba_size);
+}
+
+TEST_F(kvblk, attach_start_lba_matches_sysfs)
+{
+	struct kvblk_attach a;
+	struct blkinfo bi;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	ASSERT_LT(0U, a.lba_size);
+	EXPECT_EQ(bi.part_start * 512 / a.lba_size, a.start_lba);
+}
+
+TEST_F(kvblk, attach_nr_hw_queues_equals_blk_mq)
+{
+	struct kvblk_attach a;
+	struct blkinfo bi;
+	int nq;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	nq = count_hw_queues(&bi);
+	ASSERT_LT(0, nq) TH_LOG("%s/mq has no hardware queues", bi.disk);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ((__u32)nq, a.nr_hw_queues);
+}
+
+TEST_F(kvblk, attach_engine_prp_on_nvme_pci)
+{
+	struct kvblk_attach a;
+	struct blkinfo bi;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ(expected_engine(&bi), a.engine);
+	EXPECT_EQ(0ULL, a.reserved);
+	for (unsigned int i = 0; i < ARRAY_SIZE(a.reserved2); i++) {
+		EXPECT_EQ(0ULL, a.reserved2[i]);
+	}
+}
+
+/* ---- partitions ---------------------------------------------------------- */
+
+TEST_F(kvblk, partition_attach_geometry)
+{
+	char part[PATH_MAX];
+	struct kvblk_attach a, whole;
+	struct blkinfo bi;
+	__u64 bytes = 0;
+	int pfd, ctx2;
+
+	if (!find_partition(self->bdev_fd, part, sizeof(part)))
+		SKIP(return, "%s has no partition", test_device());
+	pfd = open(part, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, pfd) TH_LOG("open %s: %s", part, strerror(errno));
+	ASSERT_EQ(0, blkinfo_get(pfd, &bi));
+	ASSERT_TRUE(bi.is_part);
+	ASSERT_EQ(0, ioctl(pfd, BLKGETSIZE64, &bytes));
+	attach_ok(_metadata, self->fd, pfd, &a);
+	EXPECT_EQ(bytes, a.capacity);
+	EXPECT_EQ(bi.part_start * 512 / a.lba_size, a.start_lba);
+	ctx2 = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, ctx2);
+	attach_ok(_metadata, ctx2, self->bdev_fd, &whole);
+	EXPECT_EQ(whole.nsid, a.nsid);
+	EXPECT_EQ(whole.lba_size, a.lba_size);
+	EXPECT_LT(a.capacity, whole.capacity);
+	close(ctx2);
+	close(pfd);
+}
+
+/* Reads the first and last LBA of the partition; bytes equal pread on it. */
+TEST_F(kvblk, partition_load_equals_pread)
+{
+	char part[PATH_MAX];
+	struct kvblk_desc d[2];
+	struct kvblk_desc_result r[2];
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_attach a;
+	unsigned char *buf, *ref;
+	int pfd, dfd;
+	size_t len;
+
+	if (!find_partition(self->bdev_fd, part, sizeof(part)))
+		SKIP(return, "%s has no partition", test_device());
+	pfd = open(part, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, pfd);
+	attach_ok(_metadata, self->fd, pfd, &a);
+	len = round_up_u64(2 * a.lba_size, page_size());
+	buf = map_filled(len, FILL);
+	ref = map_filled(a.lba_size, 0);
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, ref);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	memset(d, 0, sizeof(d));
+	d[0].length = d[1].length = a.lba_size;
+	d[1].offset = a.capacity - a.lba_size;
+	d[1].buf_offset = a.lba_size;
+	d[0].buf_id = d[1].buf_id = reg.buf_id;
+	lm_init(&lm, d, r, 2);
+	EXPECT_EQ(2, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("load_many: %s", strerror(errno));
+	dfd = open(part, O_RDONLY | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(0, r[i].status);
+		ASSERT_EQ((ssize_t)a.lba_size, pread(dfd, ref, a.lba_size, d[i].offset));
+		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, ref, a.lba_size)) TH_LOG("descriptor %d", i);
+	}
+	close(dfd);
+	close(pfd);
+}
+
+/* One LBA past the partition's end is still inside the namespace: -ERANGE. */
+TEST_F(kvblk, partition_past_end_erange)
+{
+	char part[PATH_MAX];
+	struct kvblk_desc d;
+	struct kvblk_desc_result r;
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_attach a;
+	unsigned char *buf;
+	int pfd;
+	size_t len;
+
+	if (!find_partition(self->bdev_fd, part, sizeof(part)))
+		SKIP(return, "%s has no partition", test_device());
+	pfd = open(part, O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, pfd);
+	attach_ok(_metadata, self->fd, pfd, &a);
+	len = round_up_u64(a.lba_size, page_size());
+	buf = map_filled(len, FILL);
+	ASSERT_NE(NULL, buf);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	memset(&d, 0, sizeof(d));
+	d.offset = a.capacity;
+	d.length = a.lba_size;
+	d.buf_id = reg.buf_id;
+	lm_init(&lm, &d, &r, 1);
+	EXPECT_ERRNO(ERANGE, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm));
+	EXPECT_EQ(0, lm.bad_index);
+	EXPECT_EQ(-ERANGE, r.status);
+	EXPECT_TRUE(all_bytes(buf, len, FILL));
+	close(pfd);
+}
+
+/* ---- register: unattached context and memory rules --------------------------- */
+
+TEST_F(kvblk, reg_before_attach_enxio)
+{
+	struct kvblk_buf_reg r;
+	unsigned char *buf = map_filled(page_size(), 0);
+
+	ASSERT_NE(NULL, buf);
+	reg_init(&r, buf, page_size());
+	EXPECT_ERRNO(ENXIO, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk, unreg_before_attach_enoent)
+{
+	struct kvblk_buf_unreg u;
+
+	/* Header lists no -ENXIO for unregister: no buffer exists, so -ENOENT. */
+	unreg_init(&u, 0);
+	EXPECT_ERRNO(ENOENT, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+}
+
+TEST_F(kvblk, load_many_before_attach_enxio)
+{
+	struct kvblk_desc d = { .length = 4096 };
+	struct kvblk_desc_result r;
+	struct kvblk_load_many lm;
+
+	lm_init(&lm, &d, &r, 1);
+	EXPECT_ERRNO(ENXIO, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm));
+}
+
+/*
+ * Header: once the struct is accepted, results and output fields are written
+ * on every return but -EINTR and -EFAULT; a call rejected before submission
+ * leaves every result -ECANCELED; @bad_index is -1 unless a descriptor was
+ * the reason. -ENXIO is such a return.
+ */
+TEST_F(kvblk, load_many_before_attach_writes_outputs)
+{
+	struct kvblk_desc d[2] = { { .length = 4096 }, { .offset = 4096, .length = 4096 } };
+	struct kvblk_desc_result r[2];
+	struct kvblk_load_many lm;
+
+	memset(r, GARBAGE, sizeof(r));
+	lm_init(&lm, d, r, 2);
+	lm.bad_index = 5;
+	lm.nr_ok = 7;
+	EXPECT_ERRNO(ENXIO, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm));
+	EXPECT_EQ(-1, lm.bad_index);
+	EXPECT_EQ(0U, lm.nr_ok);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_EQ(-ECANCELED, r[i].status) TH_LOG("result %d", i);
+		EXPECT_EQ(0ULL, r[i].bytes) TH_LOG("result %d", i);
+		EXPECT_EQ(0U, r[i].reserved) TH_LOG("result %d", i);
+	}
+}
+
+TEST_F(kvblk, reg_two_buffers_distinct_ids)
+{
+	struct kvblk_buf_reg r1, r2;
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(2 * page_size(), 0);
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	reg_init(&r1, buf, page_size());
+	reg_init(&r2, buf + page_size(), page_size());
+	r2.buf_id = 0xdeadbeef;	/* out field: ignored on input */
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r1));
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r2));
+	EXPECT_NE(r1.buf_id, r2.buf_id);
+	/* Header: @buf_id is never 0. */
+	EXPECT_NE(0U, r1.buf_id);
+	EXPECT_NE(0U, r2.buf_id);
+}
+
+/* RLIMIT_MEMLOCK, for a caller without CAP_IPC_LOCK. Runs in a child. */
+struct memlock_outcome {
+	int stage;	/* how far the child got */
+	int small_ret;	/* register under the limit */
+	int small_err;
+	int big_ret;	/* register over the limit */
+	int big_err;
+};
+
+static void memlock_child(int bdev_fd, struct memlock_outcome *out)
+{
+	const size_t pg = page_size();
+	const struct rlimit rl = { .rlim_cur = 16 * pg, .rlim_max = 16 * pg };
+	struct kvblk_buf_reg r;
+	struct kvblk_attach a;
+	unsigned char *small, *big;
+	int ctx;
+
+	if (drop_cap_ipc_lock())
+		_exit(1);
+	out->stage = 1;
+	if (setrlimit(RLIMIT_MEMLOCK, &rl))
+		_exit(1);
+	out->stage = 2;
+	ctx = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	attach_init(&a, bdev_fd);
+	if (ctx < 0 || ioctl(ctx, KVBLK_IOC_ATTACH, &a))
+		_exit(1);
+	out->stage = 3;
+	small = map_filled(pg, 0);
+	big = map_filled(64 * pg, 0);
+	if (!small || !big)
+		_exit(1);
+	out->stage = 4;
+	reg_init(&r, small, pg);
+	out->small_ret = ioctl(ctx, KVBLK_IOC_REGISTER_BUFFER, &r);
+	out->small_err = errno;
+	reg_init(&r, big, 64 * pg);
+	out->big_ret = ioctl(ctx, KVBLK_IOC_REGISTER_BUFFER, &r);
+	out->big_err = errno;
+	out->stage = 5;
+	_exit(0);
+}
+
+TEST_F(kvblk, reg_memlock_rlimit_enomem)
+{
+	struct memlock_outcome *out;
+	int status;
+	pid_t pid;
+
+	out = mmap(NULL, sizeof(*out), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, out);
+	memset(out, 0, sizeof(*out));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		memlock_child(self->bdev_fd, out);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(5, out->stage) TH_LOG("child stopped at stage %d (1 capset, 2 setrlimit, 3 attach, 4 mmap)",
+					 out->stage);
+	EXPECT_EQ(0, out->small_ret) TH_LOG("1 page under a 16-page limit: %s", strerror(out->small_err));
+	EXPECT_EQ(-1, out->big_ret);
+	EXPECT_EQ(ENOMEM, out->big_err) TH_LOG("64 pages over a 16-page limit: %s", strerror(out->big_err));
+}
+
+TEST_F_TIMEOUT(kvblk, reg_1025th_buffer_enospc, 300)
+{
+	const size_t pg = page_size();
+	unsigned char *buf = map_filled((MAX_BUFFERS + 1) * pg, 0);
+	struct kvblk_buf_unreg u;
+	struct kvblk_buf_reg r;
+	struct kvblk_attach a;
+	__u32 last = 0;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	for (unsigned int i = 0; i < MAX_BUFFERS; i++) {
+		reg_init(&r, buf + (size_t)i * pg, pg);
+		ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r))
+			TH_LOG("buffer %u: %s", i, strerror(errno));
+		ASSERT_NE(0U, r.buf_id);
+		last = r.buf_id;
+	}
+	reg_init(&r, buf + MAX_BUFFERS * pg, pg);
+	EXPECT_ERRNO(ENOSPC, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	/* A slot freed by unregister is usable again. */
+	unreg_init(&u, last);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+	reg_init(&r, buf + MAX_BUFFERS * pg, pg);
+	EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+}
+
+/* ======================================================================== */
+/*
+ * Fixture kvblk_io: an attached context with one registered destination
+ * buffer (filled with FILL), an unregistered spare mapping, and a valid batch
+ * of IO_NR descriptors (one LBA each, into separate slots of the buffer).
+ */
+#define IO_NR 4
+#define SLOT (64 * 1024)
+
+FIXTURE(kvblk_io) {
+	int fd;
+	int bdev_fd;
+	struct kvblk_attach at;
+	unsigned char *buf;
+	size_t buf_len;
+	__u32 buf_id;
+	unsigned char *spare;
+	size_t spare_len;
+	struct kvblk_desc descs[IO_NR];
+	struct kvblk_desc_result res[IO_NR];
+	struct kvblk_load_many lm;
+};
+
+FIXTURE_SETUP(kvblk_io)
+{
+	struct kvblk_buf_reg r;
+
+	self->fd = -1;
+	self->bdev_fd = -1;
+	self->fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, self->fd) TH_LOG("open %s: %s", KVBLK_NODE, strerror(errno));
+	self->bdev_fd = open(test_device(), O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, self->bdev_fd) TH_LOG("open %s: %s", test_device(), strerror(errno));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &self->at);
+	ASSERT_LE(self->at.lba_size, (__u32)SLOT / 2);
+	ASSERT_LE((__u64)(8 * IO_NR) * self->at.lba_size, self->at.capacity);
+
+	self->buf_len = IO_NR * SLOT;
+	self->buf = map_filled(self->buf_len, FILL);
+	ASSERT_NE(NULL, self->buf);
+	reg_init(&r, self->buf, self->buf_len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r))
+		TH_LOG("register: %s", strerror(errno));
+	self->buf_id = r.buf_id;
+
+	self->spare_len = 16 * page_size();
+	self->spare = map_filled(self->spare_len, 0);
+	ASSERT_NE(NULL, self->spare);
+
+	memset(self->descs, 0, sizeof(self->descs));
+	for (unsigned int i = 0; i < IO_NR; i++) {
+		self->descs[i].offset = (__u64)(2 * i + 1) * self->at.lba_size;
+		self->descs[i].length = self->at.lba_size;
+		self->descs[i].buf_offset = (__u64)i * SLOT;
+		self->descs[i].buf_id = self->buf_id;
+		self->descs[i].tag = 0x6b76626c00000000ULL | i;
+	}
+	lm_init(&self->lm, self->descs, self->res, IO_NR);
+}
+
+FIXTURE_TEARDOWN(kvblk_io)
+{
+	if (self->bdev_fd >= 0)
+		close(self->bdev_fd);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/*
+ * The batch must fail as a whole with @err because of descriptor @bad: the
+ * header's rules for a rejected batch (bad_index, the reason in its result,
+ * -ECANCELED in all others, nothing read).
+ */
+static void expect_batch_rejected(struct __test_metadata *_metadata,
+				  FIXTURE_DATA(kvblk_io) *self, int err, int bad)
+{
+	memset(self->res, GARBAGE, sizeof(self->res));
+	self->lm.bad_index = 0x7eadbeef;
+	self->lm.nr_ok = 0xdead;
+	EXPECT_ERRNO(err, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+	EXPECT_EQ(bad, self->lm.bad_index);
+	EXPECT_EQ(0U, self->lm.nr_ok);
+	for (int i = 0; i < IO_NR; i++) {
+		EXPECT_EQ(i == bad ? -err : -ECANCELED, self->res[i].status) TH_LOG("result %d", i);
+		EXPECT_EQ(0ULL, self->res[i].bytes) TH_LOG("result %d", i);
+		EXPECT_EQ(0U, self->res[i].reserved) TH_LOG("result %d", i);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL))
+		TH_LOG("the destination was written by a rejected batch");
+}
+
+/* A valid batch: returns IO_NR, every result 0 and whole. */
+static void expect_batch_ok(struct __test_metadata *_metadata, FIXTURE_DATA(kvblk_io) *self)
+{
+	memset(self->res, GARBAGE, sizeof(self->res));
+	EXPECT_EQ(IO_NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm))
+		TH_LOG("load_many: %s", strerror(errno));
+	EXPECT_EQ((__u32)IO_NR, self->lm.nr_ok);
+	for (int i = 0; i < IO_NR; i++) {
+		EXPECT_EQ(0, self->res[i].status) TH_LOG("result %d", i);
+		EXPECT_EQ(self->descs[i].length, self->res[i].bytes) TH_LOG("result %d", i);
+	}
+}
+
+/* ---- register: struct rules (attached context) --------------------------- */
+
+TEST_F(kvblk_io, reg_size_short_einval)
+{
+	static const __u32 sizes[] = { 0, 4, 8, KVBLK_BUF_REG_SIZE_VER0 - 8, KVBLK_BUF_REG_SIZE_VER0 - 1 };
+	struct kvblk_buf_reg r;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		reg_init(&r, self->spare, page_size());
+		r.size = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("size %u", sizes[i]);
+	}
+}
+
+TEST_F(kvblk_io, reg_size_long_nonzero_tail_e2big)
+{
+	struct {
+		struct kvblk_buf_reg r;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	static const unsigned int pos[] = { 0, TAIL_BYTES - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(pos); i++) {
+		memset(&big, 0, sizeof(big));
+		reg_init(&big.r, self->spare, page_size());
+		big.r.size = sizeof(big);
+		big.tail[pos[i]] = 0x80;
+		EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &big)) TH_LOG("tail byte %u", pos[i]);
+	}
+}
+
+TEST_F(kvblk_io, reg_size_long_zero_tail_accepted)
+{
+	struct {
+		struct kvblk_buf_reg r;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+
+	memset(&big, 0, sizeof(big));
+	reg_init(&big.r, self->spare, page_size());
+	big.r.size = sizeof(big);
+	big.r.buf_id = self->buf_id;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &big)) TH_LOG("%s", strerror(errno));
+	EXPECT_NE(self->buf_id, big.r.buf_id);
+	EXPECT_TRUE(all_bytes(big.tail, sizeof(big.tail), 0));
+}
+
+TEST_F(kvblk_io, reg_unknown_flag_einval)
+{
+	struct kvblk_buf_reg r;
+
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		reg_init(&r, self->spare, page_size());
+		r.flags = 1u << bit;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("flag bit %u", bit);
+	}
+}
+
+TEST_F(kvblk_io, reg_reserved_nonzero_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, page_size());
+	r.reserved = 1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_reserved2_nonzero_einval)
+{
+	struct kvblk_buf_reg r;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(r.reserved2); i++) {
+		reg_init(&r, self->spare, page_size());
+		r.reserved2[i] = 1ULL << 40;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("reserved2[%u]", i);
+	}
+}
+
+TEST_F(kvblk_io, reg_bad_pointer_efault)
+{
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, bad_ptr()));
+}
+
+/* ---- register: the range ------------------------------------------------- */
+
+TEST_F(kvblk_io, reg_addr_misaligned_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare + 512, page_size());
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	reg_init(&r, self->spare + 4, page_size());
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_len_misaligned_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, page_size() + 512);
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	reg_init(&r, self->spare, 512);
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_len_zero_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, 0);
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_addr_len_overflow_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, NULL, 2 * page_size());
+	r.addr = 0ULL - page_size();	/* page aligned; addr + len wraps */
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+/*
+ * Header: "-EINVAL ... @len above 64 GiB". The range past the spare mapping
+ * is unmapped, so a module that skips the check answers -EFAULT instead.
+ */
+TEST_F(kvblk_io, reg_len_over_64g_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, (64ULL << 30) + page_size());
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_unmapped_efault)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_buf_reg r;
+	unsigned char *p = map_filled(len, 0);
+
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, munmap(p, len));
+	reg_init(&r, p, len);
+	EXPECT_ERRNO(EFAULT, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_partly_unmapped_efault)
+{
+	const size_t pg = page_size();
+	struct kvblk_buf_reg r;
+	unsigned char *p = map_filled(4 * pg, 0);
+
+	ASSERT_NE(NULL, p);
+	ASSERT_EQ(0, munmap(p + 3 * pg, pg));
+	reg_init(&r, p, 4 * pg);
+	EXPECT_ERRNO(EFAULT, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	/* Nothing is left behind: the mapped part registers afterwards. */
+	reg_init(&r, p, 3 * pg);
+	EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+}
+
+/* Header, common errors: -EFAULT when @addr is "not readable or writable". */
+TEST_F(kvblk_io, reg_readonly_mapping_efault)
+{
+	struct kvblk_buf_reg r;
+	void *p = mmap(NULL, page_size(), PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	ASSERT_NE(MAP_FAILED, p);
+	reg_init(&r, p, page_size());
+	EXPECT_ERRNO(EFAULT, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+/* ---- register: kinds ----------------------------------------------------- */
+
+/* Header: "-EINVAL unknown @kind". */
+TEST_F(kvblk_io, reg_unknown_kind_einval)
+{
+	static const __u32 kinds[] = { KVBLK_MEM_KIND_MAX, 0x7fffffff, 0xffffffff };
+	struct kvblk_buf_reg r;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(kinds); i++) {
+		reg_init(&r, self->spare, page_size());
+		r.kind = kinds[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("kind %u", kinds[i]);
+	}
+}
+
+static __u64 get_features(int fd)
+{
+	__u64 feat = 0;
+
+	return ioctl(fd, KVBLK_IOC_GET_FEATURES, &feat) ? 0 : feat;
+}
+
+TEST_F(kvblk_io, reg_cuda_without_nvidia_eopnotsupp)
+{
+	struct kvblk_buf_reg r;
+
+	if (get_features(self->fd) & KVBLK_FEAT_MEM_CUDA)
+		SKIP(return, "KVBLK_FEAT_MEM_CUDA is set: nvidia-p2p is present");
+	reg_init(&r, NULL, 64 * 1024);
+	r.kind = KVBLK_MEM_CUDA;
+	r.addr = 0x7f0000000000ULL;	/* 64 KiB aligned */
+	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_p2pdma_unavailable_eopnotsupp)
+{
+	struct kvblk_buf_reg r;
+
+	if (get_features(self->fd) & KVBLK_FEAT_MEM_P2PDMA)
+		SKIP(return, "KVBLK_FEAT_MEM_P2PDMA is set");
+	reg_init(&r, self->spare, page_size());
+	r.kind = KVBLK_MEM_P2PDMA;
+	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+TEST_F(kvblk_io, reg_dmabuf_unavailable_eopnotsupp)
+{
+	struct kvblk_buf_reg r;
+	int p[2];
+
+	if (get_features(self->fd) & KVBLK_FEAT_MEM_DMABUF)
+		SKIP(return, "KVBLK_FEAT_MEM_DMABUF is set");
+	ASSERT_EQ(0, pipe2(p, O_CLOEXEC));
+	reg_init(&r, NULL, page_size());
+	r.kind = KVBLK_MEM_DMABUF;
+	r.dmabuf_fd = p[0];
+	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	close(p[0]);
+	close(p[1]);
+}
+
+/* Header: "-EINVAL ... @dmabuf_fd not 0 for another kind". */
+TEST_F(kvblk_io, reg_host_with_dmabuf_fd_einval)
+{
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, page_size());
+	r.dmabuf_fd = self->bdev_fd;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	reg_init(&r, self->spare, page_size());
+	r.dmabuf_fd = -1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+}
+
+/* ---- unregister ---------------------------------------------------------- */
+
+TEST_F(kvblk_io, unreg_size_short_einval)
+{
+	static const __u32 sizes[] = { 0, 4, 8, KVBLK_BUF_UNREG_SIZE_VER0 - 4, KVBLK_BUF_UNREG_SIZE_VER0 - 1 };
+	struct kvblk_buf_unreg u;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		unreg_init(&u, self->buf_id);
+		u.size = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("size %u", sizes[i]);
+	}
+	expect_batch_ok(_metadata, self);	/* still registered */
+}
+
+TEST_F(kvblk_io, unreg_size_long_nonzero_tail_e2big)
+{
+	struct {
+		struct kvblk_buf_unreg u;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	static const unsigned int pos[] = { 0, TAIL_BYTES - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(pos); i++) {
+		memset(&big, 0, sizeof(big));
+		unreg_init(&big.u, self->buf_id);
+		big.u.size = sizeof(big);
+		big.tail[pos[i]] = 1;
+		EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &big)) TH_LOG("tail byte %u", pos[i]);
+	}
+	expect_batch_ok(_metadata, self);
+}
+
+TEST_F(kvblk_io, unreg_size_long_zero_tail_accepted)
+{
+	struct {
+		struct kvblk_buf_unreg u;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	struct kvblk_buf_unreg u;
+
+	memset(&big, 0, sizeof(big));
+	unreg_init(&big.u, self->buf_id);
+	big.u.size = sizeof(big);
+	EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &big)) TH_LOG("%s", strerror(errno));
+	unreg_init(&u, self->buf_id);
+	EXPECT_ERRNO(ENOENT, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+}
+
+TEST_F(kvblk_io, unreg_unknown_flag_einval)
+{
+	struct kvblk_buf_unreg u;
+
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		unreg_init(&u, self->buf_id);
+		u.flags = 1u << bit;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("flag bit %u", bit);
+	}
+	expect_batch_ok(_metadata, self);
+}
+
+TEST_F(kvblk_io, unreg_reserved_nonzero_einval)
+{
+	struct kvblk_buf_unreg u;
+
+	unreg_init(&u, self->buf_id);
+	u.reserved = 1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+	expect_batch_ok(_metadata, self);
+}
+
+TEST_F(kvblk_io, unreg_bad_pointer_efault)
+{
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, bad_ptr()));
+	expect_batch_ok(_metadata, self);
+}
+
+TEST_F(kvblk_io, unreg_unknown_id_enoent)
+{
+	static const __u32 ids_delta[] = { 1, 1000, 0x7fffffff };
+	struct kvblk_buf_unreg u;
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(ids_delta); i++) {
+		unreg_init(&u, self->buf_id + ids_delta[i]);
+		EXPECT_ERRNO(ENOENT, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("id %u", u.buf_id);
+	}
+	expect_batch_ok(_metadata, self);
+}
+
+TEST_F(kvblk_io, unreg_twice_enoent)
+{
+	struct kvblk_buf_unreg u;
+
+	unreg_init(&u, self->buf_id);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("%s", strerror(errno));
+	unreg_init(&u, self->buf_id);
+	EXPECT_ERRNO(ENOENT, do_ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+}
+
+/* ---- load_many: struct rules --------------------------------------------- */
+
+TEST_F(kvblk_io, load_many_valid_batch)
+{
+	expect_batch_ok(_metadata, self);
+	EXPECT_EQ(-1, self->lm.bad_index);
+}
+
+TEST_F(kvblk_io, load_many_size_short_einval)
+{
+	static const __u32 sizes[] = { 0, 4, 8, KVBLK_LOAD_MANY_SIZE_VER0 - 8, KVBLK_LOAD_MANY_SIZE_VER0 - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		self->lm.size = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("size %u", sizes[i]);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_size_long_nonzero_tail_e2big)
+{
+	struct {
+		struct kvblk_load_many lm;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+	static const unsigned int pos[] = { 0, TAIL_BYTES - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(pos); i++) {
+		memset(&big, 0, sizeof(big));
+		big.lm = self->lm;
+		big.lm.size = sizeof(big);
+		big.tail[pos[i]] = 1;
+		EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &big)) TH_LOG("tail byte %u", pos[i]);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_size_long_zero_tail_accepted)
+{
+	struct {
+		struct kvblk_load_many lm;
+		unsigned char tail[TAIL_BYTES];
+	} big;
+
+	memset(&big, 0, sizeof(big));
+	big.lm = self->lm;
+	big.lm.size = sizeof(big);
+	memset(self->res, GARBAGE, sizeof(self->res));
+	EXPECT_EQ(IO_NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &big)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ((__u32)IO_NR, big.lm.nr_ok);
+	EXPECT_EQ(-1, big.lm.bad_index);
+	for (int i = 0; i < IO_NR; i++) {
+		EXPECT_EQ(0, self->res[i].status);
+	}
+	EXPECT_TRUE(all_bytes(big.tail, sizeof(big.tail), 0));
+}
+
+TEST_F(kvblk_io, load_many_unknown_flag_einval)
+{
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		self->lm.flags = 1u << bit;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("flag bit %u", bit);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_reserved_nonzero_einval)
+{
+	for (unsigned int i = 0; i < ARRAY_SIZE(self->lm.reserved); i++) {
+		lm_init(&self->lm, self->descs, self->res, IO_NR);
+		self->lm.reserved[i] = 1;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("reserved[%u]", i);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_bad_pointer_efault)
+{
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, bad_ptr()));
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_descs_bad_pointer_efault)
+{
+	self->lm.descs = (__u64)(uintptr_t)bad_ptr();
+	EXPECT_ERRNO(EFAULT, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_results_bad_pointer_efault)
+{
+	self->lm.results = (__u64)(uintptr_t)bad_ptr();
+	EXPECT_ERRNO(EFAULT, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+}
+
+TEST_F(kvblk_io, load_many_out_fields_ignored_on_input)
+{
+	self->lm.bad_index = 12345;
+	self->lm.nr_ok = 777;
+	self->lm.engine = 0xff;
+	self->lm.nr_cmds = ~0ULL;
+	self->lm.elapsed_ns = ~0ULL;
+	expect_batch_ok(_metadata, self);
+	EXPECT_EQ(-1, self->lm.bad_index);
+	EXPECT_GE(self->lm.nr_cmds, (__u64)IO_NR);
+	EXPECT_NE(~0ULL, self->lm.nr_cmds);
+}
+
+TEST_F(kvblk_io, load_many_nr_descs_zero_einval)
+{
+	self->lm.nr_descs = 0;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+}
+
+TEST_F(kvblk_io, load_many_desc_bytes_short_einval)
+{
+	static const __u32 sizes[] = { 0, 8, 32, KVBLK_DESC_SIZE_VER0 - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		self->lm.desc_bytes = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("desc_bytes %u", sizes[i]);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+TEST_F(kvblk_io, load_many_result_bytes_short_einval)
+{
+	static const __u32 sizes[] = { 0, 8, KVBLK_DESC_RESULT_SIZE_VER0 - 1 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(sizes); i++) {
+		self->lm.result_bytes = sizes[i];
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("result_bytes %u", sizes[i]);
+	}
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+}
+
+/* @desc_bytes larger than 40 ("as the caller knows it"), zero tails: accepted. */
+TEST_F(kvblk_io, load_many_desc_bytes_larger_accepted)
+{
+	const size_t stride = sizeof(struct kvblk_desc) + 16;
+	unsigned char *arr = calloc(IO_NR, stride);
+
+	ASSERT_NE(NULL, arr);
+	for (int i = 0; i < IO_NR; i++)
+		memcpy(arr + i * stride, &self->descs[i], sizeof(self->descs[i]));
+	self->lm.descs = (__u64)(uintptr_t)arr;
+	self->lm.desc_bytes = stride;
+	memset(self->res, GARBAGE, sizeof(self->res));
+	EXPECT_EQ(IO_NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("%s", strerror(errno));
+	for (int i = 0; i < IO_NR; i++) {
+		EXPECT_EQ(0, self->res[i].status);
+	}
+	free(arr);
+}
+
+/*
+ * @desc_bytes larger than 40 and a non-zero byte past struct kvblk_desc in
+ * descriptor 2 only. Header: "that descriptor is rejected with -E2BIG".
+ */
+TEST_F(kvblk_io, load_many_desc_bytes_larger_nonzero_tail_e2big)
+{
+	const size_t stride = sizeof(struct kvblk_desc) + 16;
+	unsigned char *arr = calloc(IO_NR, stride);
+
+	ASSERT_NE(NULL, arr);
+	for (int i = 0; i < IO_NR; i++)
+		memcpy(arr + i * stride, &self->descs[i], sizeof(self->descs[i]));
+	arr[2 * stride + stride - 1] = 1;
+	self->lm.descs = (__u64)(uintptr_t)arr;
+	self->lm.desc_bytes = stride;
+	expect_batch_rejected(_metadata, self, E2BIG, 2);
+	free(arr);
+}
+
+/* @result_bytes larger than 16: results are written at that stride. */
+TEST_F(kvblk_io, load_many_result_bytes_larger_accepted)
+{
+	const size_t stride = sizeof(struct kvblk_desc_result) + 16;
+	unsigned char *arr = malloc(IO_NR * stride);
+
+	ASSERT_NE(NULL, arr);
+	memset(arr, GARBAGE, IO_NR * stride);
+	self->lm.results = (__u64)(uintptr_t)arr;
+	self->lm.result_bytes = stride;
+	EXPECT_EQ(IO_NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("%s", strerror(errno));
+	for (int i = 0; i < IO_NR; i++) {
+		struct kvblk_desc_result r;
+
+		memcpy(&r, arr + i * stride, sizeof(r));
+		EXPECT_EQ(0, r.status) TH_LOG("result %d", i);
+		EXPECT_EQ(self->descs[i].length, r.bytes) TH_LOG("result %d", i);
+		/* Header: "The kernel writes the first 16 bytes of each result." */
+		EXPECT_TRUE(all_bytes(arr + i * stride + sizeof(r), stride - sizeof(r), GARBAGE))
+			TH_LOG("result %d: bytes past 16 were written", i);
+	}
+	free(arr);
+}
+
+/* A batch of @nr valid one-LBA descriptors (all into slot 0). */
+static struct kvblk_desc *make_descs(FIXTURE_DATA(kvblk_io) *self, __u32 nr)
+{
+	struct kvblk_desc *d = calloc(nr, sizeof(*d));
+
+	for (__u32 i = 0; d && i < nr; i++) {
+		d[i].offset = (__u64)(i % 64) * self->at.lba_size;
+		d[i].length = self->at.lba_size;
+		d[i].buf_id = self->buf_id;
+	}
+	return d;
+}
+
+TEST_F_TIMEOUT(kvblk_io, load_many_nr_descs_above_max_descs_e2big, 120)
+{
+	__u32 max = max_descs_param();
+	struct kvblk_desc_result *r;
+	struct kvblk_desc *d;
+
+	if (!max)
+		SKIP(return, "/sys/module/kvblk/parameters/max_descs not readable");
+	ASSERT_LE(max, MAX_DESCS_LIMIT);
+	d = make_descs(self, max + 1);
+	r = calloc(max + 1, sizeof(*r));
+	ASSERT_NE(NULL, d);
+	ASSERT_NE(NULL, r);
+	lm_init(&self->lm, d, r, max + 1);
+	EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("max_descs %u", max);
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+	free(d);
+	free(r);
+}
+
+TEST_F_TIMEOUT(kvblk_io, load_many_nr_descs_above_65536_e2big, 120)
+{
+	const __u32 nr = MAX_DESCS_LIMIT + 1;
+	struct kvblk_desc *d = make_descs(self, nr);
+	struct kvblk_desc_result *r = calloc(nr, sizeof(*r));
+
+	ASSERT_NE(NULL, d);
+	ASSERT_NE(NULL, r);
+	lm_init(&self->lm, d, r, nr);
+	EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+	self->lm.nr_descs = UINT32_MAX;
+	EXPECT_ERRNO(E2BIG, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
+	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
+	free(d);
+	free(r);
+}
+
+/* ---- load_many: descriptor rules, only index 2 bad ------------------------ */
+
+TEST_F(kvblk_io, desc_offset_not_lba_multiple_einval)
+{
+	self->descs[2].offset += self->at.lba_size / 2;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_offset_odd_einval)
+{
+	self->descs[2].offset += 1;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_length_not_lba_multiple_einval)
+{
+	self->descs[2].length += self->at.lba_size / 2;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_length_zero_einval)
+{
+	self->descs[2].length = 0;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_buf_offset_not_dword_aligned_einval)
+{
+	static const __u64 off[] = { 1, 2, 3, 6 };
+
+	for (unsigned int i = 0; i < ARRAY_SIZE(off); i++) {
+		self->descs[2].buf_offset = 2 * SLOT + off[i];
+		expect_batch_rejected(_metadata, self, EINVAL, 2);
+	}
+}
+
+TEST_F(kvblk_io, desc_unknown_buf_id_einval)
+{
+	self->descs[2].buf_id = self->buf_id + 1000;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_unregistered_buf_id_einval)
+{
+	struct kvblk_buf_unreg u;
+	struct kvblk_buf_reg r;
+
+	reg_init(&r, self->spare, self->spare_len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+	unreg_init(&u, r.buf_id);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("%s", strerror(errno));
+	self->descs[2].buf_id = r.buf_id;
+	self->descs[2].buf_offset = 0;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_buf_range_exceeded_einval)
+{
+	/* Starts inside the buffer, ends one LBA past its end. */
+	self->descs[2].buf_offset = self->buf_len - self->at.lba_size;
+	self->descs[2].length = 2 * self->at.lba_size;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_buf_offset_past_buffer_einval)
+{
+	self->descs[2].buf_offset = self->buf_len;
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+TEST_F(kvblk_io, desc_buf_offset_plus_length_overflow_einval)
+{
+	self->descs[2].buf_offset = 0ULL - 4;	/* dword aligned; + length wraps */
+	expect_batch_rejected(_metadata, self, EINVAL, 2);
+}
+
+/*
+ * offset + length wraps around 2^64 (offset LBA aligned, length 2 LBAs).
+ * Header: "[offset, offset+length) must lie inside the device (else
+ * -ERANGE)"; it names no other errno for a range that wraps, and an offset
+ * this large is past the device's end whatever the length.
+ */
+TEST_F(kvblk_io, desc_offset_plus_length_overflow_erange)
+{
+	self->descs[2].offset = 0ULL - self->at.lba_size;
+	self->descs[2].length = 2 * self->at.lba_size;
+	expect_batch_rejected(_metadata, self, ERANGE, 2);
+}
+
+TEST_F(kvblk_io, desc_past_device_end_erange)
+{
+	self->descs[2].offset = self->at.capacity - self->at.lba_size;
+	self->descs[2].length = 2 * self->at.lba_size;
+	expect_batch_rejected(_metadata, self, ERANGE, 2);
+}
+
+TEST_F(kvblk_io, desc_at_device_end_erange)
+{
+	self->descs[2].offset = self->at.capacity;
+	expect_batch_rejected(_metadata, self, ERANGE, 2);
+}
+
+TEST_F(kvblk_io, desc_flags_nonzero_einval)
+{
+	for (unsigned int bit = 0; bit < 32; bit++) {
+		self->descs[2].flags = 1u << bit;
+		expect_batch_rejected(_metadata, self, EINVAL, 2);
+	}
+}
+
+/* Two bad descriptors: the first one (1, -ERANGE) is reported; 3 is -ECANCELED. */
+TEST_F(kvblk_io, desc_first_bad_index_reported)
+{
+	self->descs[1].offset = self->at.capacity;
+	self->descs[3].length = 0;
+	expect_batch_rejected(_metadata, self, ERANGE, 1);
+}
+
+/* The last descriptor of the batch ending exactly at the device's end is valid. */
+TEST_F(kvblk_io, desc_ending_at_device_end_ok)
+{
+	self->descs[IO_NR - 1].offset = self->at.capacity - self->at.lba_size;
+	expect_batch_ok(_metadata, self);
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+/*
+ * A valid batch returns nr_descs, every object whole, engine PRP, and the
+ * bytes that pread(O_DIRECT) returns for the same ranges; every byte of the
+ * destination outside the objects stays untouched. Objects: the first LBA;
+ * a multi-command object (2 * max_cmd_bytes + 1 LBA) at an odd LBA into
+ * buf_offset 512; one exactly max_cmd_bytes; eight LBAs mid-device into a
+ * buf_offset 4 bytes past a page start; one ending at the device end into a
+ * buf_offset 4 bytes before a page end.
+ */
+TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
+{
+	enum { NR = 5 };
+	const size_t pg = page_size();
+	struct kvblk_desc_result res[NR];
+	struct kvblk_desc d[NR];
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_attach a;
+	struct blkinfo bi;
+	unsigned char *buf, *ref, *shadow;
+	__u64 lba, mc, mc_lba, cursor, min_cmds = 0, longest = 0;
+	__u64 mis[NR];
+	size_t len;
+	int dfd;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	lba = a.lba_size;
+	mc = a.max_cmd_bytes;
+	ASSERT_LT(0ULL, lba);
+	ASSERT_LE(lba, mc);
+	mc_lba = mc / lba * lba;	/* LBA multiple for offsets and lengths */
+	if (a.capacity < 8 * mc + 64 * lba)
+		SKIP(return, "device too small: %llu bytes", (unsigned long long)a.capacity);
+
+	memset(d, 0, sizeof(d));
+	d[0].offset = 0;
+	d[0].length = lba;
+	mis[0] = 0;
+	d[1].offset = 3 * lba;
+	d[1].length = 2 * mc_lba + lba;
+	mis[1] = 512;
+	d[2].offset = mc_lba;
+	d[2].length = mc_lba;
+	mis[2] = 0;
+	d[3].offset = a.capacity / 2 / lba * lba;
+	d[3].length = 8 * lba;
+	mis[3] = 4;
+	d[4].offset = a.capacity - 2 * lba;
+	d[4].length = 2 * lba;
+	mis[4] = pg - 4;
+
+	/* Each object starts after a guard page, at its misalignment. */
+	cursor = 0;
+	for (int i = 0; i < NR; i++) {
+		cursor = round_up_u64(cursor, pg) + pg + mis[i];
+		d[i].buf_offset = cursor;
+		d[i].tag = ~0ULL - i;
+		cursor += d[i].length;
+		min_cmds += (d[i].length + mc - 1) / mc;
+		if (d[i].length > longest)
+			longest = d[i].length;
+	}
+	len = round_up_u64(cursor, pg) + pg;
+	buf = map_filled(len, FILL);
+	shadow = map_filled(len, FILL);
+	ref = map_filled(round_up_u64(longest, pg), 0);
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, shadow);
+	ASSERT_NE(NULL, ref);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	for (int i = 0; i < NR; i++)
+		d[i].buf_id = reg.buf_id;
+
+	memset(res, GARBAGE, sizeof(res));
+	lm_init(&lm, d, res, NR);
+	lm.bad_index = 77;
+	ASSERT_EQ(NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("load_many: %s", strerror(errno));
+	EXPECT_EQ((__u32)NR, lm.nr_ok);
+	EXPECT_EQ(-1, lm.bad_index);
+	EXPECT_EQ(expected_engine(&bi), lm.engine);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
+	EXPECT_LE(min_cmds, lm.nr_cmds);
+	EXPECT_LT(0ULL, lm.elapsed_ns);
+	for (int i = 0; i < NR; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("object %d", i);
+		EXPECT_EQ(0U, res[i].reserved) TH_LOG("object %d", i);
+		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
+	}
+
+	/* Same ranges through pread(O_DIRECT), laid out the same way. */
+	dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
+	for (int i = 0; i < NR; i++) {
+		ASSERT_EQ((ssize_t)d[i].length, pread(dfd, ref, d[i].length, d[i].offset))
+			TH_LOG("pread object %d: %s", i, strerror(errno));
+		memcpy(shadow + d[i].buf_offset, ref, d[i].length);
+	}
+	close(dfd);
+	for (int i = 0; i < NR; i++) {
+		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, shadow + d[i].buf_offset, d[i].length))
+			TH_LOG("object %d: bytes differ from pread", i);
+	}
+	/* Everything else, guard pages and misalignment gaps, untouched. */
+	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
+}
+
+TEST_HARNESS_MAIN
