@@ -165,6 +165,9 @@ if [ "$build" = 1 ]; then
 	if [ -f "$REPO/tests/selftests/kvblk/Makefile" ]; then
 		build_one selftests "$REPO/tests/selftests/kvblk" || true
 	fi
+	if [ -f "$REPO/tests/kmod-smoke/Makefile" ]; then
+		build_one kmod-smoke "$REPO/tests/kmod-smoke" || true
+	fi
 fi
 
 # Prints why a case cannot run here, or nothing when its NEEDS are met.

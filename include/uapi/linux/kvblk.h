@@ -26,6 +26,10 @@
  * kernel's struct is zero, else -E2BIG. Output fields are written back only
  * up to min(@size, kernel size).
  *
+ * The kernel matches an ioctl number on its type, number and direction and
+ * ignores its size bits, which encode the first version of each struct: a
+ * struct grows through @size, never through a new number.
+ *
  * Errors common to every ioctl
  * ----------------------------
  * -ENOTTY  unknown ioctl number.
@@ -42,7 +46,7 @@
 
 #define KVBLK_IOC_MAGIC 0xBA
 
-/* Interface version reported by KVBLK_IOC_GET_FEATURES' KVBLK_FEAT_API_* bits. */
+/* Version of this interface; bumped when an ioctl or struct is added. */
 #define KVBLK_API_VERSION 1
 
 /*
@@ -174,7 +178,7 @@ struct kvblk_buf_reg {
  *
  * Unmaps and unpins the buffer. Closing the context does the same for every
  * buffer still registered, after the last in-flight command completes.
- * Errors: -ENOENT unknown @buf_id; -EBUSY a batch that targets the buffer is
+ * Errors: -ENOENT unknown @buf_id (also before attach: no buffer exists); -EBUSY a batch that targets the buffer is
  * still in flight (nothing is changed; retry after it completes).
  */
 struct kvblk_buf_unreg {
@@ -197,7 +201,8 @@ struct kvblk_buf_unreg {
  * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
  *              of every NVMe command of this object.
  *
- * [offset, offset+length) must lie inside the device (else -ERANGE) and
+ * [offset, offset+length) must lie inside the device (else -ERANGE, also
+ * when offset + length wraps past 2^64) and
  * [buf_offset, buf_offset+length) inside the buffer (else -EINVAL).
  */
 struct kvblk_desc {

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * compat.h - kernel interface differences, keyed on conftest.sh results.
+ *
+ * Only feature tests select code here (KVBLK_HAVE_*), never version numbers.
+ */
+#ifndef KVBLK_COMPAT_H
+#define KVBLK_COMPAT_H
+
+#include "conftest.h"
+
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#ifdef KVBLK_HAVE_BLK_INTEGRITY_H
+#include <linux/blk-integrity.h>
+#endif
+
+#ifndef KVBLK_HAVE_SYM_NVME_INIT_REQUEST
+#error "kvblk: this kernel's nvme-core does not export nvme_init_request()"
+#endif
+#ifndef KVBLK_HAVE_BLK_EXECUTE_RQ_NOWAIT_2
+#error "kvblk: needs blk_execute_rq_nowait(rq, at_head) (request end_io API)"
+#endif
+#ifndef KVBLK_HAVE_RQ_END_IO_RET
+#error "kvblk: needs rq_end_io_fn returning enum rq_end_io_ret"
+#endif
+#ifndef KVBLK_HAVE_PIN_USER_PAGES_LONGTERM
+#error "kvblk: needs pin_user_pages_fast() with FOLL_LONGTERM"
+#endif
+
+/*
+ * nvme_init_request() is exported GPL by nvme-core but declared only in the
+ * driver's private drivers/nvme/host/nvme.h, which kernel header packages do
+ * not ship. Same prototype from 6.0 to 7.2 (see kernel-apis.md 1.5).
+ */
+struct nvme_command;
+void nvme_init_request(struct request *req, struct nvme_command *cmd);
+
+/*
+ * The end_io callback returns enum rq_end_io_ret (6.0 on); newer kernels
+ * (7.2 has it) also pass the completion batch as a third argument.
+ */
+#ifdef KVBLK_HAVE_RQ_END_IO_IOB
+#define KVBLK_END_IO_ARGS(rq, sts) \
+	struct request *rq, blk_status_t sts, const struct io_comp_batch *iob
+#else
+#define KVBLK_END_IO_ARGS(rq, sts) struct request *rq, blk_status_t sts
+#endif
+
+#ifndef KVBLK_HAVE_BDEV_NR_SECTORS
+static inline sector_t bdev_nr_sectors(struct block_device *bdev)
+{
+	return i_size_read(bdev->bd_inode) >> SECTOR_SHIFT;
+}
+#endif
+
+#ifndef KVBLK_HAVE_DMA_MAX_MAPPING_SIZE
+static inline size_t dma_max_mapping_size(struct device *dev)
+{
+	return SIZE_MAX;
+}
+#endif
+
+#endif /* KVBLK_COMPAT_H */

@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ctx.c - the per-open context of /dev/kvblk and its release.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/file.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+
+#include "kvblk.h"
+
+/**
+ * kvblk_ctx_alloc() - a new, unattached context.
+ *
+ * The context holds a module reference until it is freed, so that a batch
+ * that outlives the file (fatal signal, then close) keeps the module's code
+ * and workqueue alive until its last command completes.
+ *
+ * Return: the context with one reference, or NULL (no memory).
+ */
+struct kvblk_ctx *kvblk_ctx_alloc(void)
+{
+	struct kvblk_ctx *ctx;
+
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL);
+	if (!ctx)
+		return NULL;
+	kref_init(&ctx->ref);
+	mutex_init(&ctx->lock);
+	xa_init_flags(&ctx->bufs, XA_FLAGS_ALLOC);
+	/* Called from open(): the file already pins the module. */
+	__module_get(THIS_MODULE);
+	return ctx;
+}
+
+/**
+ * kvblk_ctx_get() - take a reference on a context.
+ * @ctx: context.
+ */
+void kvblk_ctx_get(struct kvblk_ctx *ctx)
+{
+	kref_get(&ctx->ref);
+}
+
+static void kvblk_ctx_free(struct kref *ref)
+{
+	struct kvblk_ctx *ctx = container_of(ref, struct kvblk_ctx, ref);
+	struct kvblk_buf *buf;
+	unsigned long id;
+
+	/* No batch is left: each held a reference. */
+	xa_for_each(&ctx->bufs, id, buf) {
+		xa_erase(&ctx->bufs, id);
+		kvblk_buf_put(buf);
+	}
+	xa_destroy(&ctx->bufs);
+	if (ctx->ns) {
+		kvblk_ns_put(ctx->ns);
+		fput(ctx->bdev_file);
+	}
+	mutex_destroy(&ctx->lock);
+	kfree(ctx);
+	module_put(THIS_MODULE);
+}
+
+/**
+ * kvblk_ctx_put() - drop a reference; the last one releases everything.
+ * @ctx: context.
+ *
+ * Context: process context (may unpin pages and sleep).
+ */
+void kvblk_ctx_put(struct kvblk_ctx *ctx)
+{
+	kref_put(&ctx->ref, kvblk_ctx_free);
+}
+
+/**
+ * kvblk_ctx_ns() - the namespace a context is attached to.
+ * @ctx: context.
+ *
+ * Return: the namespace, or NULL when not attached. Once set it does not
+ * change for the life of the context.
+ */
+struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx)
+{
+	/* Pairs with smp_store_release() in kvblk_ioctl_attach(). */
+	return smp_load_acquire(&ctx->ns);
+}

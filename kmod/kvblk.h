@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * kvblk.h - internal declarations shared by the files of kvblk.ko.
+ *
+ * Object model:
+ *   struct kvblk_ctx    one per open of /dev/kvblk (file->private_data).
+ *   struct kvblk_ns     one per attached NVMe namespace (gendisk), shared by
+ *                       every context attached to it or to its partitions;
+ *                       owns the PRP list dma_pool, counters, tunables and
+ *                       /sys/kernel/kvblk/<disk>/.
+ *   struct kvblk_buf    a registered, pinned, DMA-mapped destination.
+ *   struct kvblk_batch  one KVBLK_IOC_LOAD_MANY call while its commands are
+ *                       in flight; may outlive the call (fatal signal).
+ *
+ * Lifetimes: a batch holds a reference on its context and one on every
+ * buffer it targets; a context holds its namespace and the block device
+ * file it attached. So nothing a command targets is unmapped, unpinned or
+ * freed before the command completes, whatever the caller does.
+ */
+#ifndef KVBLK_INTERNAL_H
+#define KVBLK_INTERNAL_H
+
+#include <linux/atomic.h>
+#include <linux/completion.h>
+#include <linux/kobject.h>
+#include <linux/kref.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/scatterlist.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <linux/xarray.h>
+
+#include <uapi/linux/kvblk.h>
+
+#include "compat.h"
+
+/* NVMe controller page: Linux always programs CC.MPS for 4 KiB. */
+#define KVBLK_CTRL_PAGE_SHIFT	12
+#define KVBLK_CTRL_PAGE_SIZE	(1U << KVBLK_CTRL_PAGE_SHIFT)
+/* PRP entries per PRP list page. */
+#define KVBLK_PRPS_PER_PAGE	(KVBLK_CTRL_PAGE_SIZE / 8)
+
+/* Tunable ranges (module parameters and per-namespace sysfs files). */
+#define KVBLK_MAX_CMD_BYTES_MIN		KVBLK_CTRL_PAGE_SIZE
+#define KVBLK_MAX_CMD_BYTES_MAX		(8U << 20)
+#define KVBLK_MAX_CMD_BYTES_DEF		(1U << 20)
+#define KVBLK_MAX_INFLIGHT_MIN		1U
+#define KVBLK_MAX_INFLIGHT_MAX		65536U
+#define KVBLK_MAX_INFLIGHT_DEF		256U
+#define KVBLK_MAX_DESCS_MIN		1U
+#define KVBLK_MAX_DESCS_MAX		65536U
+#define KVBLK_MAX_DESCS_DEF		4096U
+
+/*
+ * PRP list pages one command can need: a command of KVBLK_MAX_CMD_BYTES_MAX
+ * starting at a dword offset touches 2049 controller pages; PRP1 takes one,
+ * the list the other 2048, 511 per chained page and 512 in the last.
+ */
+#define KVBLK_MAX_PRP_PAGES	5
+
+#define KVBLK_MAX_BUFS		1024
+#define KVBLK_MAX_BUF_BYTES	(64ULL << 30)
+#define KVBLK_MAX_DESC_BYTES	(4ULL << 30)
+
+#define KVBLK_HIST_BUCKETS	32
+
+/* Error kinds counted per namespace (stats/errors_*). */
+enum kvblk_err_kind {
+	KVBLK_ERR_IO,		/* BLK_STS_IOERR and anything not below */
+	KVBLK_ERR_MEDIA,	/* BLK_STS_MEDIUM: unrecovered read, ... */
+	KVBLK_ERR_TRANSPORT,	/* BLK_STS_TRANSPORT: path/controller gone */
+	KVBLK_ERR_OTHER,	/* timeout, target, not supported, submit */
+	KVBLK_ERR_NR,
+};
+
+/* Per-CPU counters of one namespace; summed when sysfs is read. */
+struct kvblk_pcpu_stats {
+	u64 batches;
+	u64 batches_interrupted;
+	u64 objects;
+	u64 objects_failed;
+	u64 commands;
+	u64 bytes;
+	u64 errors[KVBLK_ERR_NR];
+	u64 cmd_lat[KVBLK_HIST_BUCKETS];
+	u64 batch_lat[KVBLK_HIST_BUCKETS];
+};
+
+struct kvblk_stats {
+	struct kvblk_pcpu_stats __percpu *pcpu;
+	atomic_t inflight;
+	atomic_t inflight_peak;
+};
+
+/* Identity and limits of a namespace, found by attach. */
+struct kvblk_ns_info {
+	struct gendisk *disk;
+	struct request_queue *q;
+	struct device *dma_dev;		/* the NVMe PCI function */
+	dev_t devt;			/* of the whole disk */
+	u32 nsid;
+	u32 lba_shift;
+	u32 hw_max_bytes;		/* queue_max_hw_sectors in bytes */
+	u32 nr_hw_queues;
+};
+
+struct kvblk_ns {
+	struct kobject kobj;		/* /sys/kernel/kvblk/<disk> */
+	struct list_head node;		/* kvblk_ns_list, under kvblk_ns_lock */
+	unsigned int users;		/* attached contexts, kvblk_ns_lock */
+	struct kvblk_ns_info info;	/* info.dma_dev is referenced */
+	struct dma_pool *prp_pool;	/* 4 KiB PRP list pages */
+	char name[32];			/* disk name */
+	/* Tunables: READ_ONCE()/WRITE_ONCE(). */
+	u32 max_cmd_bytes;
+	u32 max_inflight;
+	u32 max_descs;
+	struct kvblk_stats stats;
+};
+
+struct kvblk_ctx {
+	struct kref ref;
+	struct mutex lock;		/* attach and the buffer table */
+	struct kvblk_ns *ns;		/* NULL until attached, then fixed */
+	struct file *bdev_file;		/* the attached fd's file, held */
+	u64 start_bytes;		/* partition start on the namespace */
+	u64 capacity;			/* bytes addressable */
+	u32 max_cmd_bytes;		/* effective, fixed at attach */
+	unsigned int nr_bufs;
+	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
+};
+
+/* One DMA segment of a registered buffer. */
+struct kvblk_dma_seg {
+	dma_addr_t addr;
+	u64 off;			/* byte offset in the buffer */
+	u64 len;
+};
+
+struct kvblk_buf {
+	struct kref ref;
+	atomic_t inflight;		/* descriptors of live batches */
+	u32 id;
+	u64 len;
+	struct device *dev;		/* mapped for; referenced */
+	struct page **pages;
+	unsigned long nr_pages;
+	struct sg_table sgt;
+	struct kvblk_dma_seg *segs;
+	unsigned int nr_segs;
+	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
+	struct user_struct *user;	/* charged RLIMIT_MEMLOCK, or NULL */
+};
+
+/* PRP list pages of one command. */
+struct kvblk_prp {
+	unsigned int nr_pages;
+	__le64 *va[KVBLK_MAX_PRP_PAGES];
+	dma_addr_t dma[KVBLK_MAX_PRP_PAGES];
+};
+
+struct kvblk_batch;
+
+/* One NVMe Read command in flight (a slot of its batch). */
+struct kvblk_cmd {
+	struct kvblk_batch *b;
+	u32 obj;			/* descriptor index */
+	u32 bytes;
+	u64 slba;			/* namespace LBA */
+	u64 start_ns;
+	struct kvblk_prp prp;
+};
+
+/* One object (descriptor) of a batch. */
+struct kvblk_obj {
+	struct kvblk_buf *buf;		/* referenced, inflight counted */
+	u64 offset;			/* device byte offset, partition-relative */
+	u64 length;
+	u64 buf_offset;
+	u64 tag;
+	int status;			/* 0 or first -errno, cmpxchg() */
+};
+
+enum kvblk_batch_owner {
+	KVBLK_BATCH_WAITING,		/* the caller waits for it */
+	KVBLK_BATCH_DONE,		/* every command completed */
+	KVBLK_BATCH_ABANDONED,		/* the caller left (fatal signal) */
+};
+
+struct kvblk_batch {
+	struct kvblk_ctx *ctx;		/* referenced */
+	struct kvblk_ns *ns;
+	u64 id;
+	u32 nr_objs;
+	u32 max_cmd_bytes;
+	u64 nr_cmds;			/* commands issued */
+	u64 t_first;			/* first submission, ns */
+	u64 t_done;			/* last completion, ns */
+	atomic_t pending;		/* commands in flight, +1 while submitting */
+	atomic_t owner;			/* enum kvblk_batch_owner */
+	bool interrupted;
+	struct completion done;
+	struct work_struct free_work;	/* release of an abandoned batch */
+	/* Command slots: at most max_inflight commands in flight. */
+	spinlock_t slot_lock;
+	wait_queue_head_t slot_wq;
+	unsigned int nr_slots;
+	unsigned int nr_free;
+	u32 *free_slots;
+	struct kvblk_cmd *slots;
+	struct kvblk_obj objs[];
+};
+
+/* main.c */
+extern struct workqueue_struct *kvblk_wq;
+
+/* ioctl.c */
+long kvblk_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
+int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
+		  size_t min_size, u32 *usize);
+int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize);
+
+/* ctx.c */
+struct kvblk_ctx *kvblk_ctx_alloc(void);
+void kvblk_ctx_get(struct kvblk_ctx *ctx);
+void kvblk_ctx_put(struct kvblk_ctx *ctx);
+struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx);
+
+/* attach.c */
+long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg);
+
+/* ns.c */
+int kvblk_ns_init(void);
+void kvblk_ns_exit(void);
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info);
+void kvblk_ns_put(struct kvblk_ns *ns);
+
+/* buffer.c */
+long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
+long kvblk_ioctl_unregister(struct kvblk_ctx *ctx, void __user *uarg);
+void kvblk_buf_put(struct kvblk_buf *buf);
+unsigned int kvblk_buf_seg(const struct kvblk_buf *buf, u64 off);
+void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
+		    bool for_cpu);
+
+/* prp.c */
+struct dma_pool *kvblk_prp_pool_create(struct device *dev, const char *name);
+int kvblk_prp_build(struct dma_pool *pool, const struct kvblk_buf *buf,
+		    u64 off, u32 len, struct kvblk_prp *prp, __le64 *prp1,
+		    __le64 *prp2, gfp_t gfp);
+void kvblk_prp_free(struct dma_pool *pool, struct kvblk_prp *prp);
+
+/* submit.c */
+long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
+
+/* stats.c */
+int kvblk_stats_init(struct kvblk_stats *st);
+void kvblk_stats_free(struct kvblk_stats *st);
+unsigned int kvblk_lat_bucket(u64 ns);
+void kvblk_stats_inflight_inc(struct kvblk_stats *st);
+extern const struct attribute_group kvblk_stats_group;
+
+/* tunables.c */
+extern unsigned int g_max_cmd_bytes;
+extern unsigned int g_max_inflight;
+extern unsigned int g_max_descs;
+extern const struct attribute_group kvblk_tunables_group;
+
+#endif /* KVBLK_INTERNAL_H */

@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ns.c - per-namespace objects: one per attached NVMe namespace, shared by
+ * every context attached to it (or to one of its partitions).
+ *
+ * /sys/kernel/kvblk/<disk>/      info and tunables (tunables.c)
+ * /sys/kernel/kvblk/<disk>/stats counters (stats.c)
+ *
+ * The object lives while at least one context is attached; it owns the
+ * dma_pool of PRP list pages for the namespace's PCI function.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blkdev.h>
+#include <linux/device.h>
+#include <linux/dmapool.h>
+#include <linux/list.h>
+#include <linux/slab.h>
+#include <linux/sysfs.h>
+
+#include "kvblk.h"
+
+static LIST_HEAD(kvblk_ns_list);
+static DEFINE_MUTEX(kvblk_ns_lock);
+static struct kobject *kvblk_root;	/* /sys/kernel/kvblk */
+
+#define to_kvblk_ns(k) container_of(k, struct kvblk_ns, kobj)
+
+static ssize_t nsid_show(struct kobject *kobj, struct kobj_attribute *attr,
+			 char *buf)
+{
+	return sysfs_emit(buf, "%u\n", to_kvblk_ns(kobj)->info.nsid);
+}
+
+static ssize_t lba_size_show(struct kobject *kobj, struct kobj_attribute *attr,
+			     char *buf)
+{
+	return sysfs_emit(buf, "%u\n", 1U << to_kvblk_ns(kobj)->info.lba_shift);
+}
+
+static ssize_t hw_max_cmd_bytes_show(struct kobject *kobj,
+				     struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", to_kvblk_ns(kobj)->info.hw_max_bytes);
+}
+
+static ssize_t nr_hw_queues_show(struct kobject *kobj,
+				 struct kobj_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", to_kvblk_ns(kobj)->info.nr_hw_queues);
+}
+
+static ssize_t pci_dev_show(struct kobject *kobj, struct kobj_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%s\n", dev_name(to_kvblk_ns(kobj)->info.dma_dev));
+}
+
+static ssize_t dev_show(struct kobject *kobj, struct kobj_attribute *attr,
+			char *buf)
+{
+	dev_t devt = to_kvblk_ns(kobj)->info.devt;
+
+	return sysfs_emit(buf, "%u:%u\n", MAJOR(devt), MINOR(devt));
+}
+
+static ssize_t engine_show(struct kobject *kobj, struct kobj_attribute *attr,
+			   char *buf)
+{
+	return sysfs_emit(buf, "prp\n");
+}
+
+static ssize_t attached_show(struct kobject *kobj, struct kobj_attribute *attr,
+			     char *buf)
+{
+	unsigned int users;
+
+	mutex_lock(&kvblk_ns_lock);
+	users = to_kvblk_ns(kobj)->users;
+	mutex_unlock(&kvblk_ns_lock);
+	return sysfs_emit(buf, "%u\n", users);
+}
+
+static struct kobj_attribute kvblk_attr_nsid = __ATTR_RO(nsid);
+static struct kobj_attribute kvblk_attr_lba_size = __ATTR_RO(lba_size);
+static struct kobj_attribute kvblk_attr_hw_max_cmd_bytes = __ATTR_RO(hw_max_cmd_bytes);
+static struct kobj_attribute kvblk_attr_nr_hw_queues = __ATTR_RO(nr_hw_queues);
+static struct kobj_attribute kvblk_attr_pci_dev = __ATTR_RO(pci_dev);
+static struct kobj_attribute kvblk_attr_dev = __ATTR_RO(dev);
+static struct kobj_attribute kvblk_attr_engine = __ATTR_RO(engine);
+static struct kobj_attribute kvblk_attr_attached = __ATTR_RO(attached);
+
+static struct attribute *kvblk_info_attrs[] = {
+	&kvblk_attr_nsid.attr,
+	&kvblk_attr_lba_size.attr,
+	&kvblk_attr_hw_max_cmd_bytes.attr,
+	&kvblk_attr_nr_hw_queues.attr,
+	&kvblk_attr_pci_dev.attr,
+	&kvblk_attr_dev.attr,
+	&kvblk_attr_engine.attr,
+	&kvblk_attr_attached.attr,
+	NULL,
+};
+
+static const struct attribute_group kvblk_info_group = {
+	.attrs = kvblk_info_attrs,
+};
+
+static const struct attribute_group *kvblk_ns_groups[] = {
+	&kvblk_info_group,
+	&kvblk_tunables_group,
+	&kvblk_stats_group,
+	NULL,
+};
+
+static void kvblk_ns_release(struct kobject *kobj)
+{
+	struct kvblk_ns *ns = to_kvblk_ns(kobj);
+
+	kvblk_stats_free(&ns->stats);
+	kfree(ns);
+}
+
+static struct kobj_type kvblk_ns_ktype = {
+	.release	= kvblk_ns_release,
+	.sysfs_ops	= &kobj_sysfs_ops,
+	.default_groups	= kvblk_ns_groups,
+};
+
+static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
+{
+	struct kvblk_ns *ns;
+	int ret;
+
+	ns = kzalloc(sizeof(*ns), GFP_KERNEL);
+	if (!ns)
+		return ERR_PTR(-ENOMEM);
+	ns->info = *info;
+	ns->users = 1;
+	strscpy(ns->name, info->disk->disk_name, sizeof(ns->name));
+	ns->max_cmd_bytes = READ_ONCE(g_max_cmd_bytes);
+	ns->max_inflight = READ_ONCE(g_max_inflight);
+	ns->max_descs = READ_ONCE(g_max_descs);
+
+	ret = kvblk_stats_init(&ns->stats);
+	if (ret)
+		goto out_free_ns;
+
+	ns->prp_pool = kvblk_prp_pool_create(info->dma_dev, ns->name);
+	if (!ns->prp_pool) {
+		ret = -ENOMEM;
+		goto out_free_stats;
+	}
+	get_device(info->dma_dev);
+
+	ret = kobject_init_and_add(&ns->kobj, &kvblk_ns_ktype, kvblk_root, "%s",
+				   ns->name);
+	if (ret) {
+		/* A stale namespace of the same name is still attached. */
+		dma_pool_destroy(ns->prp_pool);
+		put_device(info->dma_dev);
+		kobject_put(&ns->kobj);		/* frees ns and its stats */
+		return ERR_PTR(ret == -EEXIST ? -EBUSY : ret);
+	}
+	kobject_uevent(&ns->kobj, KOBJ_ADD);
+	return ns;
+
+out_free_stats:
+	kvblk_stats_free(&ns->stats);
+out_free_ns:
+	kfree(ns);
+	return ERR_PTR(ret);
+}
+
+/**
+ * kvblk_ns_get() - the namespace object for a disk; created on first attach.
+ * @info: identity and limits found by attach; info->dma_dev is referenced
+ *        by the object it creates.
+ *
+ * Return: the object with one more user, or ERR_PTR(-ENOMEM), or
+ * ERR_PTR(-EBUSY) when a different disk of the same name is still attached.
+ */
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info)
+{
+	struct kvblk_ns *ns;
+
+	mutex_lock(&kvblk_ns_lock);
+	list_for_each_entry(ns, &kvblk_ns_list, node) {
+		if (ns->info.disk == info->disk) {
+			ns->users++;
+			goto out_unlock;
+		}
+	}
+	ns = kvblk_ns_create(info);
+	if (!IS_ERR(ns))
+		list_add(&ns->node, &kvblk_ns_list);
+out_unlock:
+	mutex_unlock(&kvblk_ns_lock);
+	return ns;
+}
+
+/**
+ * kvblk_ns_put() - one user less; the last one removes the object.
+ * @ns: namespace object.
+ *
+ * Context: process context. No batch of any user is in flight.
+ */
+void kvblk_ns_put(struct kvblk_ns *ns)
+{
+	mutex_lock(&kvblk_ns_lock);
+	if (--ns->users) {
+		mutex_unlock(&kvblk_ns_lock);
+		return;
+	}
+	list_del(&ns->node);
+	mutex_unlock(&kvblk_ns_lock);
+
+	kobject_del(&ns->kobj);
+	dma_pool_destroy(ns->prp_pool);
+	put_device(ns->info.dma_dev);
+	kobject_put(&ns->kobj);
+}
+
+/**
+ * kvblk_ns_init() - create /sys/kernel/kvblk.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int kvblk_ns_init(void)
+{
+	kvblk_root = kobject_create_and_add("kvblk", kernel_kobj);
+	return kvblk_root ? 0 : -ENOMEM;
+}
+
+/**
+ * kvblk_ns_exit() - remove /sys/kernel/kvblk (no namespace is attached).
+ */
+void kvblk_ns_exit(void)
+{
+	WARN_ON(!list_empty(&kvblk_ns_list));
+	kobject_put(kvblk_root);
+}

@@ -1,0 +1,589 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * submit.c - KVBLK_IOC_LOAD_MANY on the PRP engine.
+ *
+ * 1. Copy and validate every descriptor; one bad descriptor fails the call
+ *    before anything is submitted (bad_index).
+ * 2. Split each object into NVMe Read commands of at most max_cmd_bytes.
+ * 3. For each command: a slot (at most max_inflight in flight), PRPs built
+ *    from the buffer's DMA segments, a driver-private passthrough request
+ *    on the namespace's blk-mq queue (blk_mq_alloc_request + nvme_init_request),
+ *    executed under a plug so that one doorbell write covers many commands.
+ *    A request without a bio is not data-mapped by nvme-pci: the PRPs built
+ *    here reach the controller as they are.
+ * 4. end_io (hard or soft IRQ context) records the object's status, frees
+ *    the PRP list, returns the slot; the last completion ends the batch.
+ * 5. The caller waits killably. If it is killed, the batch is abandoned to
+ *    the last completion, which releases it from a workqueue: until then it
+ *    keeps its buffers (pinned and mapped) and its context alive.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blk-mq.h>
+#include <linux/dmapool.h>
+#include <linux/nvme.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "kvblk.h"
+#include "trace.h"
+
+static atomic64_t kvblk_batch_seq = ATOMIC64_INIT(0);
+
+/* Per-object status for a failed command, and the counter it goes to. */
+static int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
+{
+	int err = blk_status_to_errno(sts);
+
+	if (sts == BLK_STS_MEDIUM)
+		*kind = KVBLK_ERR_MEDIA;
+	else if (sts == BLK_STS_IOERR)
+		*kind = KVBLK_ERR_IO;
+	else if (sts == BLK_STS_TRANSPORT)
+		*kind = KVBLK_ERR_TRANSPORT;
+	else
+		*kind = KVBLK_ERR_OTHER;
+	/* The uapi reports a lost path as -ENOLINK and any other failure as -EIO. */
+	return err == -ENOLINK ? -ENOLINK : -EIO;
+}
+
+static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
+					     struct kvblk_ns *ns, u32 nr)
+{
+	struct kvblk_batch *b;
+
+	b = kvzalloc(struct_size(b, objs, nr), GFP_KERNEL);
+	if (!b)
+		return NULL;
+	b->ctx = ctx;
+	b->ns = ns;
+	b->nr_objs = nr;
+	b->max_cmd_bytes = ctx->max_cmd_bytes;
+	atomic_set(&b->pending, 1);
+	atomic_set(&b->owner, KVBLK_BATCH_WAITING);
+	init_completion(&b->done);
+	spin_lock_init(&b->slot_lock);
+	init_waitqueue_head(&b->slot_wq);
+	kvblk_ctx_get(ctx);
+	return b;
+}
+
+static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
+{
+	unsigned int i;
+
+	b->slots = kvmalloc_array(nr, sizeof(*b->slots), GFP_KERNEL);
+	b->free_slots = kvmalloc_array(nr, sizeof(*b->free_slots), GFP_KERNEL);
+	if (!b->slots || !b->free_slots)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++)
+		b->free_slots[i] = nr - 1 - i;
+	b->nr_slots = nr;
+	b->nr_free = nr;
+	return 0;
+}
+
+/*
+ * Drop everything the batch holds. Process context: the last buffer or
+ * context reference unpins pages and releases the block device file.
+ */
+static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
+{
+	struct kvblk_ns *ns = b->ns;
+	u32 i, failed = 0;
+
+	for (i = 0; i < b->nr_objs; i++) {
+		struct kvblk_obj *o = &b->objs[i];
+
+		if (o->status)
+			failed++;
+		if (!o->buf)
+			continue;
+		atomic_dec(&o->buf->inflight);
+		kvblk_buf_put(o->buf);
+	}
+	if (submitted) {
+		this_cpu_inc(ns->stats.pcpu->batches);
+		this_cpu_add(ns->stats.pcpu->objects, b->nr_objs);
+		this_cpu_add(ns->stats.pcpu->objects_failed, failed);
+		if (b->interrupted)
+			this_cpu_inc(ns->stats.pcpu->batches_interrupted);
+		if (b->nr_cmds)
+			this_cpu_inc(ns->stats.pcpu->batch_lat[kvblk_lat_bucket(b->t_done - b->t_first)]);
+	}
+	kvblk_ctx_put(b->ctx);
+	kvfree(b->free_slots);
+	kvfree(b->slots);
+	kvfree(b);
+}
+
+static void kvblk_batch_free_work(struct work_struct *work)
+{
+	struct kvblk_batch *b = container_of(work, struct kvblk_batch, free_work);
+
+	trace_kvblk_batch_end(b->ns->info.devt, b->id, b->nr_objs, 0, b->nr_cmds,
+			      b->nr_cmds ? b->t_done - b->t_first : 0, -EINTR);
+	kvblk_batch_release(b, true);
+}
+
+/* The last command completed (or none was issued). Any context. */
+static void kvblk_batch_done(struct kvblk_batch *b)
+{
+	b->t_done = ktime_get_ns();
+	if (atomic_xchg(&b->owner, KVBLK_BATCH_DONE) == KVBLK_BATCH_ABANDONED) {
+		INIT_WORK(&b->free_work, kvblk_batch_free_work);
+		queue_work(kvblk_wq, &b->free_work);
+	} else {
+		/*
+		 * The waiter frees b: complete_all() is the last access here.
+		 * _all, so that no wait consumes it: a killed waiter that lost
+		 * the race waits on it again (kvblk_ioctl_load_many()).
+		 */
+		complete_all(&b->done);
+	}
+}
+
+static void kvblk_slot_put(struct kvblk_batch *b, struct kvblk_cmd *cmd)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&b->slot_lock, flags);
+	b->free_slots[b->nr_free++] = cmd - b->slots;
+	spin_unlock_irqrestore(&b->slot_lock, flags);
+	if (wq_has_sleeper(&b->slot_wq))
+		wake_up(&b->slot_wq);
+}
+
+/* A free command slot; waits (killably, plug flushed) while all are in flight. */
+static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
+					struct blk_plug *plug)
+{
+	unsigned long flags;
+	int idx, ret;
+
+	for (;;) {
+		idx = -1;
+		spin_lock_irqsave(&b->slot_lock, flags);
+		if (b->nr_free)
+			idx = b->free_slots[--b->nr_free];
+		spin_unlock_irqrestore(&b->slot_lock, flags);
+		if (idx >= 0)
+			return &b->slots[idx];
+
+		blk_finish_plug(plug);
+		ret = wait_event_killable(b->slot_wq, READ_ONCE(b->nr_free) > 0);
+		blk_start_plug(plug);
+		if (ret)
+			return ERR_PTR(-EINTR);
+	}
+}
+
+static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
+{
+	struct kvblk_cmd *cmd = rq->end_io_data;
+	struct kvblk_batch *b = cmd->b;
+	struct kvblk_ns *ns = b->ns;
+	struct kvblk_obj *obj = &b->objs[cmd->obj];
+	u64 lat = ktime_get_ns() - cmd->start_ns;
+	int err = 0;
+
+	if (sts) {
+		enum kvblk_err_kind kind;
+
+		err = kvblk_status_errno(sts, &kind);
+		this_cpu_inc(ns->stats.pcpu->errors[kind]);
+		cmpxchg(&obj->status, 0, err);
+	} else {
+		this_cpu_add(ns->stats.pcpu->bytes, cmd->bytes);
+	}
+	this_cpu_inc(ns->stats.pcpu->commands);
+	this_cpu_inc(ns->stats.pcpu->cmd_lat[kvblk_lat_bucket(lat)]);
+	atomic_dec(&ns->stats.inflight);
+	trace_kvblk_cmd_complete(ns->info.devt, b->id, obj->tag, cmd->obj,
+				 cmd->slba, cmd->bytes, rq->mq_hctx->queue_num,
+				 err, lat);
+
+	kvblk_prp_free(ns->prp_pool, &cmd->prp);
+	kvblk_slot_put(b, cmd);
+	/* After this, b may be gone unless this was the last command. */
+	if (atomic_dec_and_test(&b->pending))
+		kvblk_batch_done(b);
+	return RQ_END_IO_FREE;
+}
+
+/*
+ * A request on the namespace's queue. NOWAIT, so that requests held in the
+ * plug are flushed before sleeping; on a tag shortage (or a queue frozen
+ * for a controller reset) back off until one of our commands completes or
+ * a jiffy passes.
+ */
+static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
+				      struct blk_plug *plug)
+{
+	struct request *rq;
+	unsigned int nfree;
+	long ret;
+
+	for (;;) {
+		rq = blk_mq_alloc_request(b->ns->info.q, REQ_OP_DRV_IN,
+					  BLK_MQ_REQ_NOWAIT);
+		if (!IS_ERR(rq))
+			return rq;
+		ret = PTR_ERR(rq);
+		if (ret != -EWOULDBLOCK && ret != -EBUSY)
+			return ERR_PTR(-ENOLINK);	/* queue dying: device gone */
+
+		blk_finish_plug(plug);
+		nfree = READ_ONCE(b->nr_free);
+		ret = wait_event_killable_timeout(b->slot_wq,
+						  READ_ONCE(b->nr_free) != nfree, 1);
+		blk_start_plug(plug);
+		if (ret < 0)
+			return ERR_PTR(-EINTR);
+	}
+}
+
+static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
+			    struct blk_plug *plug)
+{
+	struct kvblk_obj *o = &b->objs[i];
+	struct kvblk_ns *ns = b->ns;
+	u32 shift = ns->info.lba_shift;
+	struct nvme_command c;
+	struct kvblk_cmd *cmd;
+	struct request *rq;
+	__le64 prp1, prp2;
+	u64 now;
+	int ret;
+
+	cmd = kvblk_slot_get(b, plug);
+	if (IS_ERR(cmd))
+		return PTR_ERR(cmd);
+	cmd->b = b;
+	cmd->obj = i;
+	cmd->bytes = len;
+	cmd->slba = (b->ctx->start_bytes + o->offset + done) >> shift;
+
+	ret = kvblk_prp_build(ns->prp_pool, o->buf, o->buf_offset + done, len,
+			      &cmd->prp, &prp1, &prp2, GFP_KERNEL);
+	if (ret)
+		goto out_put_slot;
+	kvblk_buf_sync(o->buf, o->buf_offset + done, len, false);
+
+	memset(&c, 0, sizeof(c));
+	c.rw.opcode = nvme_cmd_read;
+	c.rw.nsid = cpu_to_le32(ns->info.nsid);
+	c.rw.slba = cpu_to_le64(cmd->slba);
+	c.rw.length = cpu_to_le16((len >> shift) - 1);
+	c.rw.dptr.prp1 = prp1;
+	c.rw.dptr.prp2 = prp2;
+
+	rq = kvblk_alloc_rq(b, plug);
+	if (IS_ERR(rq)) {
+		ret = PTR_ERR(rq);
+		goto out_free_prp;
+	}
+	nvme_init_request(rq, &c);
+	rq->end_io = kvblk_end_io;
+	rq->end_io_data = cmd;
+
+	now = ktime_get_ns();
+	if (!b->nr_cmds)
+		b->t_first = now;
+	b->nr_cmds++;
+	cmd->start_ns = now;
+	atomic_inc(&b->pending);
+	kvblk_stats_inflight_inc(&ns->stats);
+	trace_kvblk_cmd_submit(ns->info.devt, b->id, o->tag, i, cmd->slba, len,
+			       rq->mq_hctx->queue_num);
+	/* cmd belongs to the completion from here on. */
+	blk_execute_rq_nowait(rq, false);
+	return 0;
+
+out_free_prp:
+	kvblk_prp_free(ns->prp_pool, &cmd->prp);
+out_put_slot:
+	kvblk_slot_put(b, cmd);
+	return ret;
+}
+
+/*
+ * Submit every command of the batch. Returns 0, or why it stopped early:
+ * -EINTR fatal signal, -ENOMEM, -ENOLINK the queue is going away. Objects
+ * not wholly submitted then carry -ECANCELED (-ENOLINK for the last).
+ */
+static int kvblk_submit_all(struct kvblk_batch *b)
+{
+	struct blk_plug plug;
+	int ret = 0;
+	u32 i;
+
+	blk_start_plug(&plug);
+	for (i = 0; i < b->nr_objs && !ret; i++) {
+		struct kvblk_obj *o = &b->objs[i];
+		u64 done;
+		u32 len;
+
+		for (done = 0; done < o->length; done += len) {
+			len = min_t(u64, o->length - done, b->max_cmd_bytes);
+			/* A killed caller stops submitting at once. */
+			if (fatal_signal_pending(current))
+				ret = -EINTR;
+			else
+				ret = kvblk_submit_cmd(b, i, done, len, &plug);
+			if (ret) {
+				cmpxchg(&o->status, 0,
+					ret == -ENOLINK ? -ENOLINK : -ECANCELED);
+				break;
+			}
+		}
+	}
+	blk_finish_plug(&plug);
+	for (; i < b->nr_objs; i++)
+		cmpxchg(&b->objs[i].status, 0, -ECANCELED);
+	return ret;
+}
+
+/*
+ * Validate every descriptor and take a reference on its buffer. Returns 0
+ * or the first descriptor's error, with *bad set to its index.
+ */
+static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
+			  const struct kvblk_desc *descs, u32 *bad, u64 *nr_cmds,
+			  u64 *bytes)
+{
+	u64 lba_mask = (1ULL << b->ns->info.lba_shift) - 1;
+	int err = 0;
+	u32 i;
+
+	*nr_cmds = 0;
+	*bytes = 0;
+	mutex_lock(&ctx->lock);
+	for (i = 0; i < b->nr_objs; i++) {
+		const struct kvblk_desc *d = &descs[i];
+		struct kvblk_obj *o = &b->objs[i];
+		struct kvblk_buf *buf = NULL;
+
+		if (d->flags || !d->length || d->length > KVBLK_MAX_DESC_BYTES ||
+		    ((d->offset | d->length) & lba_mask))
+			err = -EINVAL;
+		else if (d->offset > ctx->capacity ||
+			 d->length > ctx->capacity - d->offset)
+			err = -ERANGE;
+		else if (d->buf_offset & 3)
+			err = -EINVAL;
+		if (!err) {
+			buf = xa_load(&ctx->bufs, d->buf_id);
+			if (!buf || d->buf_offset > buf->len ||
+			    d->length > buf->len - d->buf_offset)
+				err = -EINVAL;
+		}
+		if (err) {
+			*bad = i;
+			break;
+		}
+		kref_get(&buf->ref);
+		atomic_inc(&buf->inflight);
+		o->buf = buf;
+		o->offset = d->offset;
+		o->length = d->length;
+		o->buf_offset = d->buf_offset;
+		o->tag = d->tag;
+		*nr_cmds += DIV_ROUND_UP_ULL(d->length, b->max_cmd_bytes);
+		*bytes += d->length;
+	}
+	mutex_unlock(&ctx->lock);
+	return err;
+}
+
+/* Copy the descriptors in; a caller's larger struct must have a zero tail. */
+static int kvblk_copy_descs(const struct kvblk_load_many *lm,
+			    struct kvblk_desc *descs, u32 *bad)
+{
+	u32 i;
+	int ret;
+
+	if (lm->desc_bytes == sizeof(*descs))
+		return copy_from_user(descs, u64_to_user_ptr(lm->descs),
+				      (size_t)lm->nr_descs * sizeof(*descs)) ?
+		       -EFAULT : 0;
+	for (i = 0; i < lm->nr_descs; i++) {
+		ret = copy_struct_from_user(&descs[i], sizeof(*descs),
+					    u64_to_user_ptr(lm->descs +
+							    (u64)i * lm->desc_bytes),
+					    lm->desc_bytes);
+		if (ret) {
+			*bad = i;
+			return ret;
+		}
+	}
+	return 0;
+}
+
+static int kvblk_put_result(const struct kvblk_load_many *lm, u32 i,
+			    int status, u64 bytes)
+{
+	struct kvblk_desc_result r = { .status = status, .bytes = bytes };
+	void __user *p = u64_to_user_ptr(lm->results + (u64)i * lm->result_bytes);
+
+	return copy_to_user(p, &r, sizeof(r)) ? -EFAULT : 0;
+}
+
+/* Results of a call that failed before submission: @bad gets @err. */
+static int kvblk_put_rejected(const struct kvblk_load_many *lm, s32 bad,
+			      int err)
+{
+	u32 i;
+
+	for (i = 0; i < lm->nr_descs; i++)
+		if (kvblk_put_result(lm, i, (s32)i == bad ? err : -ECANCELED, 0))
+			return -EFAULT;
+	return 0;
+}
+
+/*
+ * Killable wait for the last completion. The timeout only lets the task run
+ * now and then, so that a long batch does not look like a hung task.
+ */
+static int kvblk_wait_done(struct kvblk_batch *b)
+{
+	long ret;
+
+	do {
+		ret = wait_for_completion_killable_timeout(&b->done, 10 * HZ);
+	} while (!ret);
+	return ret < 0 ? -EINTR : 0;
+}
+
+/**
+ * kvblk_ioctl_load_many() - KVBLK_IOC_LOAD_MANY.
+ * @ctx: context.
+ * @uarg: user pointer to struct kvblk_load_many.
+ *
+ * Once the header is accepted, every outcome writes the per-descriptor
+ * results and the header's output fields (best effort when the call fails
+ * as a whole).
+ *
+ * Return: descriptors with status 0; errors as documented for
+ * struct kvblk_load_many.
+ */
+long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
+{
+	struct kvblk_load_many lm;
+	struct kvblk_desc *descs = NULL;
+	struct kvblk_batch *b = NULL;
+	struct kvblk_ns *ns;
+	u64 nr_cmds, bytes;
+	u32 usize, bad = 0, i;
+	long ret;
+
+	ret = kvblk_copy_in(&lm, sizeof(lm), uarg, KVBLK_LOAD_MANY_SIZE_VER0, &usize);
+	if (ret)
+		return ret;
+	if ((lm.flags & ~KVBLK_LOAD_F_ALL) || lm.reserved[0] || lm.reserved[1])
+		return -EINVAL;
+	if (!lm.nr_descs || lm.desc_bytes < KVBLK_DESC_SIZE_VER0 ||
+	    lm.result_bytes < KVBLK_DESC_RESULT_SIZE_VER0)
+		return -EINVAL;
+	ns = kvblk_ctx_ns(ctx);
+	if (lm.nr_descs > (ns ? READ_ONCE(ns->max_descs) : READ_ONCE(g_max_descs)))
+		return -E2BIG;
+
+	lm.bad_index = -1;
+	lm.nr_ok = 0;
+	lm.engine = KVBLK_ENGINE_NONE;
+	lm.nr_cmds = 0;
+	lm.elapsed_ns = 0;
+
+	if (!ns) {
+		ret = -ENXIO;
+		goto out_reject;
+	}
+	descs = kvmalloc_array(lm.nr_descs, sizeof(*descs), GFP_KERNEL);
+	b = kvblk_batch_alloc(ctx, ns, lm.nr_descs);
+	if (!descs || !b) {
+		ret = -ENOMEM;
+		goto out_reject;
+	}
+	ret = kvblk_copy_descs(&lm, descs, &bad);
+	if (ret) {
+		if (ret == -E2BIG)
+			lm.bad_index = bad;
+		goto out_reject;
+	}
+	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
+	if (ret) {
+		lm.bad_index = bad;
+		goto out_reject;
+	}
+	kvfree(descs);
+	descs = NULL;
+
+	ret = kvblk_batch_alloc_slots(b, min_t(u64, nr_cmds,
+					       READ_ONCE(ns->max_inflight)));
+	if (ret)
+		goto out_reject;
+
+	b->id = atomic64_inc_return(&kvblk_batch_seq);
+	trace_kvblk_batch_start(ns->info.devt, b->id, b->nr_objs, nr_cmds, bytes);
+	lm.engine = KVBLK_ENGINE_PRP;
+
+	ret = kvblk_submit_all(b);
+	if (atomic_dec_and_test(&b->pending))
+		kvblk_batch_done(b);
+	if (ret == -EINTR || kvblk_wait_done(b)) {
+		b->interrupted = true;
+		/* Full barrier: the completion side sees ->interrupted. */
+		if (atomic_xchg(&b->owner, KVBLK_BATCH_ABANDONED) != KVBLK_BATCH_DONE)
+			return -EINTR;	/* the last completion releases b */
+		/* It completed meanwhile: wait until complete_all() is done with b. */
+		wait_for_completion(&b->done);
+		ret = -EINTR;
+	} else if (fatal_signal_pending(current)) {
+		/* Killed, but every command completed before we noticed. */
+		b->interrupted = true;
+		ret = -EINTR;
+	}
+
+	for (i = 0; i < b->nr_objs; i++) {
+		struct kvblk_obj *o = &b->objs[i];
+
+		if (o->status)
+			continue;
+		kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		lm.nr_ok++;
+	}
+	lm.nr_cmds = b->nr_cmds;
+	lm.elapsed_ns = b->nr_cmds ? b->t_done - b->t_first : 0;
+	/* A lost queue fails objects, not the call. */
+	if (!ret || ret == -ENOLINK)
+		ret = lm.nr_ok;
+
+	if (ret != -EINTR) {
+		for (i = 0; i < b->nr_objs; i++) {
+			struct kvblk_obj *o = &b->objs[i];
+
+			if (kvblk_put_result(&lm, i, o->status,
+					     o->status ? 0 : o->length)) {
+				ret = -EFAULT;
+				break;
+			}
+		}
+		if (kvblk_copy_out(uarg, &lm, sizeof(lm), usize))
+			ret = -EFAULT;
+	}
+	trace_kvblk_batch_end(ns->info.devt, b->id, b->nr_objs, lm.nr_ok,
+			      b->nr_cmds, lm.elapsed_ns, ret);
+	kvblk_batch_release(b, true);
+	return ret;
+
+out_reject:
+	kvfree(descs);
+	if (b)
+		kvblk_batch_release(b, false);
+	if (ret != -EFAULT)
+		kvblk_put_rejected(&lm, lm.bad_index, ret);
+	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
+	return ret;
+}
