@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""End-to-end checks of kvblk-bench on a tiny store (ctest label "bench").
+
+usage: check_bench.py smoke|corruption|blockdev KVBLK_BENCH WORKDIR
+
+blockdev runs on a loop device (root only; exits 77, "skipped", elsewhere).
+The store lives in a fresh directory under WORKDIR (the build tree: a real
+file system, where O_DIRECT works; tmpfs may refuse it) and is removed after.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+OBJECTS = 8
+OBJECT_BYTES = 256 * 1024
+CMD_BYTES = 128 * 1024
+BACKENDS = ["psync", "threadpool", "uring"]
+
+
+def run(bench, args, expect_rc=0):
+    p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    if p.returncode != expect_rc:
+        sys.exit(f"FAIL: {' '.join(args)}: exit {p.returncode}, expected {expect_rc}\n"
+                 f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    return p
+
+
+def run_json(bench, args, expect_rc=0):
+    p = run(bench, args + ["-o", "json"], expect_rc)
+    try:
+        return json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        sys.exit(f"FAIL: {' '.join(args)}: stdout is not one JSON document: {e}\n{p.stdout}")
+
+
+def check(cond, msg):
+    if not cond:
+        sys.exit(f"FAIL: {msg}")
+
+
+def base_args(store):
+    return ["-n", str(OBJECTS), "--object-kib", str(OBJECT_BYTES // 1024), "-f", store, "-q",
+            "--cmd-size", str(CMD_BYTES)]
+
+
+def expected_commands(backend):
+    # Commands a clean pass issues (resubmissions are added on top):
+    # psync and uring split each object into cmd-size commands, the thread
+    # pool reads each whole object with one pread.
+    if backend == "threadpool":
+        return OBJECTS
+    return OBJECTS * (OBJECT_BYTES // CMD_BYTES)
+
+
+def check_results(doc, backends, what):
+    check(doc.get("schema_version") == 1, f"{what}: schema_version")
+    res = doc["results"]
+    seen = [r["backend"] for r in res]
+    for b in backends:
+        check(b in seen, f"{what}: backend {b} missing from results {seen}")
+    for r in res:
+        tag = f"{what}: {r['backend']} W={r['workers']} QD={r['queue_depth']}"
+        check(r["verified"] is True, f"{tag}: not verified: {r.get('error')}")
+        check(r["mismatched_bytes"] == 0 and r["failed_objects"] == 0 and r["failed_calls"] == 0,
+              f"{tag}: failures reported")
+        check(r["backend"] == r["requested_backend"], f"{tag}: served by {r['backend']}")
+        check(r["objects"] == OBJECTS and r["object_bytes"] == OBJECT_BYTES, f"{tag}: store shape")
+        check(r["gbps"] > 0 and r["objects_per_s"] > 0, f"{tag}: no throughput")
+        check(r["p99_ms"] >= r["p50_ms"] > 0, f"{tag}: latencies")
+        check(r["cpu_s_per_gb"] >= 0 and r["peak_rss_mib"] > 0, f"{tag}: cpu/rss")
+        want = expected_commands(r["backend"]) + r["eagain_retries"] + r["short_resubmits"]
+        check(r["commands"] == want, f"{tag}: {r['commands']} commands, expected {want}")
+        check(r["fallbacks"] == 0, f"{tag}: {r['fallbacks']} fallbacks")
+
+
+def smoke(bench, tmp):
+    store = os.path.join(tmp, "store.bin")
+    args = base_args(store) + ["--backends", ",".join(BACKENDS), "--threads", "2", "--qd", "4,16",
+                               "--batch-objects", "3", "--no-fio"]
+    doc = run_json(bench, args)
+    check(doc["store"]["action"] == "created", "first run did not create the store")
+    check(os.path.getsize(store) == OBJECTS * OBJECT_BYTES, "store size")
+    meta = json.load(open(store + ".meta"))
+    check(meta["objects"] == OBJECTS and meta["object_bytes"] == OBJECT_BYTES, "sidecar contents")
+    check(doc["ceiling"] is None and doc["fio_status"] == "disabled", "--no-fio still has a ceiling")
+    check_results(doc, BACKENDS, "create run")
+    check(len(doc["results"]) == 1 + 1 + 2, f"expected 4 settings, got {len(doc['results'])}")
+    check(all(r["fraction_of_ceiling"] is None for r in doc["results"]), "fraction without a ceiling")
+    check(doc["ratios"]["uring_over_psync"] is not None, "uring/psync ratio missing")
+
+    doc = run_json(bench, args)
+    check(doc["store"]["action"] == "reused", "second run did not reuse the store")
+    check_results(doc, BACKENDS, "reuse run")
+
+    # A load window smaller than the store (several windows, each loaded then verified).
+    doc = run_json(bench, base_args(store) + ["--backends", "psync,uring", "--qd", "8", "--batch-objects", "3",
+                                              "--buffer-mib", "1", "--repeat", "2", "--no-fio"])
+    check(doc["config"]["window_objects"] == 3, f"window of {doc['config']['window_objects']} objects, expected 3")
+    check_results(doc, ["psync", "uring"], "windowed run")
+    check(all(len(r["gbps_repeats"]) == 2 for r in doc["results"]), "--repeat 2 did not run two passes")
+
+    # Text output carries the table and the ratios.
+    p = run(bench, args)
+    for s in ["Backend", "Verified", "uring / fio best", "uring / psync", "Target (issue 2)"]:
+        check(s in p.stdout, f"text output lacks '{s}':\n{p.stdout}")
+
+    # With fio on PATH the ceiling is measured with the same command size.
+    if shutil.which("fio"):
+        doc = run_json(bench, base_args(store) + ["--backends", "uring", "--qd", "8", "--fio-qd", "1,4",
+                                                  "--fio-runtime", "5"])
+        check(doc["fio_status"] == "ok", f"fio status {doc['fio_status']}: {doc.get('fio_note')} {doc['fio']}")
+        check([p["queue_depth"] for p in doc["fio"]] == [1, 4], "fio points")
+        check(all(p["ok"] and p["gbps"] > 0 for p in doc["fio"]), f"fio points failed: {doc['fio']}")
+        best = max(doc["fio"], key=lambda p: p["gbps"])
+        check(doc["ceiling"]["tool"] == "fio" and doc["ceiling"]["gbps"] == best["gbps"]
+              and doc["ceiling"]["queue_depth"] == best["queue_depth"], "ceiling is not fio's best point")
+        check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
+        r = doc["results"][0]
+        check(abs(r["fraction_of_ceiling"] - r["gbps"] / best["gbps"]) < 1e-9, "fraction_of_ceiling")
+        check_results(doc, ["uring"], "fio run")
+    print("kvblk-bench smoke: ok")
+
+
+def corruption(bench, tmp):
+    store = os.path.join(tmp, "store.bin")
+    args = base_args(store) + ["--no-fio"]
+    run_json(bench, args + ["--backends", "psync"])
+
+    # One flipped byte in the middle of object 5 (outside the sampled head
+    # and tail), so that only the full verification can see it.
+    victim = 5 * OBJECT_BYTES + 100_000
+    with open(store, "r+b") as f:
+        f.seek(victim)
+        b = f.read(1)
+        f.seek(victim)
+        f.write(bytes([b[0] ^ 0x40]))
+        f.flush()
+        os.fsync(f.fileno())
+    doc = run_json(bench, args + ["--keep", "--backends", "psync,uring", "--qd", "8"], expect_rc=1)
+    check(doc["store"]["action"] == "reused", "--keep rewrote the store")
+    for r in doc["results"]:
+        tag = f"{r['backend']}"
+        check(r["verified"] is False, f"{tag}: a flipped byte verified")
+        check(r["mismatched_bytes"] == 1, f"{tag}: {r['mismatched_bytes']} mismatched bytes, expected 1")
+        check(r["failed_objects"] == 0, f"{tag}: failed objects")
+        check("object 5" in (r["error"] or "") and "byte 100000" in r["error"], f"{tag}: error '{r['error']}'")
+    check(doc["all_verified"] is False, "all_verified")
+
+    # --keep refuses a store of another shape; the default mode rewrites it.
+    run(bench, ["-n", str(OBJECTS + 1)] + args[2:] + ["--keep", "--backends", "psync", "-o", "json"], expect_rc=2)
+
+    # A flipped byte where the reuse check samples makes the default mode rewrite.
+    with open(store, "r+b") as f:
+        f.seek(0)
+        b = f.read(1)
+        f.seek(0)
+        f.write(bytes([b[0] ^ 1]))
+        f.flush()
+        os.fsync(f.fileno())
+    doc = run_json(bench, args + ["--backends", "psync"])
+    check(doc["store"]["action"] == "created", "a store failing the sample check was reused")
+    check_results(doc, ["psync"], "rewritten store")
+    print("kvblk-bench corruption: ok")
+
+
+SKIP = 77  # ctest SKIP_RETURN_CODE
+
+
+def blockdev(bench, tmp):
+    # A loop device over a file in the build tree stands in for an NVMe namespace.
+    if os.geteuid() != 0 or not shutil.which("losetup"):
+        print("kvblk-bench blockdev: skipped (needs root and losetup)")
+        sys.exit(SKIP)
+    img = os.path.join(tmp, "disk.img")
+    with open(img, "wb") as f:
+        f.truncate(4 * 1024 * 1024)
+    p = subprocess.run(["losetup", "-f", "--show", "--direct-io=on", img], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        print(f"kvblk-bench blockdev: skipped (no loop device: {p.stderr.strip()})")
+        sys.exit(SKIP)
+    dev = p.stdout.strip()
+    try:
+        args = ["--device", dev, "-n", str(OBJECTS), "--object-kib", str(OBJECT_BYTES // 1024), "-q",
+                "--cmd-size", str(CMD_BYTES), "--no-fio", "--backends", ",".join(BACKENDS), "--threads", "2",
+                "--qd", "8"]
+        # Without the pattern and without permission nothing is written.
+        p = run(bench, args, expect_rc=2)
+        check("--i-know-this-overwrites" in p.stderr, f"refusal does not name the flag: {p.stderr}")
+        with open(dev, "rb") as f:
+            check(f.read(OBJECT_BYTES) == bytes(OBJECT_BYTES), "the device was written without permission")
+        # With permission the store is written, then read and verified.
+        doc = run_json(bench, args + ["--i-know-this-overwrites"])
+        check(doc["store"]["action"] == "created" and doc["target"]["kind"] == "blockdev", "device store")
+        check_results(doc, BACKENDS, "blockdev create")
+        # Later runs without permission reuse it (read only).
+        doc = run_json(bench, args)
+        check(doc["store"]["action"] == "reused", "device store not reused")
+        check_results(doc, BACKENDS, "blockdev reuse")
+        # A store larger than the device is refused.
+        run(bench, ["--device", dev, "-n", "64", "-s", "1", "-q", "--no-fio"], expect_rc=2)
+    finally:
+        subprocess.run(["losetup", "-d", dev])
+    print("kvblk-bench blockdev: ok")
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in ("smoke", "corruption", "blockdev"):
+        sys.exit(__doc__)
+    mode, bench, workdir = sys.argv[1:]
+    os.makedirs(workdir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f"kvblk-bench-{mode}.", dir=workdir)
+    try:
+        {"smoke": smoke, "corruption": corruption, "blockdev": blockdev}[mode](bench, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
