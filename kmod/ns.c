@@ -73,12 +73,11 @@ static ssize_t engine_show(struct kobject *kobj, struct kobj_attribute *attr,
 static ssize_t attached_show(struct kobject *kobj, struct kobj_attribute *attr,
 			     char *buf)
 {
-	unsigned int users;
-
-	mutex_lock(&kvblk_ns_lock);
-	users = to_kvblk_ns(kobj)->users;
-	mutex_unlock(&kvblk_ns_lock);
-	return sysfs_emit(buf, "%u\n", users);
+	/*
+	 * No kvblk_ns_lock here: kvblk_ns_put() removes this directory under
+	 * that lock, and kobject_del() waits for readers of it to finish.
+	 */
+	return sysfs_emit(buf, "%u\n", READ_ONCE(to_kvblk_ns(kobj)->users));
 }
 
 static struct kobj_attribute kvblk_attr_nsid = __ATTR_RO(nsid);
@@ -187,7 +186,7 @@ struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info)
 	mutex_lock(&kvblk_ns_lock);
 	list_for_each_entry(ns, &kvblk_ns_list, node) {
 		if (ns->info.disk == info->disk) {
-			ns->users++;
+			WRITE_ONCE(ns->users, ns->users + 1);
 			goto out_unlock;
 		}
 	}
@@ -208,14 +207,19 @@ out_unlock:
 void kvblk_ns_put(struct kvblk_ns *ns)
 {
 	mutex_lock(&kvblk_ns_lock);
-	if (--ns->users) {
+	WRITE_ONCE(ns->users, ns->users - 1);
+	if (ns->users) {
 		mutex_unlock(&kvblk_ns_lock);
 		return;
 	}
 	list_del(&ns->node);
+	/*
+	 * Remove the sysfs directory before a concurrent first attach of the
+	 * same disk can create its successor under the same name.
+	 */
+	kobject_del(&ns->kobj);
 	mutex_unlock(&kvblk_ns_lock);
 
-	kobject_del(&ns->kobj);
 	dma_pool_destroy(ns->prp_pool);
 	put_device(ns->info.dma_dev);
 	kobject_put(&ns->kobj);
