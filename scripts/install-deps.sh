@@ -4,13 +4,14 @@
 # only when something is missing.
 #
 # Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
-#   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, fio
+#   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, kernel source
 #         (its kselftest harness headers) for the module tests
 set -euo pipefail
 
 want=${1:-all}
 user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev libgmock-dev
+	   libnvme-dev jq
 	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux)
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils

@@ -1,0 +1,144 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# kvblkctl against kvblk.ko in the test VM (tests/vm, case "kvblkctl"):
+# `info` must equal the nvme driver's sysfs view and the variant's geometry,
+# and its SMART bytes read must move by what dd and kvblk read;
+# a context held attached keeps /sys/kernel/kvblk/<disk> alive while
+# kmod_smoke loads batches through a second one; then `kvblkctl -o json
+# stats` must equal every sysfs file and be non-zero, the command latency
+# histogram must count every command, `tune set` + `tune get` must round-trip
+# through the kernel, out-of-range values must be refused, and `list` must
+# show the module, its version, the namespace and the kmod backend;
+# `crossover --measure` reads the namespace.
+# Finds kvblkctl in $KVBLKCTL, else the newest of build/ and ../build-ctl/.
+# shellcheck source=tests/vm/cases/lib.sh
+. "$(dirname "$0")/../../../tests/vm/cases/lib.sh"
+
+K=${KVBLKCTL:-}
+if [ -z "$K" ]; then
+	# The newest build of the usual build folders.
+	K=$({ ls -t build/tools/kvblkctl/kvblkctl ../build-ctl/tools/kvblkctl/kvblkctl 2>/dev/null || true; } | head -1)
+fi
+[ -n "$K" ] && [ -x "$K" ] || skip "kvblkctl not built (cmake --build build --target kvblkctl, or set KVBLKCTL)"
+SMOKE=tests/kmod-smoke/kmod_smoke
+[ -x "$SMOKE" ] || skip "$SMOKE not built (make -C tests/kmod-smoke)"
+DEV=${KVBLK_TEST_DEVICE:-/dev/nvme0n1}
+DISK=$(basename "$DEV")
+SYS=/sys/kernel/kvblk/$DISK
+echo "kvblkctl: $K, device $DEV"
+
+holder=
+cleanup() {
+	if [ -n "$holder" ]; then kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null || true; fi
+	rmmod kvblk 2>/dev/null || true
+}
+trap cleanup EXIT
+insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
+
+# info (libnvme admin commands) equals what the nvme driver exposes.
+CTRL=/sys/block/$DISK/device
+j=$("$K" -o json info "$DEV")
+"$K" info "$DEV"
+expect_eq "info: schema_version" "$(jq .schema_version <<<"$j")" 1
+expect_eq "info: model" "$(jq -r .model <<<"$j")" "$(sed 's/ *$//' "$CTRL/model")"
+expect_eq "info: serial" "$(jq -r .serial <<<"$j")" "$(sed 's/ *$//' "$CTRL/serial")"
+expect_eq "info: firmware" "$(jq -r .firmware <<<"$j")" "$(sed 's/ *$//' "$CTRL/firmware_rev")"
+expect_eq "info: nsid" "$(jq .nsid <<<"$j")" "$(cat "/sys/block/$DISK/nsid")"
+expect_eq "info: mdts" "$(jq '"\(.mdts) \(.mdts_bytes)"' -r <<<"$j")" "$KVBLK_VM_MDTS $KVBLK_VM_MAX_CMD_BYTES"
+expect_eq "info: LBA size in use" "$(jq '.lba_formats[] | select(.in_use) | .lba_size' <<<"$j")" "$KVBLK_VM_LBA"
+expect_eq "info: capacity" "$(jq '.nsze_lbas * (.lba_formats[] | select(.in_use) | .lba_size)' <<<"$j")" "$KVBLK_VM_DISK_BYTES"
+expect_eq "info: blk-mq hw queues" "$(jq .blk_mq_hw_queues <<<"$j")" "$(find "/sys/block/$DISK/mq" -mindepth 1 -maxdepth 1 -type d | wc -l)"
+expect_eq "info: io queues >= hw queues" "$(jq '.io_queues.submission >= .blk_mq_hw_queues and .io_queues.completion >= .blk_mq_hw_queues' <<<"$j")" true
+expect_eq "info: bytes_read = units x 512000" "$(jq '.smart.bytes_read == .smart.data_units_read * 512000' <<<"$j")" true
+r0=$(jq .smart.bytes_read <<<"$j")
+dd if="$DEV" of=/dev/null bs=1M count=64 iflag=direct status=none || fail "dd"
+r1=$("$K" -o json info "$DEV" | jq .smart.bytes_read)
+d=$((r1 - r0))
+# 64 MiB read; the controller counts in 512000-byte units, rounded up
+[ "$d" -ge $((67108864 - 512000)) ] && [ "$d" -le $((67108864 + 512000)) ] ||
+	fail "info: SMART bytes read moved by $d after reading 64 MiB"
+ok "info: SMART bytes read moved by $d after reading 67108864"
+
+# Loaded, no namespace yet.
+j=$("$K" -o json list)
+expect_eq "list: module" "$(jq -r '"\(.module.loaded) \(.module.version)"' <<<"$j")" \
+	"true $(cat /sys/module/kvblk/version)"
+expect_eq "list: namespaces before attach" "$(jq '.namespaces | length' <<<"$j")" 0
+expect_eq "list: kmod backend" "$(jq -r '.backends[] | select(.name == "kmod") | .available' <<<"$j")" true
+
+# A context that stays attached (kmod_smoke sleeping before its loads).
+KMOD_SMOKE_HOLD=3600 "$SMOKE" "$DEV" >"$KVBLK_VM_CASE_DIR/holder.log" 2>&1 &
+holder=$!
+for _ in $(seq 100); do [ -d "$SYS" ] && break; sleep 0.1; done
+[ -d "$SYS" ] || fail "$SYS did not appear"
+j=$("$K" -o json list)
+expect_eq "list: namespace" "$(jq -r '[.namespaces[] | "\(.name) \(.attached) \(.lba_size)"] | join(",")' <<<"$j")" \
+	"$DISK 1 $KVBLK_VM_LBA"
+"$K" list
+
+# Load batches through a second context.
+"$SMOKE" "$DEV" >"$KVBLK_VM_CASE_DIR/smoke.log" 2>&1 || { tail -20 "$KVBLK_VM_CASE_DIR/smoke.log"; fail "kmod_smoke"; }
+ok "kmod_smoke: $(tail -1 "$KVBLK_VM_CASE_DIR/smoke.log")"
+
+# Nothing runs now: the counters are still, so kvblkctl must equal sysfs.
+j=$("$K" -o json stats "$DEV")
+expect_eq "stats: schema_version" "$(jq .schema_version <<<"$j")" 1
+expect_eq "stats: device" "$(jq -r '.devices[0].device' <<<"$j")" "$DISK"
+for f in "$SYS"/stats/*; do
+	n=$(basename "$f")
+	case $n in *_latency_us)
+		want=$(awk '{printf "%s%s:%s", (NR > 1 ? " " : ""), $1, $2}' "$f")
+		expect_eq "stats: $n" "$(jq -r "[.devices[0].${n}[] | \"\\(.lower_us):\\(.count)\"] | join(\" \")" <<<"$j")" "$want"
+		continue
+	esac
+	expect_eq "stats: $n" "$(jq ".devices[0].counters.$n" <<<"$j")" "$(cat "$f")"
+done
+for n in batches objects commands bytes inflight_peak; do
+	[ "$(jq ".devices[0].counters.$n" <<<"$j")" -gt 0 ] || fail "stats: $n is 0 after kmod_smoke"
+done
+ok "stats: batches, objects, commands, bytes, inflight_peak non-zero"
+expect_eq "stats: inflight" "$(jq .devices[0].counters.inflight <<<"$j")" 0
+expect_eq "stats: cmd_latency_us counts every command" \
+	"$(jq '[.devices[0].cmd_latency_us[].count] | add' <<<"$j")" "$(jq .devices[0].counters.commands <<<"$j")"
+# The device's own count of bytes read saw kvblk's passthrough reads too.
+r2=$("$K" -o json info "$DEV" | jq .smart.bytes_read)
+kb=$(jq .devices[0].counters.bytes <<<"$j")
+[ $((r2 - r1)) -ge $((kb - 512000)) ] || fail "info: SMART bytes read moved by $((r2 - r1)), kvblk read $kb"
+ok "info: SMART bytes read moved by $((r2 - r1)) >= kvblk's $kb bytes (kmod_smoke also preads)"
+"$K" stats "$DISK"
+j=$("$K" -o json stats "$DISK" --watch 1)
+expect_eq "stats --watch: no load, 0 commands/s" "$(jq .devices[0].rates.commands_per_s <<<"$j")" 0
+expect_fail 'reset: not supported by this kvblk.ko' "$K" stats "$DISK" --reset
+
+# Tunables through the kernel.
+old=$(cat "$SYS/max_inflight")
+"$K" tune set "$DISK" max_inflight 17
+expect_eq "tune set: sysfs" "$(cat "$SYS/max_inflight")" 17
+expect_eq "tune get: value" "$("$K" -o json tune get "$DISK" max_inflight | jq '.tunables[0].value')" 17
+expect_fail 'max_inflight=0 out of range 1..65536' "$K" tune set "$DISK" max_inflight 0
+expect_eq "tune set refused: sysfs untouched" "$(cat "$SYS/max_inflight")" 17
+"$K" tune set "$DISK" max_inflight "$old"
+expect_eq "tune set back" "$(cat "$SYS/max_inflight")" "$old"
+"$K" tune set module max_descs 1000
+expect_eq "tune set module: parameter" "$(cat /sys/module/kvblk/parameters/max_descs)" 1000
+"$K" tune set module max_descs 4096
+"$K" tune get
+# A batch still works with the tunables the module read back.
+"$K" tune set "$DISK" max_inflight 1
+"$SMOKE" "$DEV" >"$KVBLK_VM_CASE_DIR/smoke-qd1.log" 2>&1 || fail "kmod_smoke with max_inflight 1"
+expect_eq "inflight_peak unchanged by a max_inflight 1 run" "$("$K" -o json stats "$DISK" | jq .devices[0].counters.inflight_peak)" \
+	"$(jq .devices[0].counters.inflight_peak <<<"$j")"
+"$K" tune set "$DISK" max_inflight "$old"
+
+# crossover --measure on the namespace itself (read only, BLKGETSIZE64)
+j=$("$K" -o json crossover --model llama-3.1-8b --measure "$DEV" --measure-seconds 1)
+expect_eq "crossover --measure $DEV" "$(jq '"\(.load_gbps > 0) \(.load_source | startswith("measured on '"$DEV"': 4 threads x 1 MiB O_DIRECT"))"' -r <<<"$j")" "true true"
+jq -r .load_source <<<"$j"
+
+kill "$holder"; wait "$holder" 2>/dev/null || true; holder=
+for _ in $(seq 50); do [ -d "$SYS" ] || break; sleep 0.1; done
+expect_eq "list: namespace gone after detach" "$("$K" -o json list | jq '.namespaces | length')" 0
+rmmod kvblk || fail "rmmod kvblk"
+expect_eq "list: module unloaded" "$("$K" -o json list | jq .module.loaded)" false
+ok "kvblkctl VM case"
