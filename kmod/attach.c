@@ -87,7 +87,13 @@ static int kvblk_probe_bdev(struct file *file, struct block_device *bdev,
 	ret = kvblk_find_nvme_pci(disk, q, &info->dma_dev);
 	if (ret)
 		return ret;
-	if (blk_get_integrity(disk))
+	if (kvblk_disk_dead(disk, q))
+		return kvblk_reject(disk, "disk is being removed");
+	/*
+	 * Not blk_get_integrity(): separate metadata without protection
+	 * information has no integrity profile but a metadata size.
+	 */
+	if (blk_get_integrity(disk) || kvblk_integrity_bytes(q))
 		return kvblk_reject(disk,
 				    "LBA format with metadata or protection information");
 	if (!get_capacity(disk))
@@ -116,14 +122,21 @@ static int kvblk_probe_bdev(struct file *file, struct block_device *bdev,
  * so that the controller strips the PI, and registers no integrity profile.
  * A passthrough Read would transfer data and metadata, lba + ms bytes per
  * LBA, past the PRPs of the object. So read the attached range's first LBA
- * into the end of one page, with a canary page behind it, and refuse the
- * namespace if the canary changes. The data itself is never returned.
+ * into the probe area with canary bytes behind it, and refuse the namespace
+ * if the canary changes. The data starts half an LBA before a page boundary,
+ * so PRP2 is needed and names the next page, where any excess lands. The
+ * metadata pointer (MPTR) names a third page of canary: a separate-metadata
+ * format the block layer did not report writes there instead of to bus
+ * address 0. The data itself is never returned.
  */
+#define KVBLK_PROBE_BYTES	(4 * KVBLK_CTRL_PAGE_SIZE)
+
 static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 			       struct gendisk *disk)
 {
-	const unsigned int canary = 256;	/* largest metadata checked */
+	unsigned int order = get_order(KVBLK_PROBE_BYTES);
 	u32 lba = 1U << info->lba_shift;
+	u32 off = KVBLK_CTRL_PAGE_SIZE - lba / 2;
 	struct nvme_command c = { };
 	struct request *rq;
 	struct page *page;
@@ -134,12 +147,12 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 
 	if (lba > KVBLK_CTRL_PAGE_SIZE)
 		return kvblk_reject(disk, "LBA larger than 4 KiB");
-	page = alloc_pages(GFP_KERNEL, get_order(2 * KVBLK_CTRL_PAGE_SIZE));
+	page = alloc_pages(GFP_KERNEL, order);
 	if (!page)
 		return -ENOMEM;
 	va = page_address(page);
-	memset(va, 0x5a, 2 * KVBLK_CTRL_PAGE_SIZE);
-	dma = dma_map_page(info->dma_dev, page, 0, 2 * KVBLK_CTRL_PAGE_SIZE,
+	memset(va, 0x5a, KVBLK_PROBE_BYTES);
+	dma = dma_map_page(info->dma_dev, page, 0, KVBLK_PROBE_BYTES,
 			   DMA_FROM_DEVICE);
 	if (dma_mapping_error(info->dma_dev, dma)) {
 		ret = -ENOMEM;
@@ -150,8 +163,11 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 	c.rw.nsid = cpu_to_le32(info->nsid);
 	c.rw.slba = cpu_to_le64(slba);
 	c.rw.length = 0;
-	c.rw.dptr.prp1 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE - lba);
-	c.rw.dptr.prp2 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE);
+	c.rw.metadata = cpu_to_le64(dma + 2 * KVBLK_CTRL_PAGE_SIZE);
+	c.rw.dptr.prp1 = cpu_to_le64(dma + off);
+	/* PRP2 only when the transfer crosses a page (reserved otherwise). */
+	if (off + lba > KVBLK_CTRL_PAGE_SIZE)
+		c.rw.dptr.prp2 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE);
 	rq = blk_mq_alloc_request(info->q, REQ_OP_DRV_IN, 0);
 	if (IS_ERR(rq)) {
 		ret = PTR_ERR(rq);
@@ -160,23 +176,21 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 	nvme_init_request(rq, &c);
 	sts = blk_execute_rq(rq, false);
 	blk_mq_free_request(rq);
-	dma_unmap_page(info->dma_dev, dma, 2 * KVBLK_CTRL_PAGE_SIZE,
-		       DMA_FROM_DEVICE);
+	dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES, DMA_FROM_DEVICE);
 
 	if (sts)
 		ret = kvblk_reject(disk, "reading the first LBA to check the LBA format failed");
-	else if (memchr_inv(va + KVBLK_CTRL_PAGE_SIZE, 0x5a, canary))
+	else if (memchr_inv(va + off + lba, 0x5a, KVBLK_PROBE_BYTES - off - lba))
 		ret = kvblk_reject(disk,
-				   "extended-LBA format with metadata (a Read moves more than the LBA size)");
+				   "LBA format with metadata (a Read moves more than the LBA's data)");
 	else
 		ret = 0;
 	goto out_free_page;
 
 out_unmap:
-	dma_unmap_page(info->dma_dev, dma, 2 * KVBLK_CTRL_PAGE_SIZE,
-		       DMA_FROM_DEVICE);
+	dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES, DMA_FROM_DEVICE);
 out_free_page:
-	__free_pages(page, get_order(2 * KVBLK_CTRL_PAGE_SIZE));
+	__free_pages(page, order);
 	return ret;
 }
 

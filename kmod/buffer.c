@@ -13,6 +13,9 @@
 #include <linux/capability.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/hugetlb_inline.h>
+#include <linux/shmem_fs.h>
 #include <linux/sched/signal.h>
 #include <linux/sched/user.h>
 #include <linux/slab.h>
@@ -111,6 +114,10 @@ unsigned int kvblk_buf_seg(const struct kvblk_buf *buf, u64 off)
  *
  * A no-op unless the mapping needs syncs (swiotlb bouncing, non-coherent
  * DMA). Only the range is synced, so bytes outside it are never touched.
+ * A DMA segment can merge pages that are not physically contiguous (an
+ * IOMMU maps them to one IOVA range), and the sync calls translate only the
+ * start address, so the range is synced page by page: within one CPU page
+ * both the bus and the physical addresses are contiguous.
  */
 void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 		    bool for_cpu)
@@ -121,19 +128,58 @@ void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 		return;
 	for (i = kvblk_buf_seg(buf, off); i < buf->nr_segs && len; i++) {
 		const struct kvblk_dma_seg *s = &buf->segs[i];
-		u64 in, n;
+		u64 end = min(off + len, s->off + s->len);
 
-		in = off - s->off;
-		n = min(len, s->len - in);
-		if (for_cpu)
-			dma_sync_single_for_cpu(buf->dev, s->addr + in, n,
-						DMA_FROM_DEVICE);
-		else
-			dma_sync_single_for_device(buf->dev, s->addr + in, n,
-						   DMA_FROM_DEVICE);
-		off += n;
-		len -= n;
+		while (off < end) {
+			/* The buffer starts page aligned: off's page is a CPU page. */
+			u64 n = min_t(u64, end - off,
+				      PAGE_SIZE - (off & (PAGE_SIZE - 1)));
+			dma_addr_t a = s->addr + (off - s->off);
+
+			if (for_cpu)
+				dma_sync_single_for_cpu(buf->dev, a, n,
+							DMA_FROM_DEVICE);
+			else
+				dma_sync_single_for_device(buf->dev, a, n,
+							   DMA_FROM_DEVICE);
+			off += n;
+			len -= n;
+		}
 	}
+}
+
+/*
+ * Long-term pins are for anonymous, shmem and hugetlb memory only: a page
+ * of a regular file's page cache written by DMA behind the file system's
+ * back can break writeback (newer kernels refuse FOLL_LONGTERM on such
+ * mappings themselves; older ones allow it). Checked once before pinning.
+ */
+static int kvblk_check_vmas(unsigned long addr, unsigned long len)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long end = addr + len;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	while (addr < end) {
+		vma = find_vma(mm, addr);
+		if (!vma || vma->vm_start > addr) {
+			ret = -EFAULT;
+			break;
+		}
+		if (!vma_is_anonymous(vma) && !is_vm_hugetlb_page(vma) &&
+		    !(vma->vm_file && shmem_file(vma->vm_file))) {
+			pr_info_ratelimited("register: %s[%d]: only anonymous, shmem or hugetlb memory can be pinned\n",
+					    current->comm, task_pid_nr(current));
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return ret;
 }
 
 static int kvblk_pin(struct kvblk_buf *buf, unsigned long addr)
@@ -173,7 +219,7 @@ static int kvblk_build_segs(struct kvblk_buf *buf)
 	u64 off = 0;
 
 	buf->segs = kvmalloc_array(buf->sgt.nents, sizeof(*buf->segs),
-				   GFP_KERNEL);
+				   GFP_KERNEL_ACCOUNT);
 	if (!buf->segs)
 		return -ENOMEM;
 	for_each_sgtable_dma_sg(&buf->sgt, sg, i) {
@@ -206,7 +252,7 @@ static struct kvblk_buf *kvblk_buf_create_host(struct device *dev, u64 addr,
 	unsigned int max_seg;
 	int ret;
 
-	buf = kzalloc(sizeof(*buf), GFP_KERNEL);
+	buf = kzalloc(sizeof(*buf), GFP_KERNEL_ACCOUNT);
 	if (!buf)
 		return ERR_PTR(-ENOMEM);
 	kref_init(&buf->ref);
@@ -215,13 +261,6 @@ static struct kvblk_buf *kvblk_buf_create_host(struct device *dev, u64 addr,
 	buf->nr_pages = len >> PAGE_SHIFT;
 	buf->dev = dev;
 
-	buf->pages = kvmalloc_array(buf->nr_pages, sizeof(*buf->pages),
-				    GFP_KERNEL);
-	if (!buf->pages) {
-		ret = -ENOMEM;
-		goto out_free_buf;
-	}
-
 	if (!capable(CAP_IPC_LOCK)) {
 		buf->user = get_uid(current_user());
 		ret = kvblk_account_mem(buf->user, buf->nr_pages);
@@ -229,9 +268,19 @@ static struct kvblk_buf *kvblk_buf_create_host(struct device *dev, u64 addr,
 			goto out_put_user;
 	}
 
+	buf->pages = kvmalloc_array(buf->nr_pages, sizeof(*buf->pages),
+				    GFP_KERNEL_ACCOUNT);
+	if (!buf->pages) {
+		ret = -ENOMEM;
+		goto out_unaccount;
+	}
+
+	ret = kvblk_check_vmas(addr, len);
+	if (ret)
+		goto out_free_pages;
 	ret = kvblk_pin(buf, addr);
 	if (ret)
-		goto out_unaccount;
+		goto out_free_pages;
 
 	max_seg = min_t(size_t, dma_get_max_seg_size(dev),
 			dma_max_mapping_size(dev));
@@ -239,7 +288,7 @@ static struct kvblk_buf *kvblk_buf_create_host(struct device *dev, u64 addr,
 	max_seg = round_down(max_seg, PAGE_SIZE);
 	ret = sg_alloc_table_from_pages_segment(&buf->sgt, buf->pages,
 						buf->nr_pages, 0, len, max_seg,
-						GFP_KERNEL);
+						GFP_KERNEL_ACCOUNT);
 	if (ret)
 		goto out_unpin;
 
@@ -263,14 +312,14 @@ out_free_sgt:
 	sg_free_table(&buf->sgt);
 out_unpin:
 	unpin_user_pages(buf->pages, buf->nr_pages);
+out_free_pages:
+	kvfree(buf->pages);
 out_unaccount:
 	if (buf->user)
 		kvblk_unaccount_mem(buf->user, buf->nr_pages);
 out_put_user:
 	if (buf->user)
 		free_uid(buf->user);
-	kvfree(buf->pages);
-out_free_buf:
 	kfree(buf);
 	return ERR_PTR(ret);
 }

@@ -47,6 +47,48 @@ void nvme_init_request(struct request *req, struct nvme_command *cmd);
 #define KVBLK_END_IO_ARGS(rq, sts) struct request *rq, blk_status_t sts
 #endif
 
+/**
+ * kvblk_integrity_bytes() - metadata bytes per LBA known to the block layer.
+ * @q: the namespace's queue.
+ *
+ * Non-zero for an integrity profile and also for separate metadata without
+ * protection information, for which the nvme driver registers no profile
+ * (blk_get_integrity() then returns NULL on older kernels).
+ *
+ * Return: bytes, 0 when the LBA format has no metadata the block layer sees.
+ */
+static inline unsigned int kvblk_integrity_bytes(struct request_queue *q)
+{
+#if defined(KVBLK_HAVE_LIMITS_INTEGRITY_METADATA_SIZE)
+	return q->limits.integrity.metadata_size;
+#elif defined(KVBLK_HAVE_LIMITS_INTEGRITY_TUPLE_SIZE)
+	return q->limits.integrity.tuple_size;
+#elif defined(KVBLK_HAVE_QUEUE_INTEGRITY_TUPLE_SIZE)
+	return q->integrity.tuple_size;
+#elif defined(CONFIG_BLK_DEV_INTEGRITY)
+#error "kvblk: cannot find the queue's integrity metadata size"
+#else
+	/* No integrity support: nvme gives metadata formats no capacity. */
+	return 0;
+#endif
+}
+
+/**
+ * kvblk_disk_dead() - has the disk been removed (del_gendisk())?
+ * @disk: disk.
+ * @q: its queue.
+ *
+ * Return: true once the disk or its queue is marked dead or dying.
+ */
+static inline bool kvblk_disk_dead(struct gendisk *disk, struct request_queue *q)
+{
+#ifdef KVBLK_HAVE_GD_DEAD
+	if (test_bit(GD_DEAD, &disk->state))
+		return true;
+#endif
+	return blk_queue_dying(q);
+}
+
 #ifndef KVBLK_HAVE_BDEV_NR_SECTORS
 static inline sector_t bdev_nr_sectors(struct block_device *bdev)
 {

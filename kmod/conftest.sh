@@ -34,17 +34,24 @@ probe() {
 	} >"$tmp/probe_$1.c"
 }
 
-# rq_end_io_fn returns enum rq_end_io_ret (6.0 and later; void before).
+# Always compiles: if it does not, the probe build itself is broken (wrong
+# KDIR, missing compiler, bad flags) and every other result would be a lie.
+probe CANARY <<'EOF'
+int kvblk_probe(int x);
+int kvblk_probe(int x)
+{
+	return x;
+}
+EOF
+
+# enum rq_end_io_ret exists (6.0 and later; rq_end_io_fn returned void
+# before). Asked apart from the callback's arity (RQ_END_IO_IOB).
 probe RQ_END_IO_RET <<'EOF'
 #include <linux/blk-mq.h>
-static enum rq_end_io_ret kvblk_probe_end_io(struct request *rq, blk_status_t s)
+enum rq_end_io_ret kvblk_probe(void);
+enum rq_end_io_ret kvblk_probe(void)
 {
 	return RQ_END_IO_FREE;
-}
-void kvblk_probe(struct request *rq);
-void kvblk_probe(struct request *rq)
-{
-	rq->end_io = kvblk_probe_end_io;
 }
 EOF
 
@@ -94,6 +101,47 @@ bool kvblk_probe(struct gendisk *disk)
 }
 EOF
 
+# Per-LBA metadata bytes the block layer knows of (an integrity profile or
+# separate metadata without one): in queue_limits, named metadata_size ...
+probe LIMITS_INTEGRITY_METADATA_SIZE <<'EOF'
+#include <linux/blkdev.h>
+unsigned int kvblk_probe(struct request_queue *q);
+unsigned int kvblk_probe(struct request_queue *q)
+{
+	return q->limits.integrity.metadata_size;
+}
+EOF
+
+# ... or tuple_size ...
+probe LIMITS_INTEGRITY_TUPLE_SIZE <<'EOF'
+#include <linux/blkdev.h>
+unsigned int kvblk_probe(struct request_queue *q);
+unsigned int kvblk_probe(struct request_queue *q)
+{
+	return q->limits.integrity.tuple_size;
+}
+EOF
+
+# ... or in struct request_queue itself (CONFIG_BLK_DEV_INTEGRITY only).
+probe QUEUE_INTEGRITY_TUPLE_SIZE <<'EOF'
+#include <linux/blkdev.h>
+unsigned int kvblk_probe(struct request_queue *q);
+unsigned int kvblk_probe(struct request_queue *q)
+{
+	return q->integrity.tuple_size;
+}
+EOF
+
+# gendisk::state with GD_DEAD (del_gendisk() marks a removed disk).
+probe GD_DEAD <<'EOF'
+#include <linux/blkdev.h>
+bool kvblk_probe(struct gendisk *disk);
+bool kvblk_probe(struct gendisk *disk)
+{
+	return test_bit(GD_DEAD, &disk->state);
+}
+EOF
+
 # bdev_nr_sectors().
 probe BDEV_NR_SECTORS <<'EOF'
 #include <linux/blkdev.h>
@@ -135,6 +183,13 @@ done
 
 # shellcheck disable=SC2086
 make -k -s -C "$KDIR" M="$tmp" $objs >"$tmp/build.log" 2>&1 || true
+
+if [ ! -f "$tmp/probe_CANARY.o" ]; then
+	echo "conftest.sh: the always-true probe did not compile against $KDIR;" >&2
+	echo "conftest.sh: the probe build is broken. Its log:" >&2
+	cat "$tmp/build.log" >&2
+	exit 1
+fi
 
 {
 	echo "/* SPDX""-License-Identifier: GPL-2.0 */"

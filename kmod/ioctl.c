@@ -17,10 +17,11 @@
  * @min_size: smallest size accepted (the first version of the struct).
  * @usize: out: the caller's size.
  *
- * Bytes past @ksize that the caller sent must be zero.
+ * Bytes past @ksize that the caller sent must be zero. Like clone3() and
+ * openat2(), a size above PAGE_SIZE is refused before any of it is read.
  *
  * Return: 0; -EFAULT @uarg not readable; -EINVAL size below @min_size;
- * -E2BIG a non-zero byte past @ksize.
+ * -E2BIG size above PAGE_SIZE, or a non-zero byte past @ksize.
  */
 int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
 		  size_t min_size, u32 *usize)
@@ -32,6 +33,8 @@ int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
 		return -EFAULT;
 	if (size < min_size)
 		return -EINVAL;
+	if (size > PAGE_SIZE)
+		return -E2BIG;
 	ret = copy_struct_from_user(dst, ksize, uarg, size);
 	if (ret)
 		return ret;

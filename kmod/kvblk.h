@@ -69,10 +69,14 @@
 
 /* Error kinds counted per namespace (stats/errors_*). */
 enum kvblk_err_kind {
-	KVBLK_ERR_IO,		/* BLK_STS_IOERR and anything not below */
+	/*
+	 * BLK_STS_IOERR: device errors; also commands cancelled by a reset or
+	 * a timeout, which the nvme driver fails as host-aborted.
+	 */
+	KVBLK_ERR_IO,
 	KVBLK_ERR_MEDIA,	/* BLK_STS_MEDIUM: unrecovered read, ... */
-	KVBLK_ERR_TRANSPORT,	/* BLK_STS_TRANSPORT: path/controller gone */
-	KVBLK_ERR_OTHER,	/* timeout, target, not supported, submit */
+	KVBLK_ERR_TRANSPORT,	/* BLK_STS_TRANSPORT: path not live */
+	KVBLK_ERR_OTHER,	/* any other status: target, not supported */
 	KVBLK_ERR_NR,
 };
 

@@ -161,7 +161,6 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 		kobject_put(&ns->kobj);		/* frees ns and its stats */
 		return ERR_PTR(ret == -EEXIST ? -EBUSY : ret);
 	}
-	kobject_uevent(&ns->kobj, KOBJ_ADD);
 	return ns;
 
 out_free_stats:

@@ -53,7 +53,7 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 {
 	struct kvblk_batch *b;
 
-	b = kvzalloc(struct_size(b, objs, nr), GFP_KERNEL);
+	b = kvzalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
 	if (!b)
 		return NULL;
 	b->ctx = ctx;
@@ -73,8 +73,9 @@ static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
 {
 	unsigned int i;
 
-	b->slots = kvmalloc_array(nr, sizeof(*b->slots), GFP_KERNEL);
-	b->free_slots = kvmalloc_array(nr, sizeof(*b->free_slots), GFP_KERNEL);
+	b->slots = kvmalloc_array(nr, sizeof(*b->slots), GFP_KERNEL_ACCOUNT);
+	b->free_slots = kvmalloc_array(nr, sizeof(*b->free_slots),
+				       GFP_KERNEL_ACCOUNT);
 	if (!b->slots || !b->free_slots)
 		return -ENOMEM;
 	for (i = 0; i < nr; i++)
@@ -216,7 +217,8 @@ static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
  * A request on the namespace's queue. NOWAIT, so that requests held in the
  * plug are flushed before sleeping; on a tag shortage (or a queue frozen
  * for a controller reset) back off until one of our commands completes or
- * a jiffy passes.
+ * a jiffy passes. NOWAIT gives the same -EWOULDBLOCK for a frozen and for a
+ * dying queue, so a removed disk is told apart by its own state: -ENOLINK.
  */
 static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 				      struct blk_plug *plug)
@@ -233,6 +235,8 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 		ret = PTR_ERR(rq);
 		if (ret != -EWOULDBLOCK && ret != -EBUSY)
 			return ERR_PTR(-ENOLINK);	/* queue dying: device gone */
+		if (kvblk_disk_dead(b->ns->info.disk, b->ns->info.q))
+			return ERR_PTR(-ENOLINK);
 
 		blk_finish_plug(plug);
 		nfree = READ_ONCE(b->nr_free);
@@ -311,7 +315,8 @@ out_put_slot:
 /*
  * Submit every command of the batch. Returns 0, or why it stopped early:
  * -EINTR fatal signal, -ENOMEM, -ENOLINK the queue is going away. Objects
- * not wholly submitted then carry -ECANCELED (-ENOLINK for the last).
+ * not wholly submitted then carry -ECANCELED, or -ENOLINK when the queue
+ * is going away.
  */
 static int kvblk_submit_all(struct kvblk_batch *b)
 {
@@ -341,7 +346,8 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 	}
 	blk_finish_plug(&plug);
 	for (; i < b->nr_objs; i++)
-		cmpxchg(&b->objs[i].status, 0, -ECANCELED);
+		cmpxchg(&b->objs[i].status, 0,
+			ret == -ENOLINK ? -ENOLINK : -ECANCELED);
 	return ret;
 }
 
@@ -397,7 +403,10 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	return err;
 }
 
-/* Copy the descriptors in; a caller's larger struct must have a zero tail. */
+/*
+ * Copy the descriptors in; a caller's larger struct must have a zero tail.
+ * Returns 0, -EFAULT, -EINTR (fatal signal) or -E2BIG with *bad set.
+ */
 static int kvblk_copy_descs(const struct kvblk_load_many *lm,
 			    struct kvblk_desc *descs, u32 *bad)
 {
@@ -409,6 +418,9 @@ static int kvblk_copy_descs(const struct kvblk_load_many *lm,
 				      (size_t)lm->nr_descs * sizeof(*descs)) ?
 		       -EFAULT : 0;
 	for (i = 0; i < lm->nr_descs; i++) {
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
 		ret = copy_struct_from_user(&descs[i], sizeof(*descs),
 					    u64_to_user_ptr(lm->descs +
 							    (u64)i * lm->desc_bytes),
@@ -486,6 +498,9 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 	if (!lm.nr_descs || lm.desc_bytes < KVBLK_DESC_SIZE_VER0 ||
 	    lm.result_bytes < KVBLK_DESC_RESULT_SIZE_VER0)
 		return -EINVAL;
+	/* Bounds the zero-tail scan per descriptor (clone3()/openat2() rule). */
+	if (lm.desc_bytes > PAGE_SIZE || lm.result_bytes > PAGE_SIZE)
+		return -E2BIG;
 	ns = kvblk_ctx_ns(ctx);
 	if (lm.nr_descs > (ns ? READ_ONCE(ns->max_descs) : READ_ONCE(g_max_descs)))
 		return -E2BIG;
@@ -500,7 +515,7 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 		ret = -ENXIO;
 		goto out_reject;
 	}
-	descs = kvmalloc_array(lm.nr_descs, sizeof(*descs), GFP_KERNEL);
+	descs = kvmalloc_array(lm.nr_descs, sizeof(*descs), GFP_KERNEL_ACCOUNT);
 	b = kvblk_batch_alloc(ctx, ns, lm.nr_descs);
 	if (!descs || !b) {
 		ret = -ENOMEM;
@@ -582,6 +597,8 @@ out_reject:
 	kvfree(descs);
 	if (b)
 		kvblk_batch_release(b, false);
+	if (ret == -EINTR)
+		return ret;	/* killed while copying descriptors: write nothing */
 	if (ret != -EFAULT)
 		kvblk_put_rejected(&lm, lm.bad_index, ret);
 	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);

@@ -136,15 +136,17 @@ vm_variant_names() {
 }
 
 # Loads a variant: NAME or NAME:key=value[:key=value...] (keys: lba mdts qpairs
-# size iommu bad append). Sets the VM_* variables below and VM_INSTANCE (a file-name-safe
-# form of the spec).
+# size iommu bad append). A variant file may also set VM_NS_PROPS (extra nvme-ns
+# properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
+# guest sees, when it is not the image size). Sets the VM_* variables below and
+# VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v
 	local conf=$VM_DIR/variants/$name.conf
 	[ -f "$conf" ] || vm_die "unknown variant '$name' (have: $(vm_variant_names | tr '\n' ' '))"
 
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
-	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA=''
+	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
 
 	# shellcheck source=/dev/null
 	. "$conf"

@@ -53,7 +53,7 @@ run_dir=$(cd "$run_dir" && pwd)
 	env_line KVBLK_VM_MDTS "$VM_MDTS"
 	env_line KVBLK_VM_MAX_CMD_BYTES "$VM_MAX_CMD_BYTES"
 	env_line KVBLK_VM_QPAIRS "$VM_QPAIRS"
-	env_line KVBLK_VM_DISK_BYTES "$VM_DISK_BYTES"
+	env_line KVBLK_VM_DISK_BYTES "${VM_NS_BYTES:-$VM_DISK_BYTES}"
 	env_line KVBLK_VM_IOMMU "$VM_IOMMU"
 	[ -n "$VM_BAD_BYTE_OFFSET" ] && env_line KVBLK_VM_BAD_BYTE_OFFSET "$VM_BAD_BYTE_OFFSET"
 	env_line KVBLK_VM_PATTERN_XOR 0x6b76626c6b000000
@@ -98,7 +98,7 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	-virtfs "local,path=$run_dir,mount_tag=results,security_model=none"
 	-drive "file=$drive,if=none,id=nv0,format=raw,snapshot=on"
 	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS"
-	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA"
+	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
 	"${extra[@]}")
 printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
 echo >>"$run_dir/qemu.cmd"

@@ -23,8 +23,9 @@
  * -----------------------------
  * @size smaller than the first version of a struct: -EINVAL.
  * @size larger than the kernel knows: accepted only if every byte past the
- * kernel's struct is zero, else -E2BIG. Output fields are written back only
- * up to min(@size, kernel size).
+ * kernel's struct is zero, else -E2BIG. @size above the page size (4096 on
+ * x86-64): -E2BIG, whatever the bytes (as clone3() and openat2() do). Output
+ * fields are written back only up to min(@size, kernel size).
  *
  * The kernel matches an ioctl number on its type, number and direction and
  * ignores its size bits, which encode the first version of each struct: a
@@ -36,7 +37,8 @@
  * -EFAULT  a user pointer (the argument, @descs, @results, @addr) is not
  *          readable or writable.
  * -EINVAL  @size too small, unknown bit in @flags, a reserved field not zero.
- * -E2BIG   @size larger than the kernel's struct with a non-zero tail.
+ * -E2BIG   @size larger than the kernel's struct with a non-zero tail, or
+ *          larger than the page size.
  */
 #ifndef _UAPI_LINUX_KVBLK_H
 #define _UAPI_LINUX_KVBLK_H
@@ -76,7 +78,7 @@ enum kvblk_engine {
 
 /* Destination memory kinds, kvblk_buf_reg.kind. */
 enum kvblk_mem_kind {
-	KVBLK_MEM_HOST = 0,	/* anonymous or file-backed user memory */
+	KVBLK_MEM_HOST = 0,	/* anonymous, shmem or hugetlb user memory */
 	KVBLK_MEM_CUDA = 1,	/* CUDA device address range (nvidia-p2p) */
 	KVBLK_MEM_DMABUF = 2,	/* a dma-buf fd and a byte range of it */
 	KVBLK_MEM_P2PDMA = 3,	/* user mapping of PCI P2PDMA pages (p2pmem/allocate) */
@@ -110,9 +112,10 @@ enum kvblk_mem_kind {
  * Errors: -EBADF @bdev_fd is not an open fd; -ENOTBLK it is not a block
  * device; -EACCES it was opened without read access (O_WRONLY or O_PATH);
  * -EOPNOTSUPP the device is not an NVMe namespace, has metadata or
- * protection information in its LBA format (not supported), or is a namespace
- * no engine of this module serves (the bio-based multipath head, a non-PCIe
- * transport; the kernel log names the reason); -EBUSY already attached.
+ * protection information in its LBA format (not supported: interleaved or
+ * separate metadata), is being removed, or is a namespace no engine of this
+ * module serves (the bio-based multipath head, a non-PCIe transport; the
+ * kernel log names the reason); -EBUSY already attached.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -146,16 +149,23 @@ struct kvblk_attach {
  * @reserved:  must be 0.
  * @reserved2: must be 0.
  *
- * Host memory is pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and
- * charged to the caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless
- * the caller has CAP_IPC_LOCK; then DMA-mapped once for the NVMe controller.
+ * Host memory must be anonymous, shmem (memfd, MAP_SHARED|MAP_ANONYMOUS,
+ * tmpfs files) or hugetlb memory: mappings of other files are refused, since
+ * a long-term pin of page cache pages breaks file system writeback. It is
+ * pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and charged to the
+ * caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless the caller has
+ * CAP_IPC_LOCK; then DMA-mapped once for the NVMe controller.
  * Requires an attached context.
  * Errors: -ENXIO not attached; -EINVAL unknown @kind, @dmabuf_fd not 0 for
  * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
  * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
  * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
- * module (GET_FEATURES says which are); -ENOSPC too many buffers (1024 per
- * context).
+ * module (GET_FEATURES says which are), the range maps memory other than
+ * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
+ * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
+ * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
+ * DMA mapping does not cover the whole range; -EINTR a fatal signal arrived
+ * while pinning; -ENOSPC too many buffers (1024 per context).
  */
 struct kvblk_buf_reg {
 	__u32 size;
@@ -218,9 +228,11 @@ struct kvblk_desc {
  * struct kvblk_desc_result - per-descriptor outcome
  * @status:   0, or a negative errno: -EIO a media or other device error on
  *            one of the object's commands (NVMe status mapped by the nvme
- *            driver), -ENOLINK the path to the controller failed (it reset
- *            or went away during the batch; the block layer's
- *            BLK_STS_TRANSPORT); retrying later may succeed,
+ *            driver), also a command cancelled by a controller reset or a
+ *            timeout (the nvme driver fails those as aborted by the host);
+ *            -ENOLINK the command could not be sent: the namespace is being
+ *            removed, or the path is not live (the block layer's
+ *            BLK_STS_TRANSPORT); retrying later may succeed for both,
  *            -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG).
@@ -243,12 +255,14 @@ struct kvblk_desc_result {
  * @flags:       in: must be 0.
  * @nr_descs:    in: descriptors in @descs; 1 .. the max_descs tunable
  *               (default 4096, at most 65536).
- * @desc_bytes:  in: sizeof(struct kvblk_desc) as the caller knows it; >= 40.
+ * @desc_bytes:  in: sizeof(struct kvblk_desc) as the caller knows it; >= 40
+ *               and at most the page size (else -E2BIG for the call).
  *               Bytes of a descriptor past the kernel's struct must be zero
  *               (else that descriptor is rejected with -E2BIG).
  * @descs:       in: user pointer to @nr_descs descriptors.
  * @results:     in: user pointer to @nr_descs struct kvblk_desc_result.
- * @result_bytes: in: sizeof(struct kvblk_desc_result) as the caller knows it; >= 16.
+ * @result_bytes: in: sizeof(struct kvblk_desc_result) as the caller knows it; >= 16
+ *               and at most the page size (else -E2BIG for the call).
  *               The kernel writes the first 16 bytes of each result.
  * @bad_index:   out: index of the first rejected descriptor when the call
  *               fails with -EINVAL, -ERANGE or -E2BIG because of one; -1
@@ -266,19 +280,21 @@ struct kvblk_desc_result {
  * max_cmd_bytes and all of them are put in flight together, bounded by the
  * max_inflight tunable. The call returns when every command has completed.
  * Once the header itself is accepted, the results and the output fields
- * above are written on every return except -EINTR and -EFAULT (a call
- * rejected before submission leaves every result -ECANCELED but the
- * rejected descriptor's).
+ * above are written on every return except -EINTR, -EFAULT, and -E2BIG for
+ * @nr_descs, @desc_bytes or @result_bytes (checked with the header: nothing
+ * is written then). A call rejected before submission leaves every result
+ * -ECANCELED but the rejected descriptor's.
  *
  * Return: the number of descriptors with status 0 (== @nr_descs when all
  * succeeded); an I/O error fails only its own descriptor.
  * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor (see
  * @bad_index), @nr_descs 0, or @desc_bytes / @result_bytes too small;
  * -ERANGE a descriptor reaches past the device's end (see @bad_index);
- * -E2BIG @nr_descs above max_descs, or a descriptor with a non-zero byte
- * past struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
- * while waiting: commands already issued still complete into the pinned
- * buffer, which stays pinned until they do.
+ * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
+ * page size (no results written), or a descriptor with a non-zero byte past
+ * struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
+ * while copying the descriptors or waiting: commands already issued still
+ * complete into the pinned buffer, which stays pinned until they do.
  */
 struct kvblk_load_many {
 	__u32 size;

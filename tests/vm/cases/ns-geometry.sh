@@ -31,7 +31,7 @@ ok "$nq blk-mq hardware queues"
 group=/sys/class/nvme/nvme0/device/iommu_group
 if [ "$KVBLK_VM_IOMMU" = 1 ]; then
 	[ -e $group ] || fail "IOMMU variant, but the NVMe PCI function has no iommu_group"
-	dmesg | grep -q 'DMAR: IOMMU enabled' || fail "no 'DMAR: IOMMU enabled' in dmesg"
+	grep -q 'DMAR: IOMMU enabled' <<<"$(dmesg)" || fail "no 'DMAR: IOMMU enabled' in dmesg"
 	expect_eq "iommu domain type" "$(<$group/type)" DMA
 	ok "NVMe PCI function in an IOMMU group"
 else
