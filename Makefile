@@ -36,7 +36,13 @@ unit: userspace
 demo: userspace
 	$(BUILD)/tools/kvblk-bench/kvblk-bench $(DEMO_ARGS)
 
-test check: deps unit
+# The README's test command: every test this machine can run. Sequential on
+# purpose: the VM suite runs binaries that the userspace build produced.
+test check: deps
+	$(MAKE) unit
+	$(MAKE) kmod
+	$(MAKE) dkms-build
+	$(MAKE) vmtest
 
 clean:
 	rm -rf $(BUILD)
@@ -54,6 +60,13 @@ vmtest: deps-vm
 
 vmshell: deps-vm
 	tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)
+
+# VM benchmark (tests/vm/bench/): libkvblk kmod vs uring vs uring_cmd vs fio io_uring
+# (block device) and io_uring_cmd (/dev/ng0n1) on one emulated namespace, one table.
+#   make vmbench [KVBLK_BENCH_QD=32] [KVBLK_BENCH_CMD=131072]
+.PHONY: vmbench
+vmbench: deps-vm userspace
+	tests/vm/bench/run.sh
 
 # kvblk.ko against installed kernel headers (W=1, must print no warnings);
 # KVER=<version> picks a kernel, default the newest installed headers.

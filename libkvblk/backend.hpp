@@ -124,6 +124,8 @@ struct BufferRegistration {
  * @queue_depth:        commands in flight per ring.
  * @workers:            rings or threads.
  * @eagain_retries:     resubmissions of a command after -EAGAIN before its object fails.
+ * @note:               out (kmod, uring_cmd factories): a few words core.cpp appends to
+ *                      kvblk_dev_info.backend_reason (the device node a path was mapped to).
  */
 struct BackendConfig {
 	int fd = -1;
@@ -138,6 +140,7 @@ struct BackendConfig {
 	uint32_t queue_depth = 0;
 	uint32_t workers = 0;
 	uint32_t eagain_retries = 0;
+	std::string note;
 };
 
 /**
@@ -153,6 +156,17 @@ public:
 
 	/* enum kvblk_backend this object implements (never AUTO). */
 	[[nodiscard]] virtual kvblk_backend kind() const noexcept = 0;
+
+	/*
+	 * enum kvblk_backend that serves batches of direction @dir: kind(), unless the backend
+	 * hands that direction to another one (kmod serves stores through uring). Reported in
+	 * kvblk_batch_info.backend and counted in stats.batches_by_backend.
+	 */
+	[[nodiscard]] virtual kvblk_backend kind_for(IoDir dir) const noexcept
+	{
+		(void)dir;
+		return kind();
+	}
 
 	/* enum kvblk_path the data takes. */
 	[[nodiscard]] virtual kvblk_path path() const noexcept { return KVBLK_PATH_HOST; }
@@ -192,6 +206,13 @@ public:
 std::unique_ptr<Backend> make_psync_backend(const BackendConfig &cfg, int *err);
 std::unique_ptr<Backend> make_threadpool_backend(const BackendConfig &cfg, int *err);
 std::unique_ptr<Backend> make_uring_backend(const BackendConfig &cfg, int *err);
+/*
+ * These two may lower cfg.max_cmd_bytes and change cfg.queue_depth to what the kernel side
+ * allows (kvblk.ko's attach, the NVMe queue limits of a passthrough command); core.cpp
+ * reports the values they leave in kvblk_dev_info.
+ */
+std::unique_ptr<Backend> make_kmod_backend(BackendConfig &cfg, int *err);
+std::unique_ptr<Backend> make_uring_cmd_backend(BackendConfig &cfg, int *err);
 
 /* CLOCK_MONOTONIC in ns. */
 inline uint64_t now_ns() noexcept

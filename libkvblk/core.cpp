@@ -71,31 +71,48 @@ int resolve_requested_backend(uint32_t requested, BackendChoice *c)
 		if (b != KVBLK_BACKEND_AUTO)
 			c->reason = std::string(kBackendNames[b]) + ": KVBLK_BACKEND=" + env;
 	}
-	if (c->backend == KVBLK_BACKEND_KMOD)
-		return fail(-EOPNOTSUPP,
-			    "backend kmod (kvblk.ko through %s) is not implemented in this libkvblk yet; "
-			    "use uring, threadpool or psync",
-			    kKmodNode);
-	if (c->backend == KVBLK_BACKEND_URING_CMD)
-		return fail(-EOPNOTSUPP,
-			    "backend uring_cmd (NVMe passthrough on /dev/ngXnY) is not implemented in this "
-			    "libkvblk yet; use uring, threadpool or psync");
 	return 0;
 }
 
-/* AUTO: kmod for a PCIe NVMe namespace when kvblk.ko is loaded, else uring; say why. */
+/*
+ * AUTO: uring_cmd for an NVMe generic char device (nothing else can serve it); kmod for a
+ * whole PCIe NVMe namespace when kvblk.ko is loaded and the page cache is not asked for;
+ * else uring. The reason names what decided it.
+ */
 void choose_auto_backend(const Target &t, BackendChoice *c)
 {
 	const kvblk::testing::Seams *s = kvblk::testing::active();
 	const char *node = s && s->kmod_node ? s->kmod_node : kKmodNode;
 	c->backend = KVBLK_BACKEND_URING;
-	if (access(node, F_OK) != 0)
+	if (t.nvme_generic) {
+		c->backend = KVBLK_BACKEND_URING_CMD;
+		c->reason = "uring_cmd: " + t.path + " is an NVMe generic char device, which only uring_cmd serves";
+	} else if (access(node, F_OK) != 0) {
 		c->reason = std::string("uring: ") + node + " not present (kvblk.ko not loaded)";
-	else if (!t.nvme_pcie_namespace)
-		c->reason = "uring: " + t.path + " is " +
-			    (t.blockdev ? "a block device" : "a regular file") + ", not a PCIe NVMe namespace";
-	else
-		c->reason = "uring: kvblk.ko is loaded but this libkvblk has no kmod backend yet";
+	} else if (!t.nvme_pcie_namespace) {
+		c->reason = "uring: " + t.path + " " + t.not_nvme_pcie;
+	} else if (t.buffered) {
+		c->reason = "uring: KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses";
+	} else {
+		c->backend = KVBLK_BACKEND_KMOD;
+		c->reason = "kmod: " + t.path + " is a PCIe NVMe namespace and " + node + " is present";
+	}
+}
+
+/* Backends that cannot serve @t at all: 0, or -EOPNOTSUPP with the reason. */
+int check_backend_fits(kvblk_backend b, const Target &t)
+{
+	const char *name = kvblk_backend_name(b);
+	if (t.nvme_generic && b != KVBLK_BACKEND_URING_CMD)
+		return fail(-EOPNOTSUPP,
+			    "%s is an NVMe generic char device: only the uring_cmd backend serves it "
+			    "(backend %s was asked for; open the block device /dev/%s instead)",
+			    t.path.c_str(), name, t.disk.c_str());
+	if (t.buffered && (b == KVBLK_BACKEND_KMOD || b == KVBLK_BACKEND_URING_CMD))
+		return fail(-EOPNOTSUPP,
+			    "backend %s always bypasses the page cache: KVBLK_OPEN_BUFFERED cannot be honoured",
+			    name);
+	return 0;
 }
 
 /* Range checks of the options that need no target. */
@@ -120,11 +137,14 @@ int check_options(const kvblk_open_opts &o)
 	return 0;
 }
 
-/* Effective largest command: a multiple of the block size, within the device's limit and 1 GiB. */
-int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t *out)
+/*
+ * Effective largest command: a multiple of the block size, within the device's limit and
+ * 1 GiB. @dflt when the caller left max_cmd_bytes 0 (0: the device's limit).
+ */
+int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t dflt, uint64_t *out)
 {
 	const uint32_t lbs = t.logical_block_size;
-	uint64_t v = o.max_cmd_bytes ? o.max_cmd_bytes : KVBLK_DEFAULT_MAX_CMD_BYTES;
+	uint64_t v = o.max_cmd_bytes ? o.max_cmd_bytes : dflt ? dflt : kMaxCmdBytesLimit;
 	if (v % lbs)
 		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is not a multiple of the logical block size %u",
 			    ull(v), lbs);
@@ -138,9 +158,13 @@ int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t *out)
 	return 0;
 }
 
-std::unique_ptr<Backend> create_backend(kvblk_backend b, const BackendConfig &cfg, int *err)
+std::unique_ptr<Backend> create_backend(kvblk_backend b, BackendConfig &cfg, int *err)
 {
 	switch (b) {
+	case KVBLK_BACKEND_KMOD:
+		return make_kmod_backend(cfg, err);
+	case KVBLK_BACKEND_URING_CMD:
+		return make_uring_cmd_backend(cfg, err);
 	case KVBLK_BACKEND_URING:
 		return make_uring_backend(cfg, err);
 	case KVBLK_BACKEND_THREADPOOL:
@@ -184,8 +208,14 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	if (ret)
 		return ret;
 	const Target &t = dev->target;
-	if (choice.backend == KVBLK_BACKEND_AUTO)
+	const bool automatic = choice.backend == KVBLK_BACKEND_AUTO;
+	if (automatic)
 		choose_auto_backend(t, &choice);
+	ret = check_backend_fits(choice.backend, t);
+	if (ret) {
+		close_target(&dev->target);
+		return ret;
+	}
 
 	BackendConfig cfg;
 	cfg.fd = t.fd;
@@ -199,6 +229,8 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	cfg.eagain_retries = o.eagain_retries ? o.eagain_retries : KVBLK_DEFAULT_EAGAIN_RETRIES;
 	switch (choice.backend) {
 	case KVBLK_BACKEND_URING:
+	case KVBLK_BACKEND_URING_CMD:
+	case KVBLK_BACKEND_KMOD: /* its stores go through uring; loads report kvblk.ko's cap */
 		cfg.queue_depth = o.queue_depth ? o.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
 		cfg.workers = o.workers ? o.workers : KVBLK_DEFAULT_WORKERS;
 		break;
@@ -211,9 +243,21 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		cfg.workers = 1;
 		break;
 	}
-	ret = effective_max_cmd(o, t, &cfg.max_cmd_bytes);
+	/* kmod: the kernel splits objects itself; by default at its own limit. */
+	const uint64_t dflt_cmd = choice.backend == KVBLK_BACKEND_KMOD ? 0 : KVBLK_DEFAULT_MAX_CMD_BYTES;
+	ret = effective_max_cmd(o, t, dflt_cmd, &cfg.max_cmd_bytes);
 	if (!ret)
 		dev->backend = create_backend(choice.backend, cfg, &ret);
+	if (ret && automatic && choice.backend == KVBLK_BACKEND_KMOD) {
+		/* AUTO never fails for want of kvblk.ko: uring serves, and the reason says why. */
+		choice.backend = KVBLK_BACKEND_URING;
+		choice.reason = "uring: kvblk.ko cannot serve " + t.path + ": " + last_error();
+		cfg.note.clear();
+		cfg.queue_depth = o.queue_depth ? o.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
+		ret = effective_max_cmd(o, t, KVBLK_DEFAULT_MAX_CMD_BYTES, &cfg.max_cmd_bytes);
+		if (!ret)
+			dev->backend = create_backend(choice.backend, cfg, &ret);
+	}
 	if (ret) {
 		close_target(&dev->target);
 		return ret;
@@ -231,6 +275,8 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	info.queue_depth = cfg.queue_depth;
 	info.workers = cfg.workers;
 	info.max_descs = o.max_descs ? o.max_descs : KVBLK_DEFAULT_MAX_DESCS;
+	if (!cfg.note.empty())
+		choice.reason += "; " + cfg.note;
 	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
 	*out = dev.release();
 	return 0;
@@ -263,7 +309,7 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 
 	const uint64_t t0 = now_ns();
 	if (info) {
-		info->backend = dev->backend->kind();
+		info->backend = dev->backend->kind_for(dir);
 		info->path = dev->backend->path();
 		info->bad_index = -1;
 		info->failed = 0;
@@ -304,7 +350,7 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 		return reject(dev, descs, n, results, info, ret, -1);
 
 	BatchSummary sum{};
-	sum.backend = dev->backend->kind();
+	sum.backend = dev->backend->kind_for(dir);
 	sum.dir = dir;
 	sum.buffered = dev->target.buffered;
 	sum.objects = n;

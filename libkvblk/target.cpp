@@ -57,20 +57,91 @@ uint64_t max_hw_bytes(dev_t rdev)
 	return uint64_t(v) << 10;
 }
 
-/* A whole namespace (nvmeXnY, not a partition) of an NVMe controller on PCIe. */
-bool is_nvme_pcie_namespace(dev_t rdev)
+/* Last component of a path. */
+std::string base_name(const std::string &p)
 {
-	const std::string dir = sysfs_dir(rdev);
+	const size_t slash = p.rfind('/');
+	return slash == std::string::npos ? p : p.substr(slash + 1);
+}
+
+/*
+ * Whether @t (a block device) is a whole NVMe namespace of a controller on PCIe, the kind
+ * kvblk.ko's PRP engine serves; fills t->disk, t->nvme_pcie_namespace and, when it is not,
+ * t->not_nvme_pcie with the reason.
+ */
+void classify_blockdev(Target *t)
+{
+	const std::string dir = sysfs_dir(t->rdev);
 	char real[PATH_MAX];
-	if (!realpath(dir.c_str(), real))
-		return false;
-	const char *base = std::strrchr(real, '/');
-	base = base ? base + 1 : real;
-	if (std::strncmp(base, "nvme", 4) != 0)
-		return false;
-	if (access((dir + "/partition").c_str(), F_OK) == 0)
-		return false;
-	return read_sysfs(dir + "/device/transport") == "pcie";
+	if (!realpath(dir.c_str(), real)) {
+		t->not_nvme_pcie = "is a block device without a sysfs entry, not a PCIe NVMe namespace";
+		return;
+	}
+	const std::string path = real;
+	t->disk = base_name(path);
+	const bool partition = access((dir + "/partition").c_str(), F_OK) == 0;
+	const std::string whole = partition ? base_name(path.substr(0, path.rfind('/'))) : t->disk;
+	if (whole.compare(0, 4, "nvme") != 0) {
+		t->not_nvme_pcie = "is a block device (" + t->disk + "), not a PCIe NVMe namespace";
+		return;
+	}
+	if (path.find("/nvme-subsystem/") != std::string::npos) {
+		t->not_nvme_pcie = "is an NVMe multipath head (" + whole +
+				   ", bio based), not a controller's own namespace: boot with nvme_core.multipath=N";
+		return;
+	}
+	const std::string wdir = partition ? dir + "/.." : dir;
+	const std::string transport = read_sysfs(wdir + "/device/transport");
+	if (transport != "pcie") {
+		t->not_nvme_pcie = "is an NVMe namespace on transport " +
+				   (transport.empty() ? std::string("unknown") : transport) + ", not PCIe";
+		return;
+	}
+	if (partition) {
+		t->not_nvme_pcie = "is a partition of " + whole +
+				   "; AUTO attaches kvblk.ko to whole namespaces only (ask for kmod explicitly)";
+		return;
+	}
+	t->nvme_pcie_namespace = true;
+}
+
+/* The NVMe generic char device (class nvme-generic, /dev/ngXnY) with device number @rdev: its name, or "". */
+std::string nvme_generic_name(dev_t rdev)
+{
+	const std::string dir = "/sys/dev/char/" + std::to_string(major(rdev)) + ":" + std::to_string(minor(rdev));
+	char real[PATH_MAX], cls[PATH_MAX];
+	if (!realpath(dir.c_str(), real) || !realpath((dir + "/subsystem").c_str(), cls))
+		return {};
+	const std::string name = base_name(real);
+	if (base_name(cls) != "nvme-generic" || name.compare(0, 2, "ng") != 0)
+		return {};
+	return name;
+}
+
+/* Size an NVMe generic char device from its namespace's block device (ngXnY -> nvmeXnY). */
+int describe_nvme_generic(Target *t, const std::string &ng)
+{
+	t->nvme_generic = true;
+	t->disk = "nvme" + ng.substr(2);
+	t->not_nvme_pcie = "is an NVMe generic char device, not a block device";
+	const std::string q = "/sys/block/" + t->disk;
+	const std::string lbs = read_sysfs(q + "/queue/logical_block_size");
+	const std::string sectors = read_sysfs(q + "/size");
+	char *e1 = nullptr, *e2 = nullptr;
+	const unsigned long v = lbs.empty() ? 0 : std::strtoul(lbs.c_str(), &e1, 10);
+	const unsigned long long n = sectors.empty() ? 0 : std::strtoull(sectors.c_str(), &e2, 10);
+	if (v == 0 || *e1 || v > (1u << 16) || (v & (v - 1)) || sectors.empty() || *e2)
+		return fail(-EOPNOTSUPP,
+			    "%s is the NVMe generic char device %s, but %s/queue/logical_block_size and "
+			    "%s/size cannot be read to size it",
+			    t->path.c_str(), ng.c_str(), q.c_str(), q.c_str());
+	t->logical_block_size = uint32_t(v);
+	t->mem_align = uint32_t(v);
+	t->capacity = uint64_t(n) * 512;
+	const std::string kb = read_sysfs(q + "/queue/max_hw_sectors_kb");
+	const unsigned long long k = kb.empty() ? 0 : std::strtoull(kb.c_str(), nullptr, 10);
+	t->device_max_cmd_bytes = k && k <= (UINT64_MAX >> 10) ? uint64_t(k) << 10 : 0;
+	return 0;
 }
 
 int statx_fd(int fd, unsigned mask, struct statx *sx)
@@ -125,12 +196,13 @@ int describe_blockdev(Target *t)
 	    sx.stx_dio_mem_align)
 		t->mem_align = sx.stx_dio_mem_align;
 	t->device_max_cmd_bytes = max_hw_bytes(t->rdev);
-	t->nvme_pcie_namespace = is_nvme_pcie_namespace(t->rdev);
+	classify_blockdev(t);
 	return 0;
 }
 
 int describe_file(Target *t, const struct stat &st)
 {
+	t->not_nvme_pcie = "is a regular file, not a PCIe NVMe namespace";
 	t->capacity = uint64_t(st.st_size);
 	t->logical_block_size = uint32_t(st.st_blksize > 0 ? st.st_blksize : 4096);
 	t->mem_align = t->logical_block_size;
@@ -143,7 +215,10 @@ int describe_file(Target *t, const struct stat &st)
 	return 0;
 }
 
-/* 0 for a block device or regular file, else -EISDIR or -ENOTSUP with the message set. */
+/*
+ * 0 for a block device or regular file, else -EISDIR or -ENOTSUP with the message set
+ * (NVMe generic char devices are recognised before this check).
+ */
 int check_type(const char *path, const struct stat &st)
 {
 	if (S_ISBLK(st.st_mode) || S_ISREG(st.st_mode))
@@ -182,6 +257,30 @@ int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target 
 		int ret = create_file(path, create_bytes);
 		if (ret)
 			return ret;
+	}
+
+	/* An NVMe generic char device (/dev/ngXnY): no O_DIRECT (no page cache to bypass). */
+	struct stat pre;
+	if (stat(path, &pre) == 0 && S_ISCHR(pre.st_mode)) {
+		const std::string ng = nvme_generic_name(pre.st_rdev);
+		if (!ng.empty()) {
+			t->fd = open(path, (t->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+			if (t->fd < 0) {
+				const int e = errno;
+				return fail(-e, "open(%s): %s", path, errno_text(e).c_str());
+			}
+			struct stat st;
+			int ret = 0;
+			if (fstat(t->fd, &st) != 0 || !S_ISCHR(st.st_mode) || st.st_rdev != pre.st_rdev)
+				ret = fail(-ENODEV, "%s changed while it was opened", path);
+			else {
+				t->rdev = st.st_rdev;
+				ret = describe_nvme_generic(t, ng);
+			}
+			if (ret)
+				close_target(t);
+			return ret;
+		}
 	}
 
 	const int oflags = (t->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | (t->buffered ? 0 : O_DIRECT);

@@ -9,7 +9,7 @@
 namespace kvblk::detail {
 
 /**
- * struct Target - an opened block device or regular file.
+ * struct Target - an opened block device, regular file, or NVMe generic char device.
  * @fd:                   open file descriptor (O_DIRECT unless @buffered).
  * @blockdev:             a block device (else a regular file).
  * @buffered:             opened without O_DIRECT (KVBLK_OPEN_BUFFERED).
@@ -19,7 +19,14 @@ namespace kvblk::detail {
  * @capacity:             BLKGETSIZE64 or st_size, bytes.
  * @device_max_cmd_bytes: queue/max_hw_sectors_kb of a block device in bytes; 0 = unknown.
  * @nvme_pcie_namespace:  a whole NVMe namespace on a PCIe controller (kmod candidate).
- * @rdev:                 device number of a block device.
+ * @not_nvme_pcie:        when not @nvme_pcie_namespace: why, as words that follow the path
+ *                        ("is a regular file, not a PCIe NVMe namespace").
+ * @nvme_generic:         an NVMe generic char device (/dev/ngXnY, opened without O_DIRECT):
+ *                        only the uring_cmd backend can serve it. Sized from the sysfs
+ *                        entry of its namespace's block device (@disk).
+ * @disk:                 sysfs name of the block device (nvme0n1, nvme0n1p2, sda); for
+ *                        @nvme_generic the namespace's block device (nvme0n1).
+ * @rdev:                 device number of a block device or of the char device.
  */
 struct Target {
 	int fd = -1;
@@ -32,11 +39,14 @@ struct Target {
 	uint64_t capacity = 0;
 	uint64_t device_max_cmd_bytes = 0;
 	bool nvme_pcie_namespace = false;
+	std::string not_nvme_pcie;
+	bool nvme_generic = false;
+	std::string disk;
 	dev_t rdev = 0;
 };
 
 /*
- * Open @path with KVBLK_OPEN_* @flags (create_bytes for KVBLK_OPEN_CREATE) and fill @t.
+ * Open @path (block device, regular file, or NVMe generic char device) with KVBLK_OPEN_* @flags (create_bytes for KVBLK_OPEN_CREATE) and fill @t.
  * Returns 0 or -errno with kvblk_last_error() set; on failure nothing stays open.
  */
 int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target *t);

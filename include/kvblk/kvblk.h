@@ -55,11 +55,16 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
 
 /**
  * enum kvblk_backend - how a device is served.
- * @KVBLK_BACKEND_AUTO:       kmod when /dev/kvblk exists and the target is a
- *                            PCIe NVMe namespace, else uring; the reason is in
- *                            kvblk_dev_info.backend_reason. The environment
- *                            variable KVBLK_BACKEND (auto|uring|threadpool|
- *                            psync|kmod|uring_cmd) overrides AUTO only.
+ * @KVBLK_BACKEND_AUTO:       kmod when /dev/kvblk exists, the target is a whole
+ *                            NVMe namespace on a PCIe controller (not a
+ *                            partition, not the multipath head) and
+ *                            KVBLK_OPEN_BUFFERED is not given; uring_cmd for an
+ *                            NVMe generic char device (/dev/ngXnY); else uring.
+ *                            When kvblk.ko is chosen but refuses the namespace
+ *                            (a metadata/PI format, ...), uring serves. The
+ *                            reason is in kvblk_dev_info.backend_reason. The
+ *                            environment variable KVBLK_BACKEND (auto|uring|
+ *                            threadpool|psync|kmod|uring_cmd) overrides AUTO only.
  * @KVBLK_BACKEND_URING:      io_uring, O_DIRECT, every object of a batch in
  *                            flight together up to the queue depth, objects
  *                            split into commands of max_cmd_bytes; fixed
@@ -70,8 +75,36 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  * @KVBLK_BACKEND_PSYNC:      one object at a time, one pread(2) of at most
  *                            max_cmd_bytes at a time (queue depth 1: the
  *                            baseline of today's loaders).
- * @KVBLK_BACKEND_KMOD:       kvblk.ko through /dev/kvblk (NVMe namespaces).
- * @KVBLK_BACKEND_URING_CMD:  NVMe passthrough through io_uring on /dev/ngXnY.
+ * @KVBLK_BACKEND_KMOD:       kvblk.ko through /dev/kvblk: an NVMe namespace on
+ *                            PCIe (/dev/nvmeXnY, or a partition of it) read with
+ *                            NVMe commands that the module builds, all of a call
+ *                            in flight together (up to the module's max_inflight
+ *                            tunable, reported as queue_depth). Registered
+ *                            buffers are pinned and DMA-mapped by the module once.
+ *                            Plain pointers (KVBLK_BUF_NONE) are pinned and mapped
+ *                            for the duration of each call (their pages count
+ *                            against RLIMIT_MEMLOCK while it runs; an object
+ *                            whose pages cannot be registered fails with that
+ *                            errno, -ENOMEM for the limit): register buffers that
+ *                            are loaded into repeatedly. Destinations must be
+ *                            anonymous, shmem or hugetlb memory (the module
+ *                            refuses to pin file mappings: such objects fail
+ *                            with -EOPNOTSUPP). The module only reads:
+ *                            kvblk_store_many() on a kmod device (opened with
+ *                            KVBLK_OPEN_WRITE) is served by the uring backend on
+ *                            the same device, and is reported and counted as
+ *                            uring (kvblk_batch_info.backend,
+ *                            stats.batches_by_backend).
+ * @KVBLK_BACKEND_URING_CMD:  NVMe Read/Write commands passed through io_uring
+ *                            (IORING_OP_URING_CMD, 128-byte SQEs) to the
+ *                            namespace's generic char device: @path is
+ *                            /dev/ngXnY, or /dev/nvmeXnY, which is mapped to its
+ *                            /dev/ngXnY (backend_reason names it). A partition,
+ *                            another block device or a file: -EOPNOTSUPP.
+ *                            Commands of max_cmd_bytes, @queue_depth in flight per
+ *                            ring, @workers rings; no fixed buffers. Needs what
+ *                            the kernel requires for NVMe passthrough
+ *                            (CAP_SYS_ADMIN on Linux 6.1).
  */
 enum kvblk_backend {
 	KVBLK_BACKEND_AUTO = 0,
@@ -115,9 +148,11 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
  *                  default 1 ring / 8 threads.
  * @flags:          KVBLK_OPEN_*.
  * @max_cmd_bytes:  largest read or write command, a multiple of the logical
- *                  block size, >= 4096; default 128 KiB. Clamped to the
- *                  device's limit (max_hw_sectors_kb) for block devices,
- *                  and to 1 GiB.
+ *                  block size, >= 4096; default 128 KiB (kmod: the module's
+ *                  max_cmd_bytes from its attach). Clamped to the device's
+ *                  limit (max_hw_sectors_kb) for block devices, and to 1 GiB;
+ *                  kmod: to the module's limit; uring_cmd: also to 65536
+ *                  LBAs and (queue/max_segments - 1) pages.
  * @max_descs:      descriptors accepted per call, 1..2^20; default 65536.
  * @eagain_retries: resubmissions of a command that completes with -EAGAIN
  *                  before its object fails with -EAGAIN; default 16.
@@ -142,7 +177,8 @@ typedef struct kvblk_dev kvblk_dev;
 
 /**
  * kvblk_open() - open a block device or regular file for loads.
- * @path: block device (/dev/nvme0n1, /dev/sda2) or regular file.
+ * @path: block device (/dev/nvme0n1, /dev/sda2), regular file, or NVMe
+ *        generic char device (/dev/ng0n1; backend uring_cmd only).
  * @opts: options, or NULL for all defaults.
  * @out:  receives the handle; untouched on failure.
  *
@@ -150,10 +186,14 @@ typedef struct kvblk_dev kvblk_dev;
  * Errors: -EINVAL bad option (out of range, unknown flag, opts_size too small,
  * or larger with non-zero bytes this library does not know);
  * -ENOENT, -EACCES, -EISDIR and other open(2) errors of @path; -ENOTSUP
- * @path is neither a block device nor a regular file; -EOPNOTSUPP the file
- * system refuses O_DIRECT (try KVBLK_OPEN_BUFFERED) or the requested backend
- * cannot serve @path (kvblk_last_error() says why); -ENOSYS io_uring is not
- * available (uring backends); -ENOMEM.
+ * @path is neither a block device, a regular file nor an NVMe generic char
+ * device; -EOPNOTSUPP the file system refuses O_DIRECT (try
+ * KVBLK_OPEN_BUFFERED) or the requested backend cannot serve @path
+ * (kvblk_last_error() says why): kmod with kvblk.ko not loaded or refusing
+ * the device, uring_cmd on anything but a whole NVMe namespace, kmod or
+ * uring_cmd with KVBLK_OPEN_BUFFERED, an NVMe generic char device with any
+ * backend but uring_cmd; -ENOSYS io_uring is not available (uring
+ * backends); -ENOMEM.
  */
 int kvblk_open(const char *path, const struct kvblk_open_opts *opts, kvblk_dev **out) KVBLK_NOEXCEPT;
 
@@ -180,7 +220,9 @@ void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
  *                      (statx dio_mem_align, else the logical block size).
  * @capacity:           device or file size in bytes at open time.
  * @max_cmd_bytes:      effective largest command.
- * @queue_depth:        effective queue depth per ring (1 for psync and threadpool).
+ * @queue_depth:        effective queue depth per ring (1 for psync and threadpool;
+ *                      kmod: the module's max_inflight tunable for the namespace,
+ *                      while its stores through uring use the requested depth).
  * @workers:            effective rings or threads.
  * @max_descs:          effective descriptor limit per call.
  * @backend_reason:     why @backend was chosen, NUL-terminated.
@@ -230,11 +272,13 @@ enum kvblk_mem_kind {
  * @id:   receives the buffer id (small integer, never KVBLK_BUF_NONE).
  *
  * The uring backends register the range as an io_uring fixed buffer so that
- * reads into it skip per-I/O page pinning. If the kernel refuses (usually
- * RLIMIT_MEMLOCK: the message names the limit), the buffer still works
- * through plain reads and stats.memlock_fallbacks counts it; the call then
- * returns 0 and kvblk_last_error() holds that message. At most 1024
- * buffers per device.
+ * reads into it skip per-I/O page pinning; kmod registers it with kvblk.ko
+ * (pinned and DMA-mapped once; the page-aligned cover of the range is
+ * registered). If the kernel refuses (usually RLIMIT_MEMLOCK: the message
+ * names the limit), the buffer still works (plain reads; kmod: per-call
+ * registration as for plain pointers) and stats.memlock_fallbacks counts it;
+ * the call then returns 0 and kvblk_last_error() holds that message. At most
+ * 1024 buffers per device.
  * Errors: -EINVAL NULL/zero/misaligned argument or unknown kind;
  * -EOPNOTSUPP kind not supported by this build or backend; -ENOSPC too many
  * buffers; -ENOMEM.
@@ -277,7 +321,12 @@ struct kvblk_desc {
  *          still -EAGAIN after eagain_retries resubmissions; -ENODATA the
  *          device or file ended early (short read that made no progress);
  *          -ECANCELED not attempted because the call was rejected; or the
- *          input error of the rejected descriptor.
+ *          input error of the rejected descriptor. kmod loads also:
+ *          -ENOLINK the path to the controller failed during the call
+ *          (reset, removal; a retry may succeed); -ENOMEM, -EOPNOTSUPP or
+ *          -EFAULT its plain destination could not be registered with
+ *          kvblk.ko (RLIMIT_MEMLOCK, a file mapping, unmapped memory);
+ *          -EINTR the caller was being killed.
  * @reserved: 0.
  * @bytes:  bytes transferred: @length on success, 0 on failure.
  * @tag:    the descriptor's tag.
@@ -299,7 +348,8 @@ enum kvblk_path {
 /**
  * struct kvblk_batch_info - optional per-call report.
  * @info_size:  sizeof(struct kvblk_batch_info), set by the caller.
- * @backend:    enum kvblk_backend that served this call.
+ * @backend:    enum kvblk_backend that served this call (uring for stores
+ *              on a kmod device).
  * @path:       enum kvblk_path.
  * @bad_index:  index of the first rejected descriptor when the call returns
  *              -EINVAL, -ERANGE or -ENOENT because of one; -1 otherwise.
@@ -378,12 +428,14 @@ int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  * @eagain_retries:    commands resubmitted after -EAGAIN.
  * @short_resubmits:   commands resubmitted for the rest of a short transfer.
  * @memlock_fallbacks: registrations that could not become io_uring fixed
- *                     buffers (RLIMIT_MEMLOCK) and use plain reads instead.
+ *                     buffers or kvblk.ko registrations (RLIMIT_MEMLOCK) and
+ *                     use plain reads (kmod: per-call registration) instead.
  * @buffered_batches:  batches served through the page cache (KVBLK_OPEN_BUFFERED).
  * @cq_overflows:      io_uring completion queue overflows observed (the
  *                     kernel kept the completions; counted for tuning).
- * @inflight_peak:     most commands in flight at once.
- * @batches_by_backend: batches per enum kvblk_backend.
+ * @inflight_peak:     most commands in flight at once (not reported by kmod
+ *                     loads: see the module's sysfs stats/inflight_peak).
+ * @batches_by_backend: batches per enum kvblk_backend that served them.
  * @batch_lat_hist:    per-batch latency histogram (see KVBLK_LAT_BUCKETS).
  * @cmd_lat_hist:      per-command latency histogram (uring backends only).
  */

@@ -125,15 +125,6 @@ TEST_F(OpenTest, queue_and_command_limits_are_accepted_at_their_bounds)
 	EXPECT_EQ(j.max_cmd_bytes, 1ull << 30) << "clamped to 1 GiB";
 }
 
-TEST_F(OpenTest, kmod_and_uring_cmd_are_not_implemented_yet)
-{
-	for (kvblk_backend b : {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING_CMD}) {
-		EXPECT_EQ(try_open(make_opts(b)), -EOPNOTSUPP) << b;
-		EXPECT_TRUE(says("not implemented in this libkvblk yet")) << kvblk_last_error();
-		EXPECT_TRUE(says(kvblk_backend_name(b))) << kvblk_last_error();
-	}
-}
-
 TEST_F(OpenTest, env_overrides_auto_only)
 {
 	{

@@ -1,0 +1,505 @@
+// SPDX-License-Identifier: MIT
+// kmod: loads through kvblk.ko (/dev/kvblk, include/uapi/linux/kvblk.h). The module reads an
+// NVMe namespace with NVMe Read commands it builds itself (PRPs into pinned, pre-mapped
+// memory) and puts every command of a call in flight together; this backend only turns a
+// batch into KVBLK_IOC_LOAD_MANY calls and maps the results back.
+//
+// Open: open /dev/kvblk, KVBLK_IOC_GET_FEATURES (the PRP engine and host memory must be
+// there), KVBLK_IOC_ATTACH with the target's own fd. The attach reports the namespace's LBA
+// size and capacity (checked against what the library found) and the largest command the
+// module issues; the module's sysfs directory gives its descriptor and in-flight caps.
+//
+// Registered buffers become kvblk.ko registrations (pinned and DMA-mapped once). The
+// module wants page-aligned ranges, the library only mem_align: the page-aligned cover of
+// the buffer is registered and descriptors are offset by the distance to its start.
+//
+// Plain host pointers (KVBLK_BUF_NONE) have no registration: for each call their page
+// ranges are merged (objects in one allocation share one range) and registered for the
+// duration of the call, at most kTempPerPass at a time, then unregistered. That costs a pin
+// and a DMA map per call and counts against RLIMIT_MEMLOCK while the call runs; an object
+// whose range cannot be registered fails with that errno (-ENOMEM for the memlock limit).
+//
+// Splitting: by default objects go to the module whole and it splits them at its
+// max_cmd_bytes (the attach's value, reported as kvblk_dev_info.max_cmd_bytes). A smaller
+// kvblk_open_opts.max_cmd_bytes is honoured by handing the module one descriptor per
+// command. A call larger than the module's max_descs is sent as several ioctls in turn.
+//
+// Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
+// on the same fd for store_many; those batches report and count backend uring.
+#include "backend.hpp"
+#include "last_error.hpp"
+#include "testing.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/ioctl.h>
+#include <linux/types.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <vector>
+
+namespace kvblk::detail {
+namespace uapi {
+/* The kernel's struct kvblk_desc and enum kvblk_mem_kind differ from libkvblk's of the same name. */
+#include <uapi/linux/kvblk.h>
+} // namespace uapi
+
+namespace {
+
+/* The KVBLK_IOC_* macros name these structs. */
+using uapi::kvblk_attach;
+using uapi::kvblk_buf_reg;
+using uapi::kvblk_buf_unreg;
+using uapi::kvblk_load_many;
+
+using ull = unsigned long long;
+
+constexpr const char *kNode = "/dev/kvblk";
+
+/* kvblk.ko limits (include/uapi/linux/kvblk.h). */
+constexpr uint64_t kMaxDescBytes = 4ull << 30;	/* one descriptor */
+constexpr uint64_t kMaxRegBytes = 64ull << 30;	/* one registration */
+constexpr uint32_t kDefaultKernelDescs = 4096;	/* the module's max_descs default */
+
+/* Temporary registrations (plain pointers) held at once by one call. */
+constexpr uint32_t kTempPerPass = 256;
+
+/* Marks a kernel result the module did not write. */
+constexpr int32_t kNoResult = INT32_MIN;
+
+/* First line of a small file, or "". */
+std::string read_line(const std::string &file)
+{
+	FILE *f = std::fopen(file.c_str(), "re");
+	if (!f)
+		return {};
+	char line[128] = "";
+	if (!std::fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	std::fclose(f);
+	line[strcspn(line, "\n")] = '\0';
+	return line;
+}
+
+/* A small unsigned number from sysfs, or 0. */
+uint64_t read_u64(const std::string &file)
+{
+	const std::string s = read_line(file);
+	char *end = nullptr;
+	const unsigned long long v = s.empty() ? 0 : std::strtoull(s.c_str(), &end, 10);
+	return end && *end == '\0' ? uint64_t(v) : 0;
+}
+
+/* The whole disk's name (nvme0n1, also for a partition of it) of block device @rdev, or "". */
+std::string whole_disk_name(dev_t rdev)
+{
+	const std::string dir = "/sys/dev/block/" + std::to_string(major(rdev)) + ":" + std::to_string(minor(rdev));
+	const bool partition = access((dir + "/partition").c_str(), F_OK) == 0;
+	char real[PATH_MAX];
+	if (!realpath((partition ? dir + "/.." : dir).c_str(), real))
+		return {};
+	const char *base = std::strrchr(real, '/');
+	return base ? base + 1 : real;
+}
+
+std::string memlock_text()
+{
+	rlimit rl{};
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+		return "unknown";
+	if (rl.rlim_cur == RLIM_INFINITY)
+		return "unlimited";
+	return std::to_string((unsigned long long)rl.rlim_cur >> 10) + " KiB";
+}
+
+/* A buffer id's kvblk.ko registration: @kid (0: none) and where the buffer starts in it. */
+struct KernelBuf {
+	uint32_t kid = 0;
+	uint64_t delta = 0;
+};
+
+/* A page range registered for one call, and the objects it carries. */
+struct TempRange {
+	uint64_t start;
+	uint64_t end;
+	uint32_t kid;
+	int32_t err;
+};
+
+class KmodBackend final : public Backend {
+public:
+	~KmodBackend() override
+	{
+		writer_.reset();
+		if (ctl_ >= 0)
+			close(ctl_); /* the module unregisters and unpins what is left */
+	}
+
+	int start(BackendConfig &cfg)
+	{
+		const char *path = cfg.path.c_str();
+		struct stat st;
+		if (fstat(cfg.fd, &st) != 0) {
+			const int e = errno;
+			return fail(-e, "kmod: fstat(%s): %s", path, errno_text(e).c_str());
+		}
+		if (!S_ISBLK(st.st_mode))
+			return fail(-EOPNOTSUPP,
+				    "kmod: %s is %s: kvblk.ko reads NVMe namespaces (/dev/nvmeXnY); use uring",
+				    path, S_ISREG(st.st_mode) ? "a regular file" : "not a block device");
+
+		const testing::Seams *s = testing::active();
+		const char *node = s && s->kmod_node ? s->kmod_node : kNode;
+		ctl_ = open(node, O_RDWR | O_CLOEXEC);
+		if (ctl_ < 0) {
+			const int e = errno;
+			if (e == ENOENT)
+				return fail(-EOPNOTSUPP, "kmod: %s not present: kvblk.ko is not loaded (insmod kvblk.ko)",
+					    node);
+			return fail(-EOPNOTSUPP, "kmod: open(%s): %s", node, errno_text(e).c_str());
+		}
+		__u64 feat = 0;
+		if (ioctl(ctl_, KVBLK_IOC_GET_FEATURES, &feat) != 0) {
+			const int e = errno;
+			return fail(-EOPNOTSUPP,
+				    "kmod: %s does not answer KVBLK_IOC_GET_FEATURES (%s): not kvblk.ko, or "
+				    "a version this libkvblk does not know",
+				    node, errno_text(e).c_str());
+		}
+		const __u64 need = KVBLK_FEAT_PRP_ENGINE | KVBLK_FEAT_MEM_HOST;
+		if ((feat & need) != need)
+			return fail(-EOPNOTSUPP,
+				    "kmod: kvblk.ko reports features 0x%llx, without the PRP engine or host "
+				    "memory this backend needs",
+				    ull(feat));
+
+		kvblk_attach a{};
+		a.size = sizeof(a);
+		a.bdev_fd = cfg.fd;
+		if (ioctl(ctl_, KVBLK_IOC_ATTACH, &a) != 0) {
+			const int e = errno;
+			if (e == EOPNOTSUPP || e == ENOTBLK)
+				return fail(-EOPNOTSUPP,
+					    "kmod: kvblk.ko refused %s (%s): not a PCIe NVMe namespace, a multipath "
+					    "head, or a metadata/PI format; the kernel log names the reason",
+					    path, errno_text(e).c_str());
+			return fail(-e, "kmod: KVBLK_IOC_ATTACH of %s: %s", path, errno_text(e).c_str());
+		}
+		if (a.lba_size != cfg.logical_block_size || a.capacity != cfg.capacity)
+			return fail(-EOPNOTSUPP,
+				    "kmod: kvblk.ko sees %s as %llu bytes of %u-byte LBAs, the block device "
+				    "as %llu bytes of %u-byte blocks",
+				    path, ull(a.capacity), a.lba_size, ull(cfg.capacity), cfg.logical_block_size);
+		if (a.max_cmd_bytes < cfg.logical_block_size || a.max_cmd_bytes % cfg.logical_block_size)
+			return fail(-EOPNOTSUPP, "kmod: kvblk.ko reports max_cmd_bytes %u for %u-byte LBAs",
+				    a.max_cmd_bytes, a.lba_size);
+
+		/* The module splits at its own size; a smaller one asked for is one descriptor per command. */
+		if (cfg.max_cmd_bytes < a.max_cmd_bytes) {
+			split_ = cfg.max_cmd_bytes;
+		} else {
+			split_ = 0;
+			cfg.max_cmd_bytes = a.max_cmd_bytes;
+		}
+
+		const std::string sys = "/sys/kernel/kvblk/" + whole_disk_name(st.st_rdev);
+		kernel_descs_ = uint32_t(std::min<uint64_t>(read_u64(sys + "/max_descs"), UINT32_MAX));
+		if (!kernel_descs_)
+			kernel_descs_ = kDefaultKernelDescs;
+		const uint32_t store_qd = cfg.queue_depth;
+		if (uint64_t inflight = read_u64(sys + "/max_inflight"))
+			cfg.queue_depth = uint32_t(std::min<uint64_t>(inflight, UINT32_MAX));
+
+		if (cfg.writable) {
+			BackendConfig w = cfg;
+			w.queue_depth = store_qd;
+			int err = 0;
+			writer_ = make_uring_backend(w, &err);
+			if (!writer_)
+				return err;
+		}
+		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
+			   (a.engine == uapi::KVBLK_ENGINE_PRP ? "prp" : "engine " + std::to_string(a.engine)) +
+			   " engine" + (cfg.writable ? ", stores through uring" : "");
+		page_ = uint64_t(sysconf(_SC_PAGESIZE));
+		return 0;
+	}
+
+	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_KMOD; }
+
+	kvblk_backend kind_for(IoDir dir) const noexcept override
+	{
+		return dir == IoDir::write && writer_ ? KVBLK_BACKEND_URING : KVBLK_BACKEND_KMOD;
+	}
+
+	int run(Batch &b) noexcept override
+	{
+		if (b.dir == IoDir::write) {
+			if (!writer_)
+				return fail(-EBADF, "kmod: stores need KVBLK_OPEN_WRITE");
+			return writer_->run(b);
+		}
+		try {
+			return load(b);
+		} catch (const std::bad_alloc &) {
+			return fail(-ENOMEM, "kmod: out of memory for a batch of %u objects", b.count);
+		}
+	}
+
+	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override
+	{
+		BufferRegistration r;
+		if (writer_)
+			r = writer_->register_buffer(id, base, len);
+		const uint64_t start = uint64_t(uintptr_t(base)) & ~(page_ - 1);
+		const uint64_t end = (uint64_t(uintptr_t(base)) + len + page_ - 1) & ~(page_ - 1);
+		char note[400];
+		int err = -E2BIG;
+		uint32_t kid = 0;
+		if (end - start <= kMaxRegBytes)
+			err = register_range(start, end, &kid);
+		if (err == 0) {
+			bufs_[id] = KernelBuf{kid, uint64_t(uintptr_t(base)) - start};
+			return r;
+		}
+		if (err == -E2BIG)
+			std::snprintf(note, sizeof(note),
+				      "buffer %u (%llu bytes) is larger than kvblk.ko registers at once (64 GiB); "
+				      "loads into it are pinned and DMA-mapped for each call instead",
+				      id, ull(len));
+		else
+			std::snprintf(note, sizeof(note),
+				      "buffer %u (%llu bytes): kvblk.ko could not register it: %s (RLIMIT_MEMLOCK "
+				      "is %s); loads into it are pinned and DMA-mapped for each call instead",
+				      id, ull(len), errno_text(err).c_str(), memlock_text().c_str());
+		r.fell_back = true;
+		r.note = r.note.empty() ? std::string(note) : r.note + "; " + note;
+		return r;
+	}
+
+	void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept override
+	{
+		if (writer_)
+			writer_->unregister_buffer(id, fixed_index);
+		if (bufs_[id].kid)
+			unregister_range(bufs_[id].kid);
+		bufs_[id] = KernelBuf{};
+	}
+
+private:
+	/* KVBLK_IOC_REGISTER_BUFFER of a page-aligned host range; 0 and *kid, or -errno. */
+	int register_range(uint64_t start, uint64_t end, uint32_t *kid) noexcept
+	{
+		kvblk_buf_reg reg{};
+		reg.size = sizeof(reg);
+		reg.kind = uapi::KVBLK_MEM_HOST;
+		reg.addr = start;
+		reg.len = end - start;
+		if (ioctl(ctl_, KVBLK_IOC_REGISTER_BUFFER, &reg) != 0)
+			return -errno;
+		*kid = reg.buf_id;
+		return 0;
+	}
+
+	void unregister_range(uint32_t kid) noexcept
+	{
+		kvblk_buf_unreg u{};
+		u.size = sizeof(u);
+		u.buf_id = kid;
+		/* No batch of ours is running on it: -EBUSY only after a killed caller, which is gone. */
+		(void)ioctl(ctl_, KVBLK_IOC_UNREGISTER_BUFFER, &u);
+	}
+
+	/* Record @st for object @obj: the first real error wins over -ECANCELED. */
+	void note_status(uint32_t obj, int32_t st) noexcept
+	{
+		int32_t &cur = status_[obj];
+		if (st && (cur == 0 || cur == -ECANCELED))
+			cur = st;
+	}
+
+	/* Kernel descriptors for object @i, into kvblk.ko buffer @kid at @buf_offset. */
+	void add_descs(const Batch &b, uint32_t i, uint32_t kid, uint64_t buf_offset)
+	{
+		const IoObject &o = b.objects[i];
+		const uint64_t piece = split_ ? split_ : kMaxDescBytes;
+		for (uint64_t off = 0; off < o.length; off += piece) {
+			uapi::kvblk_desc d{};
+			d.offset = o.offset + off;
+			d.length = std::min(piece, o.length - off);
+			d.buf_offset = buf_offset + off;
+			d.buf_id = kid;
+			d.tag = b.results[i].tag;
+			kdescs_.push_back(d);
+			owner_.push_back(i);
+		}
+	}
+
+	/*
+	 * Send kdescs_ in calls of at most kernel_descs_ descriptors and record every
+	 * descriptor's status. Returns false when the caller is being killed (stop).
+	 */
+	bool submit(Batch &b)
+	{
+		kres_.resize(kdescs_.size());
+		size_t pos = 0;
+		while (pos < kdescs_.size()) {
+			const uint32_t nr = uint32_t(std::min<size_t>(kernel_descs_, kdescs_.size() - pos));
+			for (size_t k = pos; k < pos + nr; k++)
+				kres_[k] = uapi::kvblk_desc_result{kNoResult, 0, 0};
+			kvblk_load_many lm{};
+			lm.size = sizeof(lm);
+			lm.nr_descs = nr;
+			lm.desc_bytes = sizeof(uapi::kvblk_desc);
+			lm.descs = uint64_t(uintptr_t(&kdescs_[pos]));
+			lm.results = uint64_t(uintptr_t(&kres_[pos]));
+			lm.result_bytes = sizeof(uapi::kvblk_desc_result);
+			lm.bad_index = -1;
+			const int ret = ioctl(ctl_, KVBLK_IOC_LOAD_MANY, &lm);
+			const int err = ret < 0 ? errno : 0;
+			if (err == E2BIG && lm.bad_index < 0 && nr > 1) {
+				/* The module's max_descs was lowered since open: use the smaller size. */
+				kernel_descs_ = nr / 2;
+				continue;
+			}
+			if (err == EINTR) {
+				/* Only a fatal signal interrupts the module's wait: this process is dying. */
+				for (size_t k = pos; k < kdescs_.size(); k++)
+					note_status(owner_[k], k < pos + nr ? -EINTR : -ECANCELED);
+				return false;
+			}
+			if (ret >= 0)
+				b.counters.commands += lm.nr_cmds;
+			else
+				set_last_error("kmod: kvblk.ko refused a KVBLK_IOC_LOAD_MANY of %u descriptors: %s "
+					       "(bad_index %d)",
+					       nr, errno_text(err).c_str(), lm.bad_index);
+			for (size_t k = pos; k < pos + nr; k++) {
+				int32_t st = kres_[k].status;
+				if (st == kNoResult)
+					st = err ? -err : -EIO;
+				else if (st == 0 && kres_[k].bytes != kdescs_[k].length)
+					st = -EIO;
+				note_status(owner_[k], st);
+			}
+			pos += nr;
+		}
+		return true;
+	}
+
+	int load(Batch &b)
+	{
+		const uint32_t n = b.count;
+		status_.assign(n, 0);
+		range_of_.assign(n, -1);
+
+		/* Plain pointers (and buffers kvblk.ko refused): merge their pages into ranges. */
+		spans_.clear();
+		for (uint32_t i = 0; i < n; i++) {
+			const IoObject &o = b.objects[i];
+			if (o.buf_id != KVBLK_BUF_NONE && bufs_[o.buf_id].kid)
+				continue;
+			const uint64_t a = uint64_t(uintptr_t(o.mem)) & ~(page_ - 1);
+			const uint64_t e = (uint64_t(uintptr_t(o.mem)) + o.length + page_ - 1) & ~(page_ - 1);
+			spans_.push_back({a, e, i});
+		}
+		std::sort(spans_.begin(), spans_.end(),
+			  [](const Span &x, const Span &y) { return x.start < y.start; });
+		ranges_.clear();
+		for (const Span &sp : spans_) {
+			if (ranges_.empty() || sp.start > ranges_.back().end ||
+			    sp.end - ranges_.back().start > kMaxRegBytes)
+				ranges_.push_back(TempRange{sp.start, sp.end, 0, 0});
+			else
+				ranges_.back().end = std::max(ranges_.back().end, sp.end);
+			range_of_[sp.obj] = int32_t(ranges_.size() - 1);
+		}
+
+		const size_t passes = std::max<size_t>(1, (ranges_.size() + kTempPerPass - 1) / kTempPerPass);
+		bool alive = true;
+		for (size_t p = 0; p < passes; p++) {
+			const size_t r0 = p * kTempPerPass, r1 = std::min(ranges_.size(), r0 + kTempPerPass);
+			for (size_t r = r0; r < r1; r++) {
+				TempRange &tr = ranges_[r];
+				tr.err = alive ? register_range(tr.start, tr.end, &tr.kid) : -ECANCELED;
+				if (tr.err)
+					set_last_error("kmod: registering [0x%llx, 0x%llx) for the plain destinations of "
+						       "a load: %s (RLIMIT_MEMLOCK is %s)",
+						       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(),
+						       memlock_text().c_str());
+			}
+			kdescs_.clear();
+			owner_.clear();
+			for (uint32_t i = 0; i < n; i++) {
+				const IoObject &o = b.objects[i];
+				const int32_t r = range_of_[i];
+				if (r < 0) {
+					if (p == 0)
+						add_descs(b, i, bufs_[o.buf_id].kid, bufs_[o.buf_id].delta + o.buf_offset);
+				} else if (size_t(r) >= r0 && size_t(r) < r1) {
+					const TempRange &tr = ranges_[size_t(r)];
+					if (tr.err)
+						note_status(i, tr.err);
+					else
+						add_descs(b, i, tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start);
+				}
+			}
+			if (alive && !kdescs_.empty())
+				alive = submit(b);
+			else if (!alive)
+				for (uint32_t k : owner_)
+					note_status(k, -ECANCELED);
+			for (size_t r = r0; r < r1; r++)
+				if (!ranges_[r].err)
+					unregister_range(ranges_[r].kid);
+		}
+		for (uint32_t i = 0; i < n; i++) {
+			b.results[i].status = status_[i];
+			b.results[i].bytes = status_[i] ? 0 : b.objects[i].length;
+		}
+		return 0;
+	}
+
+	struct Span {
+		uint64_t start;
+		uint64_t end;
+		uint32_t obj;
+	};
+
+	int ctl_ = -1;
+	uint64_t page_ = 4096;
+	uint64_t split_ = 0;		/* > 0: one kernel descriptor per command of this size */
+	uint32_t kernel_descs_ = kDefaultKernelDescs;
+	std::unique_ptr<Backend> writer_;	/* stores (KVBLK_OPEN_WRITE) */
+	std::array<KernelBuf, kMaxBuffers> bufs_{};
+
+	/* Per-batch state, kept between batches. */
+	std::vector<int32_t> status_;
+	std::vector<int32_t> range_of_;
+	std::vector<Span> spans_;
+	std::vector<TempRange> ranges_;
+	std::vector<uapi::kvblk_desc> kdescs_;
+	std::vector<uint32_t> owner_;
+	std::vector<uapi::kvblk_desc_result> kres_;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> make_kmod_backend(BackendConfig &cfg, int *err)
+{
+	auto b = std::make_unique<KmodBackend>();
+	*err = b->start(cfg);
+	if (*err)
+		return nullptr;
+	return b;
+}
+
+} // namespace kvblk::detail

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Load the first BYTES of DEVICE over and over with one libkvblk backend, nothing else.
+
+usage: loadloop.py LIBKVBLK.so DEVICE BACKEND BYTES OBJECT_BYTES BATCH QD CMD SECONDS
+
+A profiling driver for guest-bench.sh: unlike kvblk-bench it neither writes nor verifies,
+so `perf record` around it sees the load path only. One registered buffer of
+BATCH * OBJECT_BYTES; after one warm-up call, calls of BATCH objects back to back for
+SECONDS. Prints GB/s.
+"""
+import ctypes as C
+import mmap
+import sys
+import time
+
+
+class OpenOpts(C.Structure):
+    _fields_ = [('opts_size', C.c_size_t), ('backend', C.c_uint32), ('queue_depth', C.c_uint32),
+                ('workers', C.c_uint32), ('flags', C.c_uint32), ('max_cmd_bytes', C.c_uint64),
+                ('max_descs', C.c_uint32), ('eagain_retries', C.c_uint32), ('create_bytes', C.c_uint64)]
+
+
+class Desc(C.Structure):
+    _fields_ = [('offset', C.c_uint64), ('length', C.c_uint64), ('addr', C.c_uint64),
+                ('buf_id', C.c_uint32), ('flags', C.c_uint32), ('tag', C.c_uint64)]
+
+
+class Result(C.Structure):
+    _fields_ = [('status', C.c_int32), ('reserved', C.c_uint32), ('bytes', C.c_uint64), ('tag', C.c_uint64)]
+
+
+def main():
+    lib_path, dev, backend, total, obj, batch, qd, cmd, secs = sys.argv[1:10]
+    total, obj, batch, qd, cmd, secs = int(total), int(obj), int(batch), int(qd), int(cmd), float(secs)
+    lib = C.CDLL(lib_path)
+    lib.kvblk_last_error.restype = C.c_char_p
+    b = lib.kvblk_backend_from_name(backend.encode())
+    opts = OpenOpts()
+    lib.kvblk_open_opts_init(C.byref(opts), C.c_size_t(C.sizeof(opts)))
+    opts.backend, opts.queue_depth, opts.max_cmd_bytes = b, qd, cmd
+    handle = C.c_void_p()
+    rc = lib.kvblk_open(dev.encode(), C.byref(opts), C.byref(handle))
+    if rc:
+        sys.exit(f'kvblk_open: {rc}: {lib.kvblk_last_error().decode()}')
+    # Private anonymous memory (as an application's buffers; shared memory would make the
+    # per-command page pinning of the backends without registration slower), touched first.
+    mem = mmap.mmap(-1, batch * obj, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    addr = C.addressof(C.c_char.from_buffer(mem))
+    C.memset(addr, 0, batch * obj)
+    buf = C.c_uint32()
+    rc = lib.kvblk_register_buffer(handle, 0, C.c_void_p(addr), C.c_uint64(batch * obj), C.byref(buf))
+    if rc:
+        sys.exit(f'kvblk_register_buffer: {rc}: {lib.kvblk_last_error().decode()}')
+    descs = (Desc * batch)()
+    res = (Result * batch)()
+    objects = total // obj
+    done = nxt = 0
+    t0 = None
+    while t0 is None or time.monotonic() - t0 < secs:
+        for k in range(batch):
+            descs[k] = Desc(((nxt + k) % objects) * obj, obj, k * obj, buf.value, 0, k)
+        nxt += batch
+        rc = lib.kvblk_load_many(handle, descs, batch, res, None)
+        if rc != batch:
+            sys.exit(f'kvblk_load_many: {rc}: {lib.kvblk_last_error().decode()}')
+        if t0 is None:  # the first call warms up (page tables, kernel allocations)
+            t0 = time.monotonic()
+            continue
+        done += batch * obj
+    dt = time.monotonic() - t0
+    print(f'{backend}: {done / dt / 1e9:.3f} GB/s ({done >> 20} MiB in {dt:.2f} s)')
+    lib.kvblk_close(handle)
+
+
+if __name__ == '__main__':
+    main()

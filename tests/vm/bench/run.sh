@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# make vmbench: boot one VM (tests/vm/bench/bench.list: 4 KiB LBA, 128 KiB MDTS, 1 GiB
+# namespace), run guest-bench.sh in it (kvblk-bench kmod/uring/uring_cmd, fio io_uring and
+# io_uring_cmd at the same command size and queue depth), print the table.
+# Settings: KVBLK_BENCH_QD, KVBLK_BENCH_CMD, KVBLK_BENCH_OBJECTS, KVBLK_BENCH_OBJECT_MIB,
+# KVBLK_BENCH_BATCH, KVBLK_BENCH_REPEAT, KVBLK_BENCH_PERF (see guest-bench.sh), and every
+# KVBLK_VM_* setting of tests/vm (KVBLK_VM_MEM defaults to 3G here). Extra arguments go to
+# run-suite.sh (e.g. --no-build, --variants 'lba4k:size=1G:mdts=7').
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+cd "$repo" || exit 2
+export KVBLK_VM_MEM=${KVBLK_VM_MEM:-3G}
+
+# The guest gets the case's environment from the harness only; pass the bench settings
+# through the manifest command line.
+manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
+trap 'rm -f "$manifest"' EXIT
+envs=
+for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_PERF; do
+	[ -n "${!v:-}" ] && envs+="$v=${!v} "
+done
+sed "s|tests/vm/bench/guest-bench.sh|${envs}tests/vm/bench/guest-bench.sh|" "$here/bench.list" >"$manifest"
+
+log=$(mktemp /tmp/kvblk-vmbench.XXXXXX.log)
+tests/vm/run-suite.sh --manifest "$manifest" "$@" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+runs=$(sed -n 's/^vmtest: logs: //p' "$log" | tail -n 1)
+rm -f "$log"
+table=$(find "$runs" -path '*/cases/vmbench.d/table.txt' 2>/dev/null | head -n 1)
+echo
+if [ -n "$table" ]; then
+	cat "$table"
+	echo "(raw results: $(dirname "$table"))"
+else
+	echo "vmbench: no table (see $runs)"
+	rc=1
+fi
+exit "$rc"
