@@ -42,7 +42,20 @@ mount -t devtmpfs devtmpfs /host/dev
 mkdir -p /host/dev/pts /host/dev/shm
 mount -t devpts devpts /host/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /host/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /host/tmp
+# A checkout under /tmp (CI may clone there) would vanish under the guest's
+# own /tmp: keep it visible at the same path through a bind mount.
+case $KVBLK_SRC in
+/tmp/*)
+	mkdir -p /srcbind
+	mount -o bind "/host$KVBLK_SRC" /srcbind || die "cannot bind $KVBLK_SRC"
+	mount -t tmpfs -o mode=1777 tmpfs /host/tmp
+	mkdir -p "/host$KVBLK_SRC"
+	mount -o bind /srcbind "/host$KVBLK_SRC" || die "cannot rebind $KVBLK_SRC"
+	;;
+*)
+	mount -t tmpfs -o mode=1777 tmpfs /host/tmp
+	;;
+esac
 mount -t tmpfs -o mode=755 tmpfs /host/run
 mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
