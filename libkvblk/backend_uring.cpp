@@ -17,17 +17,16 @@
 // An object's result is written once, when the last of its commands completes.
 #include "backend.hpp"
 #include "last_error.hpp"
+#include "ring_workers.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <liburing.h>
 #include <mutex>
 #include <sys/resource.h>
 #include <system_error>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -408,13 +407,7 @@ public:
 
 	~UringBackend() override
 	{
-		{
-			std::lock_guard<std::mutex> g(mu_);
-			stop_ = true;
-		}
-		start_cv_.notify_all();
-		for (std::thread &t : threads_)
-			t.join();
+		workers_.stop();
 	}
 
 	int start()
@@ -435,8 +428,7 @@ public:
 			rings_.push_back(std::move(r));
 		}
 		try {
-			for (uint32_t i = 1; i < cfg_.workers; i++)
-				threads_.emplace_back([this, i] { worker(i); });
+			workers_.start(cfg_.workers);
 		} catch (const std::system_error &e) {
 			return fail(-(e.code().value() ? e.code().value() : EAGAIN),
 				    "uring: cannot start %u ring threads: %s", cfg_.workers - 1, e.what());
@@ -481,21 +473,8 @@ public:
 
 		std::vector<BatchCounters> &ctr = counters_;
 		ctr.assign(rings_.size(), BatchCounters{});
-		if (rings_.size() > 1) {
-			{
-				std::lock_guard<std::mutex> g(mu_);
-				work_ = &w;
-				running_ = uint32_t(threads_.size());
-				generation_++;
-			}
-			start_cv_.notify_all();
-		}
-		rings_[0]->run(w, ctr[0]);
-		if (rings_.size() > 1) {
-			std::unique_lock<std::mutex> lk(mu_);
-			done_cv_.wait(lk, [this] { return running_ == 0; });
-			work_ = nullptr;
-		}
+		auto job = [&](uint32_t i) { rings_[i]->run(w, ctr[i]); };
+		workers_.run(job);
 
 		/* Every ring gave up: fail the commands nobody took, so every object completes. */
 		if (int err = w.fatal.load()) {
@@ -597,38 +576,11 @@ private:
 		return 0;
 	}
 
-	void worker(uint32_t index)
-	{
-		uint64_t seen = 0;
-		std::unique_lock<std::mutex> lk(mu_);
-		for (;;) {
-			start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-			if (stop_)
-				return;
-			seen = generation_;
-			Work &w = *work_;
-			BatchCounters &c = counters_[index];
-			lk.unlock();
-			rings_[index]->run(w, c);
-			lk.lock();
-			if (--running_ == 0)
-				done_cv_.notify_one();
-		}
-	}
-
 	BackendConfig cfg_;
 	uint32_t overcommit_ = 0;
 	std::vector<std::unique_ptr<Ring>> rings_;
-	std::vector<std::thread> threads_;
-
-	/* Batch dispatch to the ring threads. */
-	std::mutex mu_;
-	std::condition_variable start_cv_, done_cv_;
-	bool stop_ = false;
-	uint64_t generation_ = 0;
-	uint32_t running_ = 0;
-	Work *work_ = nullptr;
 	std::vector<BatchCounters> counters_;
+	RingWorkers workers_; /* batch dispatch to the ring threads */
 
 	/* Per-batch bookkeeping, kept between batches. */
 	std::vector<uint64_t> first_cmd_;

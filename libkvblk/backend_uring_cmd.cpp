@@ -22,25 +22,23 @@
 // -EAGAIN is resubmitted at most eagain_retries times.
 #include "backend.hpp"
 #include "last_error.hpp"
+#include "ring_workers.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/nvme_ioctl.h>
-#include <mutex>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <system_error>
-#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -390,13 +388,7 @@ class UringCmdBackend final : public Backend {
 public:
 	~UringCmdBackend() override
 	{
-		{
-			std::lock_guard<std::mutex> g(mu_);
-			stop_ = true;
-		}
-		start_cv_.notify_all();
-		for (std::thread &t : threads_)
-			t.join();
+		workers_.stop();
 		rings_.clear();
 		if (own_fd_ >= 0)
 			close(own_fd_);
@@ -482,8 +474,7 @@ public:
 			rings_.push_back(std::move(r));
 		}
 		try {
-			for (uint32_t i = 1; i < cfg.workers; i++)
-				threads_.emplace_back([this, i] { worker(i); });
+			workers_.start(cfg.workers);
 		} catch (const std::system_error &e) {
 			return fail(-(e.code().value() ? e.code().value() : EAGAIN),
 				    "uring_cmd: cannot start %u ring threads: %s", cfg.workers - 1, e.what());
@@ -530,21 +521,8 @@ public:
 		w.state = state_.get();
 
 		counters_.assign(rings_.size(), BatchCounters{});
-		if (rings_.size() > 1) {
-			{
-				std::lock_guard<std::mutex> g(mu_);
-				work_ = &w;
-				running_ = uint32_t(threads_.size());
-				generation_++;
-			}
-			start_cv_.notify_all();
-		}
-		rings_[0]->run(w, counters_[0]);
-		if (rings_.size() > 1) {
-			std::unique_lock<std::mutex> lk(mu_);
-			done_cv_.wait(lk, [this] { return running_ == 0; });
-			work_ = nullptr;
-		}
+		auto job = [&](uint32_t i) { rings_[i]->run(w, counters_[i]); };
+		workers_.run(job);
 		/* Every ring gave up: fail the commands nobody took, so every object completes. */
 		if (const int err = w.fatal.load()) {
 			for (uint64_t c; (c = w.next_cmd.fetch_add(1)) < w.total();)
@@ -619,25 +597,6 @@ private:
 		return 0;
 	}
 
-	void worker(uint32_t index)
-	{
-		uint64_t seen = 0;
-		std::unique_lock<std::mutex> lk(mu_);
-		for (;;) {
-			start_cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
-			if (stop_)
-				return;
-			seen = generation_;
-			Work &w = *work_;
-			BatchCounters &c = counters_[index];
-			lk.unlock();
-			rings_[index]->run(w, c);
-			lk.lock();
-			if (--running_ == 0)
-				done_cv_.notify_one();
-		}
-	}
-
 	BackendConfig cfg_;
 	int fd_ = -1;		/* the generic char device */
 	int own_fd_ = -1;	/* fd_ when this backend opened it (block device target) */
@@ -645,15 +604,8 @@ private:
 	uint32_t nsid_ = 0;
 	uint32_t lba_shift_ = 0;
 	std::vector<std::unique_ptr<CmdRing>> rings_;
-	std::vector<std::thread> threads_;
-
-	std::mutex mu_;
-	std::condition_variable start_cv_, done_cv_;
-	bool stop_ = false;
-	uint64_t generation_ = 0;
-	uint32_t running_ = 0;
-	Work *work_ = nullptr;
 	std::vector<BatchCounters> counters_;
+	RingWorkers workers_; /* batch dispatch to the ring threads */
 
 	std::vector<uint64_t> first_cmd_;
 	std::unique_ptr<ObjectState[]> state_;
