@@ -27,6 +27,7 @@
 // Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
 // on the same fd for store_many; those batches report and count backend uring.
 #include "backend.hpp"
+#include "sysfs.hpp"
 #include "last_error.hpp"
 #include "testing.hpp"
 
@@ -74,29 +75,6 @@ constexpr uint32_t kTempPerPass = 256;
 
 /* Marks a kernel result the module did not write. */
 constexpr int32_t kNoResult = INT32_MIN;
-
-/* First line of a small file, or "". */
-std::string read_line(const std::string &file)
-{
-	FILE *f = std::fopen(file.c_str(), "re");
-	if (!f)
-		return {};
-	char line[128] = "";
-	if (!std::fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	std::fclose(f);
-	line[strcspn(line, "\n")] = '\0';
-	return line;
-}
-
-/* A small unsigned number from sysfs, or 0. */
-uint64_t read_u64(const std::string &file)
-{
-	const std::string s = read_line(file);
-	char *end = nullptr;
-	const unsigned long long v = s.empty() ? 0 : std::strtoull(s.c_str(), &end, 10);
-	return end && *end == '\0' ? uint64_t(v) : 0;
-}
 
 /* The whole disk's name (nvme0n1, also for a partition of it) of block device @rdev, or "". */
 std::string whole_disk_name(dev_t rdev)
@@ -211,11 +189,11 @@ public:
 		}
 
 		const std::string sys = "/sys/kernel/kvblk/" + whole_disk_name(st.st_rdev);
-		kernel_descs_ = uint32_t(std::min<uint64_t>(read_u64(sys + "/max_descs"), UINT32_MAX));
+		kernel_descs_ = uint32_t(std::min<uint64_t>(read_sysfs_u64(sys + "/max_descs"), UINT32_MAX));
 		if (!kernel_descs_)
 			kernel_descs_ = kDefaultKernelDescs;
 		const uint32_t store_qd = cfg.queue_depth;
-		if (uint64_t inflight = read_u64(sys + "/max_inflight"))
+		if (uint64_t inflight = read_sysfs_u64(sys + "/max_inflight"))
 			cfg.queue_depth = uint32_t(std::min<uint64_t>(inflight, UINT32_MAX));
 
 		if (cfg.writable) {

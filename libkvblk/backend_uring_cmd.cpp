@@ -21,6 +21,7 @@
 // errno, or a positive NVMe status (any of which fails the command's object with -EIO).
 // -EAGAIN is resubmitted at most eagain_retries times.
 #include "backend.hpp"
+#include "sysfs.hpp"
 #include "last_error.hpp"
 #include "ring_workers.hpp"
 #include "testing.hpp"
@@ -53,27 +54,6 @@ constexpr uint64_t kMaxNlb = 65536; /* NLB is a 0-based 16-bit field */
 
 /* Submissions refused for lack of resources (-EAGAIN, -EBUSY, ...) in a row before giving up. */
 constexpr unsigned kMaxTransientRefusals = 10000;
-
-std::string read_line(const std::string &file)
-{
-	FILE *f = std::fopen(file.c_str(), "re");
-	if (!f)
-		return {};
-	char line[128] = "";
-	if (!std::fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	std::fclose(f);
-	line[strcspn(line, "\n")] = '\0';
-	return line;
-}
-
-uint64_t read_u64(const std::string &file)
-{
-	const std::string s = read_line(file);
-	char *end = nullptr;
-	const unsigned long long v = s.empty() ? 0 : std::strtoull(s.c_str(), &end, 10);
-	return end && *end == '\0' ? uint64_t(v) : 0;
-}
 
 /* Last path component of the sysfs entry of a device number, or "". */
 std::string sysfs_name(const char *cls, dev_t rdev, std::string *real_out = nullptr)
@@ -444,10 +424,10 @@ public:
 		/* What one passthrough command may carry (the kernel cannot split it). */
 		const std::string q = "/sys/block/" + disk + "/queue/";
 		uint64_t limit = cfg.max_cmd_bytes;
-		if (uint64_t kb = read_u64(q + "max_hw_sectors_kb"))
+		if (uint64_t kb = read_sysfs_u64(q + "max_hw_sectors_kb"))
 			limit = std::min(limit, kb << 10);
 		const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
-		if (uint64_t segs = read_u64(q + "max_segments"); segs > 1)
+		if (uint64_t segs = read_sysfs_u64(q + "max_segments"); segs > 1)
 			limit = std::min(limit, (segs - 1) * page);
 		limit = std::min(limit, kMaxNlb << lba_shift_);
 		limit -= limit % cfg.logical_block_size;
@@ -556,7 +536,7 @@ private:
 				    path, name.empty() ? "no sysfs entry" : name.c_str());
 		const std::string ng = "ng" + name.substr(4);
 		const std::string cls = "/sys/class/nvme-generic/" + ng + "/dev";
-		const std::string devno = read_line(cls);
+		const std::string devno = read_sysfs(cls);
 		unsigned ma = 0, mi = 0;
 		if (devno.empty() || std::sscanf(devno.c_str(), "%u:%u", &ma, &mi) != 2)
 			return fail(-EOPNOTSUPP,

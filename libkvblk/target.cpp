@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "target.hpp"
+#include "sysfs.hpp"
 
 #include "last_error.hpp"
 #include "testing.hpp"
@@ -20,20 +21,6 @@
 
 namespace kvblk::detail {
 namespace {
-
-/* First line of a small sysfs file, or "" when it cannot be read. */
-std::string read_sysfs(const std::string &file)
-{
-	FILE *f = std::fopen(file.c_str(), "re");
-	if (!f)
-		return {};
-	char line[256] = "";
-	if (!std::fgets(line, sizeof(line), f))
-		line[0] = '\0';
-	std::fclose(f);
-	line[strcspn(line, "\n")] = '\0';
-	return line;
-}
 
 /* /sys/dev/block/M:m of a device number. */
 std::string sysfs_dir(dev_t rdev)
