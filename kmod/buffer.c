@@ -1,75 +1,178 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * buffer.c - KVBLK_IOC_REGISTER_BUFFER / KVBLK_IOC_UNREGISTER_BUFFER.
+ * buffer.c - KVBLK_IOC_REGISTER_BUFFER / KVBLK_IOC_UNREGISTER_BUFFER and
+ * what every destination kind shares.
  *
- * A host buffer is pinned once (FOLL_WRITE | FOLL_LONGTERM), charged to the
- * owner's RLIMIT_MEMLOCK the way io_uring charges fixed buffers (unless the
- * caller has CAP_IPC_LOCK), and DMA-mapped once for the namespace's NVMe PCI
- * function. The mapping is kept as a table of DMA segments, the one form
- * every memory kind becomes and the PRP builder reads.
+ * A provider per memory kind (mem_host.c, ...) pins or imports the memory
+ * and maps it for the namespace's NVMe PCI function; this file turns the
+ * mapping into a table of DMA segments, the one form every kind becomes and
+ * the PRP builder reads, owns the buffer's lifetime (a kref: the context's
+ * id table and every batch that targets it hold one) and fences revocable
+ * memory against in-flight commands.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/capability.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
-#include <linux/mmap_lock.h>
-#include <linux/hugetlb_inline.h>
-#include <linux/shmem_fs.h>
-#include <linux/sched/signal.h>
-#include <linux/sched/user.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 
 #include "kvblk.h"
 
-#ifdef KVBLK_HAVE_USER_LOCKED_VM
-static int kvblk_account_mem(struct user_struct *user, unsigned long pages)
+/**
+ * kvblk_buf_alloc() - a new buffer with no segments yet.
+ * @dev: the DMA device the memory is (to be) mapped for; referenced.
+ * @kind: enum kvblk_mem_kind.
+ * @len: bytes.
+ * @ops: the provider; @ops->release runs when the last reference goes.
+ *
+ * The provider sets ->priv and builds the segments
+ * (kvblk_buf_segs_from_sgt() or kvblk_buf_segs_from_addrs()); on failure
+ * before returning the buffer it calls kvblk_buf_abort() and undoes its own
+ * work itself.
+ *
+ * Return: the buffer (one reference) or ERR_PTR(-ENOMEM).
+ */
+struct kvblk_buf *kvblk_buf_alloc(struct device *dev, u32 kind, u64 len,
+				  const struct kvblk_mem_ops *ops)
 {
-	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	unsigned long cur = atomic_long_read(&user->locked_vm);
-	unsigned long new;
+	struct kvblk_buf *buf;
 
-	do {
-		new = cur + pages;
-		if (new < cur || new > limit)
-			return -ENOMEM;
-	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
-	return 0;
+	buf = kzalloc(sizeof(*buf), GFP_KERNEL_ACCOUNT);
+	if (!buf)
+		return ERR_PTR(-ENOMEM);
+	kref_init(&buf->ref);
+	atomic_set(&buf->inflight, 0);
+	buf->kind = kind;
+	buf->len = len;
+	buf->ops = ops;
+	buf->dev = get_device(dev);
+	spin_lock_init(&buf->dma_lock);
+	init_waitqueue_head(&buf->dma_wq);
+	return buf;
 }
 
-static void kvblk_unaccount_mem(struct user_struct *user, unsigned long pages)
+/**
+ * kvblk_buf_abort() - free a buffer whose creation failed.
+ * @buf: from kvblk_buf_alloc(), never handed out.
+ *
+ * Does not call ->release: the provider undoes its own work.
+ */
+void kvblk_buf_abort(struct kvblk_buf *buf)
 {
-	atomic_long_sub(pages, &user->locked_vm);
+	kvfree(buf->segs);
+	put_device(buf->dev);
+	kfree(buf);
 }
-#else
-/* No per-user locked_vm: only CAP_IPC_LOCK callers may register. */
-static int kvblk_account_mem(struct user_struct *user, unsigned long pages)
-{
-	return -ENOMEM;
-}
-
-static void kvblk_unaccount_mem(struct user_struct *user, unsigned long pages)
-{
-}
-#endif
 
 static void kvblk_buf_free(struct kref *ref)
 {
 	struct kvblk_buf *buf = container_of(ref, struct kvblk_buf, ref);
 
-	kvfree(buf->segs);
-	/* Ranges were synced for the CPU after each batch: skip the rest. */
-	dma_unmap_sgtable(buf->dev, &buf->sgt, DMA_FROM_DEVICE,
-			  DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(&buf->sgt);
-	unpin_user_pages_dirty_lock(buf->pages, buf->nr_pages, true);
-	kvfree(buf->pages);
-	if (buf->user) {
-		kvblk_unaccount_mem(buf->user, buf->nr_pages);
-		free_uid(buf->user);
+	buf->ops->release(buf);
+	kvblk_buf_abort(buf);
+}
+
+/* Append [a, a + len) to the table, merging with a contiguous predecessor. */
+static int kvblk_buf_add_seg(struct kvblk_buf *buf, dma_addr_t a, u64 len,
+			     u64 *off)
+{
+	struct kvblk_dma_seg *prev = buf->nr_segs ? &buf->segs[buf->nr_segs - 1] : NULL;
+
+	/* Every PRP entry after the first must start a 4 KiB page. */
+	if ((a | len) & (KVBLK_CTRL_PAGE_SIZE - 1)) {
+		pr_warn_ratelimited("register: %s: DMA segment %pad+%llu not 4 KiB aligned\n",
+				    buf->ops->name, &a, len);
+		return -EOPNOTSUPP;
 	}
-	put_device(buf->dev);
-	kfree(buf);
+	if (prev && prev->addr + prev->len == a) {
+		prev->len += len;
+	} else {
+		buf->segs[buf->nr_segs].addr = a;
+		buf->segs[buf->nr_segs].off = *off;
+		buf->segs[buf->nr_segs].len = len;
+		buf->nr_segs++;
+	}
+	*off += len;
+	return 0;
+}
+
+/**
+ * kvblk_buf_segs_from_sgt() - segment table from a DMA-mapped sg_table.
+ * @buf: buffer without segments; its first @buf->len bytes are described.
+ * @sgt: mapped table; only sg_dma_address()/sg_dma_len() are read (a
+ *       dma-buf exporter may hand out tables without pages).
+ * @skip: bytes of the mapping before the buffer's first byte (a dma-buf
+ *        registration's offset).
+ *
+ * Return: 0; -EOPNOTSUPP a segment the PRP rules cannot describe (not 4 KiB
+ * aligned: the kernel log shows it); -EIO the mapping ends before @skip +
+ * @buf->len; -ENOMEM.
+ */
+int kvblk_buf_segs_from_sgt(struct kvblk_buf *buf, struct sg_table *sgt,
+			    u64 skip)
+{
+	struct scatterlist *sg;
+	unsigned int i;
+	u64 off = 0;
+	int ret;
+
+	buf->segs = kvmalloc_array(max(sgt->nents, 1U), sizeof(*buf->segs),
+				   GFP_KERNEL_ACCOUNT);
+	if (!buf->segs)
+		return -ENOMEM;
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		dma_addr_t a = sg_dma_address(sg);
+		u64 len = sg_dma_len(sg);
+
+		if (off == buf->len)
+			break;
+		if (skip >= len) {
+			skip -= len;
+			continue;
+		}
+		a += skip;
+		len -= skip;
+		skip = 0;
+		len = min(len, buf->len - off);
+		ret = kvblk_buf_add_seg(buf, a, len, &off);
+		if (ret)
+			return ret;
+	}
+	return off == buf->len ? 0 : -EIO;
+}
+
+/**
+ * kvblk_buf_segs_from_addrs() - segment table from equal-sized DMA chunks.
+ * @buf: buffer without segments.
+ * @addrs: @nr DMA addresses, each the start of @chunk bytes (the
+ *         dma_addresses[] of an nvidia-p2p mapping: 64 KiB GPU pages).
+ * @nr: entries; @nr * @chunk must cover @buf->len.
+ * @chunk: bytes per entry, a multiple of 4 KiB.
+ *
+ * Return: 0; -EOPNOTSUPP an address not 4 KiB aligned; -EIO @nr * @chunk
+ * is below @buf->len; -ENOMEM.
+ */
+int kvblk_buf_segs_from_addrs(struct kvblk_buf *buf, const dma_addr_t *addrs,
+			      unsigned int nr, u64 chunk)
+{
+	unsigned int i;
+	u64 off = 0;
+	int ret;
+
+	if ((u64)nr * chunk < buf->len)
+		return -EIO;
+	buf->segs = kvmalloc_array(max(nr, 1U), sizeof(*buf->segs),
+				   GFP_KERNEL_ACCOUNT);
+	if (!buf->segs)
+		return -ENOMEM;
+	for (i = 0; i < nr && off < buf->len; i++) {
+		ret = kvblk_buf_add_seg(buf, addrs[i],
+					min(chunk, buf->len - off), &off);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /**
@@ -148,180 +251,100 @@ void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 	}
 }
 
-/*
- * Long-term pins are for anonymous, shmem and hugetlb memory only: a page
- * of a regular file's page cache written by DMA behind the file system's
- * back can break writeback (newer kernels refuse FOLL_LONGTERM on such
- * mappings themselves; older ones allow it). Checked once before pinning.
+
+/**
+ * kvblk_buf_dma_begin() - a command is about to target the buffer.
+ * @buf: buffer.
+ *
+ * Pairs with kvblk_buf_dma_end() when the command completes. Free for
+ * memory that cannot be revoked.
+ *
+ * Return: 0, or -ENODEV when the buffer was revoked (its memory is gone).
  */
-static int kvblk_check_vmas(unsigned long addr, unsigned long len)
+int kvblk_buf_dma_begin(struct kvblk_buf *buf)
 {
-	struct mm_struct *mm = current->mm;
-	unsigned long end = addr + len;
-	struct vm_area_struct *vma;
 	int ret = 0;
 
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
-	while (addr < end) {
-		vma = find_vma(mm, addr);
-		if (!vma || vma->vm_start > addr) {
-			ret = -EFAULT;
-			break;
-		}
-		if (!vma_is_anonymous(vma) && !is_vm_hugetlb_page(vma) &&
-		    !(vma->vm_file && shmem_file(vma->vm_file))) {
-			pr_info_ratelimited("register: %s[%d]: only anonymous, shmem or hugetlb memory can be pinned\n",
-					    current->comm, task_pid_nr(current));
-			ret = -EOPNOTSUPP;
-			break;
-		}
-		addr = vma->vm_end;
-	}
-	mmap_read_unlock(mm);
+	if (!buf->revocable)
+		return 0;
+	spin_lock_irq(&buf->dma_lock);
+	if (buf->revoked)
+		ret = -ENODEV;
+	else
+		buf->dma_cmds++;
+	spin_unlock_irq(&buf->dma_lock);
 	return ret;
 }
 
-static int kvblk_pin(struct kvblk_buf *buf, unsigned long addr)
+/**
+ * kvblk_buf_dma_end() - a command that targeted the buffer completed.
+ * @buf: buffer.
+ *
+ * Context: any, including the completion's hard interrupt.
+ */
+void kvblk_buf_dma_end(struct kvblk_buf *buf)
 {
-	unsigned long done = 0;
-	int ret;
+	unsigned long flags;
 
-	while (done < buf->nr_pages) {
-		int n = min_t(unsigned long, buf->nr_pages - done, INT_MAX);
-
-		ret = pin_user_pages_fast(addr + (done << PAGE_SHIFT), n,
-					  FOLL_WRITE | FOLL_LONGTERM,
-					  buf->pages + done);
-		if (ret <= 0) {
-			ret = ret ? ret : -EFAULT;
-			goto out_unpin;
-		}
-		done += ret;
-		if (fatal_signal_pending(current)) {
-			ret = -EINTR;
-			goto out_unpin;
-		}
-	}
-	return 0;
-
-out_unpin:
-	if (done)
-		unpin_user_pages(buf->pages, done);
-	return ret;
+	if (!buf->revocable)
+		return;
+	spin_lock_irqsave(&buf->dma_lock, flags);
+	if (!--buf->dma_cmds && buf->revoked)
+		wake_up_all(&buf->dma_wq);
+	spin_unlock_irqrestore(&buf->dma_lock, flags);
 }
 
-/* Build the segment table from the DMA mapping and check PRP rules. */
-static int kvblk_build_segs(struct kvblk_buf *buf)
+/**
+ * kvblk_buf_revoke() - the memory is going away: fence it.
+ * @buf: a revocable buffer.
+ *
+ * Stops new commands into the buffer (they fail with -ENODEV, each failing
+ * its own object) and waits until no command targets it, so that the caller
+ * may hand the memory back as soon as this returns. Commands complete or
+ * are cancelled by the nvme driver's timeout, so the wait is bounded.
+ * Idempotent.
+ *
+ * Context: process context; sleeps. Takes only @buf's own lock, so it may
+ * be called from a provider's invalidation callback.
+ */
+void kvblk_buf_revoke(struct kvblk_buf *buf)
 {
-	struct scatterlist *sg;
-	unsigned int i;
-	u64 off = 0;
-
-	buf->segs = kvmalloc_array(buf->sgt.nents, sizeof(*buf->segs),
-				   GFP_KERNEL_ACCOUNT);
-	if (!buf->segs)
-		return -ENOMEM;
-	for_each_sgtable_dma_sg(&buf->sgt, sg, i) {
-		dma_addr_t a = sg_dma_address(sg);
-		u32 len = sg_dma_len(sg);
-
-		/* Every PRP entry after the first must start a 4 KiB page. */
-		if ((a | len) & (KVBLK_CTRL_PAGE_SIZE - 1)) {
-			pr_warn_ratelimited("DMA segment %pad+%u not 4 KiB aligned\n",
-					    &a, len);
-			return -EOPNOTSUPP;
-		}
-		buf->segs[i].addr = a;
-		buf->segs[i].off = off;
-		buf->segs[i].len = len;
-		if (dma_need_sync(buf->dev, a))
-			buf->need_sync = true;
-		off += len;
-	}
-	buf->nr_segs = buf->sgt.nents;
-	if (off != buf->len)
-		return -EIO;
-	return 0;
+	spin_lock_irq(&buf->dma_lock);
+	buf->revoked = true;
+	spin_unlock_irq(&buf->dma_lock);
+	wait_event(buf->dma_wq, !READ_ONCE(buf->dma_cmds));
 }
 
-static struct kvblk_buf *kvblk_buf_create_host(struct device *dev, u64 addr,
-					       u64 len)
+/*
+ * Alignment of addr and len per kind: the CPU page, or the 64 KiB GPU page
+ * of nvidia-p2p (kernel-apis.md section 4).
+ */
+static u64 kvblk_mem_align(u32 kind)
 {
-	struct kvblk_buf *buf;
-	unsigned int max_seg;
-	int ret;
+	return kind == KVBLK_MEM_CUDA ? SZ_64K : PAGE_SIZE;
+}
 
-	buf = kzalloc(sizeof(*buf), GFP_KERNEL_ACCOUNT);
-	if (!buf)
-		return ERR_PTR(-ENOMEM);
-	kref_init(&buf->ref);
-	atomic_set(&buf->inflight, 0);
-	buf->len = len;
-	buf->nr_pages = len >> PAGE_SHIFT;
-	buf->dev = dev;
+/**
+ * kvblk_mem_features() - the KVBLK_FEAT_MEM_* bits this module serves now.
+ *
+ * Return: a mask of KVBLK_FEAT_MEM_HOST, _CUDA, _DMABUF, _P2PDMA.
+ */
+u64 kvblk_mem_features(void)
+{
+	return KVBLK_FEAT_MEM_HOST;
+}
 
-	if (!capable(CAP_IPC_LOCK)) {
-		buf->user = get_uid(current_user());
-		ret = kvblk_account_mem(buf->user, buf->nr_pages);
-		if (ret)
-			goto out_put_user;
+static struct kvblk_buf *kvblk_mem_create(struct device *dev,
+					  const struct kvblk_buf_reg *r)
+{
+	switch (r->kind) {
+	case KVBLK_MEM_HOST:
+		return kvblk_mem_host_create(dev, r);
+	default:
+		pr_info_ratelimited("register: %s[%d]: memory kind %u is not served by this module (see KVBLK_IOC_GET_FEATURES)\n",
+				    current->comm, task_pid_nr(current), r->kind);
+		return ERR_PTR(-EOPNOTSUPP);
 	}
-
-	buf->pages = kvmalloc_array(buf->nr_pages, sizeof(*buf->pages),
-				    GFP_KERNEL_ACCOUNT);
-	if (!buf->pages) {
-		ret = -ENOMEM;
-		goto out_unaccount;
-	}
-
-	ret = kvblk_check_vmas(addr, len);
-	if (ret)
-		goto out_free_pages;
-	ret = kvblk_pin(buf, addr);
-	if (ret)
-		goto out_free_pages;
-
-	max_seg = min_t(size_t, dma_get_max_seg_size(dev),
-			dma_max_mapping_size(dev));
-	max_seg = min_t(size_t, max_seg, UINT_MAX);
-	max_seg = round_down(max_seg, PAGE_SIZE);
-	ret = sg_alloc_table_from_pages_segment(&buf->sgt, buf->pages,
-						buf->nr_pages, 0, len, max_seg,
-						GFP_KERNEL_ACCOUNT);
-	if (ret)
-		goto out_unpin;
-
-	ret = dma_map_sgtable(dev, &buf->sgt, DMA_FROM_DEVICE, 0);
-	if (ret) {
-		ret = -ENOMEM;
-		goto out_free_sgt;
-	}
-
-	ret = kvblk_build_segs(buf);
-	if (ret)
-		goto out_unmap;
-
-	get_device(dev);
-	return buf;
-
-out_unmap:
-	kvfree(buf->segs);
-	dma_unmap_sgtable(dev, &buf->sgt, DMA_FROM_DEVICE, 0);
-out_free_sgt:
-	sg_free_table(&buf->sgt);
-out_unpin:
-	unpin_user_pages(buf->pages, buf->nr_pages);
-out_free_pages:
-	kvfree(buf->pages);
-out_unaccount:
-	if (buf->user)
-		kvblk_unaccount_mem(buf->user, buf->nr_pages);
-out_put_user:
-	if (buf->user)
-		free_uid(buf->user);
-	kfree(buf);
-	return ERR_PTR(ret);
 }
 
 /**
@@ -337,6 +360,7 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	struct kvblk_buf *buf;
 	struct kvblk_ns *ns;
 	u32 usize, id;
+	u64 align;
 	long ret;
 
 	ret = kvblk_copy_in(&r, sizeof(r), uarg, KVBLK_BUF_REG_SIZE_VER0, &usize);
@@ -348,10 +372,9 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 		return -EINVAL;
 	if (r.kind != KVBLK_MEM_DMABUF && r.dmabuf_fd)
 		return -EINVAL;
-	if (r.kind != KVBLK_MEM_HOST)
-		return -EOPNOTSUPP;
-	if (!r.len || r.len > KVBLK_MAX_BUF_BYTES || !PAGE_ALIGNED(r.addr) ||
-	    !PAGE_ALIGNED(r.len) || r.addr + r.len < r.addr)
+	align = kvblk_mem_align(r.kind);
+	if (!r.len || r.len > KVBLK_MAX_BUF_BYTES || !IS_ALIGNED(r.addr, align) ||
+	    !IS_ALIGNED(r.len, align) || r.addr + r.len < r.addr)
 		return -EINVAL;
 
 	ns = kvblk_ctx_ns(ctx);
@@ -365,7 +388,7 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	if (ret)
 		return ret;
 
-	buf = kvblk_buf_create_host(ns->info.dma_dev, r.addr, r.len);
+	buf = kvblk_mem_create(ns->info.dma_dev, &r);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 

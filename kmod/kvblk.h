@@ -144,18 +144,57 @@ struct kvblk_dma_seg {
 	u64 len;
 };
 
+struct kvblk_buf;
+
+/**
+ * struct kvblk_mem_ops - a destination memory provider (one per kind).
+ * @name:    kind name for messages ("host", "cuda", "dmabuf", "p2pdma").
+ * @release: undo what the provider's create did: unmap, unpin, put. Called
+ *           once, when the last reference goes, in process context; never
+ *           while a command targets the buffer. For a revoked buffer it
+ *           must not touch what revocation handed back.
+ */
+struct kvblk_mem_ops {
+	const char *name;
+	void (*release)(struct kvblk_buf *buf);
+};
+
+/*
+ * A registered destination. Every provider turns its memory into the same
+ * table of DMA segments for the namespace's NVMe PCI function, so the PRP
+ * builder and the submit path never look at the kind.
+ *
+ * Revocable memory (a CUDA allocation freed under us, a dma-buf whose
+ * exporter moves or revokes it) is fenced per command: the submit path
+ * brackets each command with kvblk_buf_dma_begin()/kvblk_buf_dma_end(), and
+ * kvblk_buf_revoke() marks the buffer revoked and then waits until no
+ * command targets it. Loads into a revoked buffer fail with -ENODEV.
+ */
 struct kvblk_buf {
 	struct kref ref;
 	atomic_t inflight;		/* descriptors of live batches */
 	u32 id;
+	u32 kind;			/* enum kvblk_mem_kind */
 	u64 len;
 	struct device *dev;		/* mapped for; referenced */
+	const struct kvblk_mem_ops *ops;
+	void *priv;			/* the provider's state */
+	struct kvblk_dma_seg *segs;	/* kvmalloc'ed, freed by the core */
+	unsigned int nr_segs;
+	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
+	bool revocable;
+	/* Revocation fence; used only when @revocable. */
+	spinlock_t dma_lock;
+	unsigned int dma_cmds;		/* commands targeting it now */
+	bool revoked;
+	wait_queue_head_t dma_wq;
+};
+
+/* Host memory provider state (mem_host.c). */
+struct kvblk_mem_host {
 	struct page **pages;
 	unsigned long nr_pages;
 	struct sg_table sgt;
-	struct kvblk_dma_seg *segs;
-	unsigned int nr_segs;
-	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
 	struct user_struct *user;	/* charged RLIMIT_MEMLOCK, or NULL */
 };
 
@@ -242,13 +281,32 @@ void kvblk_ns_exit(void);
 struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info);
 void kvblk_ns_put(struct kvblk_ns *ns);
 
-/* buffer.c */
+/* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
 long kvblk_ioctl_unregister(struct kvblk_ctx *ctx, void __user *uarg);
+u64 kvblk_mem_features(void);
+struct kvblk_buf *kvblk_buf_alloc(struct device *dev, u32 kind, u64 len,
+				  const struct kvblk_mem_ops *ops);
+void kvblk_buf_abort(struct kvblk_buf *buf);
+int kvblk_buf_segs_from_sgt(struct kvblk_buf *buf, struct sg_table *sgt,
+			    u64 skip);
+int kvblk_buf_segs_from_addrs(struct kvblk_buf *buf, const dma_addr_t *addrs,
+			      unsigned int nr, u64 chunk);
 void kvblk_buf_put(struct kvblk_buf *buf);
 unsigned int kvblk_buf_seg(const struct kvblk_buf *buf, u64 off);
 void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 		    bool for_cpu);
+int kvblk_buf_dma_begin(struct kvblk_buf *buf);
+void kvblk_buf_dma_end(struct kvblk_buf *buf);
+void kvblk_buf_revoke(struct kvblk_buf *buf);
+
+/*
+ * Memory providers. Each create function returns a buffer whose segment
+ * table covers @r->len bytes, or an ERR_PTR with the errno documented for
+ * struct kvblk_buf_reg. @dev is the NVMe controller's DMA device.
+ */
+struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
+					const struct kvblk_buf_reg *r);
 
 /* prp.c */
 struct dma_pool *kvblk_prp_pool_create(struct device *dev, const char *name);

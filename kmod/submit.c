@@ -206,6 +206,7 @@ static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
 				 err, lat);
 
 	kvblk_prp_free(ns->prp_pool, &cmd->prp);
+	kvblk_buf_dma_end(obj->buf);
 	kvblk_slot_put(b, cmd);
 	/* After this, b may be gone unless this was the last command. */
 	if (atomic_dec_and_test(&b->pending))
@@ -269,10 +270,13 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	cmd->bytes = len;
 	cmd->slba = (b->ctx->start_bytes + o->offset + done) >> shift;
 
+	ret = kvblk_buf_dma_begin(o->buf);
+	if (ret)
+		goto out_put_slot;
 	ret = kvblk_prp_build(ns->prp_pool, o->buf, o->buf_offset + done, len,
 			      &cmd->prp, &prp1, &prp2, GFP_KERNEL);
 	if (ret)
-		goto out_put_slot;
+		goto out_dma_end;
 	kvblk_buf_sync(o->buf, o->buf_offset + done, len, false);
 
 	memset(&c, 0, sizeof(c));
@@ -307,6 +311,8 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 
 out_free_prp:
 	kvblk_prp_free(ns->prp_pool, &cmd->prp);
+out_dma_end:
+	kvblk_buf_dma_end(o->buf);
 out_put_slot:
 	kvblk_slot_put(b, cmd);
 	return ret;
@@ -316,7 +322,8 @@ out_put_slot:
  * Submit every command of the batch. Returns 0, or why it stopped early:
  * -EINTR fatal signal, -ENOMEM, -ENOLINK the queue is going away. Objects
  * not wholly submitted then carry -ECANCELED, or -ENOLINK when the queue
- * is going away.
+ * is going away. An object whose buffer was revoked fails alone (-ENODEV);
+ * the others go on.
  */
 static int kvblk_submit_all(struct kvblk_batch *b)
 {
@@ -337,6 +344,12 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 				ret = -EINTR;
 			else
 				ret = kvblk_submit_cmd(b, i, done, len, &plug);
+			if (ret == -ENODEV) {
+				/* Its buffer was revoked: fail this object only. */
+				cmpxchg(&o->status, 0, -ENODEV);
+				ret = 0;
+				break;
+			}
 			if (ret) {
 				cmpxchg(&o->status, 0,
 					ret == -ENOLINK ? -ENOLINK : -ECANCELED);

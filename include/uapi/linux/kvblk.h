@@ -232,8 +232,11 @@ struct kvblk_desc {
  *            timeout (the nvme driver fails those as aborted by the host);
  *            -ENOLINK the command could not be sent: the namespace is being
  *            removed, or the path is not live (the block layer's
- *            BLK_STS_TRANSPORT); retrying later may succeed for both,
- *            -ECANCELED not attempted (the call failed as a whole, or the
+ *            BLK_STS_TRANSPORT); retrying later may succeed for both;
+ *            -ENODEV the destination buffer was revoked (a CUDA allocation
+ *            freed, a dma-buf revoked by its exporter) before the object's
+ *            commands were sent: no command wrote into it after that;
+ *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG).
  * @reserved: set to 0 by the kernel.
