@@ -39,6 +39,10 @@ enum class IoDir : uint8_t { read, write };
  * @buf_offset:  byte offset of @mem inside buffer @buf_id (0 for plain pointers).
  * @fixed_index: index in the backend's fixed-buffer table (what register_buffer() returned
  *               for @buf_id), or -1: no fixed buffer, use plain I/O on @mem.
+ * @path:        enum kvblk_path of the destination: HOST; P2P (device memory the backend
+ *               registered with register_device_buffer(): @mem is a device address, never
+ *               touched by the CPU); STAGED (device memory served by the Stager: backends
+ *               never see such objects).
  */
 struct IoObject {
 	uint64_t offset;
@@ -47,6 +51,7 @@ struct IoObject {
 	uint32_t buf_id;
 	int32_t fixed_index;
 	uint64_t buf_offset;
+	uint32_t path = KVBLK_PATH_HOST;
 };
 
 /**
@@ -57,6 +62,7 @@ struct IoObject {
  * @cq_overflows:    completion-queue overflows observed.
  * @inflight_peak:   most commands in flight at once during the batch.
  * @cmd_lat_hist:    per-command latency, bucket lat_bucket(ns) (uring backends).
+ * @staged_copies:   host-to-device copies queued by the staged path (staging.cpp).
  */
 struct BatchCounters {
 	uint64_t commands = 0;
@@ -65,6 +71,7 @@ struct BatchCounters {
 	uint64_t cq_overflows = 0;
 	uint64_t inflight_peak = 0;
 	std::array<uint64_t, KVBLK_LAT_BUCKETS> cmd_lat_hist{};
+	uint64_t staged_copies = 0;
 
 	/* Sum @o into this (peaks: the larger one). */
 	void merge(const BatchCounters &o) noexcept
@@ -77,6 +84,7 @@ struct BatchCounters {
 			inflight_peak = o.inflight_peak;
 		for (size_t i = 0; i < cmd_lat_hist.size(); i++)
 			cmd_lat_hist[i] += o.cmd_lat_hist[i];
+		staged_copies += o.staged_copies;
 	}
 };
 
@@ -192,13 +200,43 @@ public:
 		return {};
 	}
 
+	/*
+	 * Register device memory for DMA straight into it (KVBLK_PATH_P2P) as buffer id @id:
+	 * @kind KVBLK_MEM_CUDA (@addr a CUDA device address), KVBLK_MEM_DMABUF (@dmabuf_fd,
+	 * @addr a byte offset into it) or KVBLK_MEM_P2PDMA (@addr a user mapping of P2PDMA
+	 * pages; kmod only, the userspace backends read into it with O_DIRECT), @len bytes. 0 on success (undone by
+	 * unregister_buffer(@id, -1)); -EOPNOTSUPP with kvblk_last_error() set when this backend
+	 * or its kernel side cannot (the caller then stages CUDA memory, and refuses a dma-buf);
+	 * any other -errno is a refusal of this range, also with the message set.
+	 */
+	virtual int register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr,
+					   uint64_t len) noexcept
+	{
+		(void)id;
+		(void)dmabuf_fd;
+		(void)addr;
+		(void)len;
+		return fail_device_kind(kind);
+	}
+
 	/* Undo register_buffer(); @fixed_index is what it returned. */
 	virtual void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept
 	{
 		(void)id;
 		(void)fixed_index;
 	}
+
+protected:
+	int fail_device_kind(int kind) const noexcept;
 };
+
+/* -EOPNOTSUPP with the reason that backend @b cannot DMA into memory of @kind (core.cpp). */
+int fail_device_kind_of(kvblk_backend b, int kind) noexcept;
+
+inline int Backend::fail_device_kind(int kind) const noexcept
+{
+	return fail_device_kind_of(kind_for(IoDir::read), kind);
+}
 
 /*
  * Factories. On failure they return nullptr with *err = -errno and kvblk_last_error() set.

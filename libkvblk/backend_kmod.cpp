@@ -24,6 +24,10 @@
 // kvblk_open_opts.max_cmd_bytes is honoured by handing the module one descriptor per
 // command. A call larger than the module's max_descs is sent as several ioctls in turn.
 //
+// Device memory: CUDA ranges and dma-bufs are registered with the module when it reports
+// KVBLK_FEAT_MEM_CUDA / KVBLK_FEAT_MEM_DMABUF (loads into them are P2P: the same PRP path);
+// otherwise register_device_buffer() says -EOPNOTSUPP and core.cpp stages CUDA memory.
+//
 // Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
 // on the same fd for store_many; those batches report and count backend uring.
 #include "backend.hpp"
@@ -68,6 +72,7 @@ constexpr const char *kNode = "/dev/kvblk";
 /* kvblk.ko limits (include/uapi/linux/kvblk.h). */
 constexpr uint64_t kMaxDescBytes = 4ull << 30;	/* one descriptor */
 constexpr uint64_t kMaxRegBytes = 64ull << 30;	/* one registration */
+constexpr uint64_t kGpuPage = 64ull << 10;	/* nvidia-p2p page size (KVBLK_MEM_CUDA alignment) */
 constexpr uint32_t kDefaultKernelDescs = 4096;	/* the module's max_descs default */
 
 /* Temporary registrations (plain pointers) held at once by one call. */
@@ -152,6 +157,7 @@ public:
 				    "a version this libkvblk does not know",
 				    node, errno_text(e).c_str());
 		}
+		feat_ = feat;
 		const __u64 need = KVBLK_FEAT_PRP_ENGINE | KVBLK_FEAT_MEM_HOST;
 		if ((feat & need) != need)
 			return fail(-EOPNOTSUPP,
@@ -261,6 +267,46 @@ public:
 		r.fell_back = true;
 		r.note = r.note.empty() ? std::string(note) : r.note + "; " + note;
 		return r;
+	}
+
+	/*
+	 * CUDA memory, dma-bufs and P2PDMA mappings go to the module when it reports the kind:
+	 * the 64 KiB aligned CUDA range rounded up to 64 KiB, the others as given (page aligned).
+	 */
+	int register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr,
+				   uint64_t len) noexcept override
+	{
+		const bool cuda = kind == KVBLK_MEM_CUDA, p2pdma = kind == KVBLK_MEM_P2PDMA;
+		const __u64 bit = cuda ? KVBLK_FEAT_MEM_CUDA : p2pdma ? KVBLK_FEAT_MEM_P2PDMA : KVBLK_FEAT_MEM_DMABUF;
+		const char *what = cuda ? "CUDA memory" : p2pdma ? "P2PDMA memory" : "dma-buf";
+		if (!(feat_ & bit))
+			return fail(-EOPNOTSUPP, "kvblk.ko does not support %s (no %s in its features 0x%llx)", what,
+				    cuda ? "KVBLK_FEAT_MEM_CUDA" : p2pdma ? "KVBLK_FEAT_MEM_P2PDMA" : "KVBLK_FEAT_MEM_DMABUF",
+				    ull(feat_));
+		uint64_t reg_len = len;
+		if (cuda) {
+			if (addr % kGpuPage)
+				return fail(-EINVAL,
+					    "kmod: CUDA address 0x%llx is not 64 KiB aligned (nvidia-p2p maps 64 KiB "
+					    "GPU pages)", ull(addr));
+			reg_len = (len + kGpuPage - 1) / kGpuPage * kGpuPage;
+		}
+		if (reg_len > kMaxRegBytes)
+			return fail(-E2BIG, "kmod: %s range of %llu bytes is larger than kvblk.ko registers (64 GiB)",
+				    what, ull(len));
+		kvblk_buf_reg reg{};
+		reg.size = sizeof(reg);
+		reg.kind = cuda ? uapi::KVBLK_MEM_CUDA : p2pdma ? uapi::KVBLK_MEM_P2PDMA : uapi::KVBLK_MEM_DMABUF;
+		reg.dmabuf_fd = cuda || p2pdma ? 0 : dmabuf_fd;
+		reg.addr = addr;
+		reg.len = reg_len;
+		if (ioctl(ctl_, KVBLK_IOC_REGISTER_BUFFER, &reg) != 0) {
+			const int e = errno;
+			return fail(-e, "kmod: kvblk.ko refused to register %s [0x%llx, +%llu): %s (the kernel log "
+					"may say more)", what, ull(addr), ull(reg_len), errno_text(e).c_str());
+		}
+		bufs_[id] = KernelBuf{reg.buf_id, 0};
+		return 0;
 	}
 
 	void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept override
@@ -453,6 +499,7 @@ private:
 	};
 
 	int ctl_ = -1;
+	__u64 feat_ = 0;	/* KVBLK_IOC_GET_FEATURES */
 	uint64_t page_ = 4096;
 	uint64_t split_ = 0;		/* > 0: one kernel descriptor per command of this size */
 	uint32_t kernel_descs_ = kDefaultKernelDescs;

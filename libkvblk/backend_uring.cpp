@@ -282,7 +282,8 @@ private:
 		int64_t res = cqe->res;
 		if (w.seams) {
 			const testing::CommandInfo info{KVBLK_BACKEND_URING, w.dir == IoDir::write, s.obj,
-							s.cmd_off, s.len, s.done, s.attempt};
+							s.cmd_off, s.len, s.done, s.attempt,
+							w.objs[s.obj].offset};
 			res = testing::filter_completion(w.seams, info, res);
 		}
 		c.cmd_lat_hist[lat_bucket(now - s.t_submit)]++;

@@ -289,7 +289,7 @@ private:
 		int64_t res = cqe->res > 0 ? -EIO : cqe->res;
 		if (w.seams) {
 			const testing::CommandInfo info{KVBLK_BACKEND_URING_CMD, w.dir == IoDir::write, s.obj,
-							s.cmd_off, s.len, 0, s.attempt};
+							s.cmd_off, s.len, 0, s.attempt, w.objs[s.obj].offset};
 			res = testing::filter_completion(w.seams, info, res == 0 ? int64_t(s.len) : res);
 			res = res < 0 ? res : uint64_t(res) == s.len ? 0 : -EIO;
 		}

@@ -23,10 +23,11 @@ int BufferTable::reserve(int kind, uint8_t *base, uint64_t len, uint32_t *id)
 	return -ENOSPC;
 }
 
-void BufferTable::publish(uint32_t id, int32_t fixed_index)
+void BufferTable::publish(uint32_t id, int32_t fixed_index, uint32_t path)
 {
 	std::lock_guard<std::mutex> g(mu_);
 	slots_[id].fixed_index = fixed_index;
+	slots_[id].path = path;
 	slots_[id].state = RegisteredBuffer::State::live;
 }
 

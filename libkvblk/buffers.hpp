@@ -18,6 +18,7 @@ namespace kvblk::detail {
  * @base, @len:  the registered range.
  * @fixed_index: what Backend::register_buffer() returned (-1: plain I/O).
  * @pins:        batches running with this buffer (unregistration waits for none: -EBUSY).
+ * @path:        enum kvblk_path of loads into it (HOST; P2P or STAGED for device memory).
  */
 struct RegisteredBuffer {
 	enum class State : uint8_t { free, reserved, live };
@@ -27,6 +28,7 @@ struct RegisteredBuffer {
 	uint64_t len = 0;
 	int32_t fixed_index = -1;
 	uint32_t pins = 0;
+	uint32_t path = KVBLK_PATH_HOST;
 };
 
 /* Ids a batch pinned, one bit per buffer id. */
@@ -40,8 +42,8 @@ class BufferTable {
 public:
 	/* Reserve a free slot for [base, base+len). Returns 0 with *id, or -ENOSPC. */
 	int reserve(int kind, uint8_t *base, uint64_t len, uint32_t *id);
-	/* Make a reserved slot live. */
-	void publish(uint32_t id, int32_t fixed_index);
+	/* Make a reserved slot live; loads into it take @path. */
+	void publish(uint32_t id, int32_t fixed_index, uint32_t path = KVBLK_PATH_HOST);
 	/* Give a reserved slot back. */
 	void release(uint32_t id);
 	/*

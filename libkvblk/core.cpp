@@ -4,6 +4,7 @@
 #include "backend.hpp"
 #include "buffers.hpp"
 #include "last_error.hpp"
+#include "staging.hpp"
 #include "stats.hpp"
 #include "target.hpp"
 #include "testing.hpp"
@@ -32,6 +33,8 @@ struct kvblk_dev {
 	Stats stats;
 	std::mutex io_mutex;		/* one batch at a time */
 	std::vector<IoObject> objects;	/* the batch being served (under io_mutex) */
+	Stager stager;			/* staged path: engine and pool (pool under io_mutex) */
+	uint32_t staged_buffers = 0;	/* live staged buffers (under io_mutex) */
 };
 
 namespace {
@@ -48,6 +51,8 @@ constexpr const char *kBackendNames[KVBLK_BACKEND_MAX] = {
 };
 
 constexpr const char *kKmodNode = "/dev/kvblk";
+
+constexpr const char *kPathNames[KVBLK_PATH_MAX] = {"host", "p2p", "staged"};
 
 /* The backend to serve the device and why. */
 struct BackendChoice {
@@ -308,9 +313,10 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 		return fail(-EINVAL, "%s: n is 0", fn);
 
 	const uint64_t t0 = now_ns();
+	kvblk_path path = dev->backend->path();
 	if (info) {
 		info->backend = dev->backend->kind_for(dir);
-		info->path = dev->backend->path();
+		info->path = path;
 		info->bad_index = -1;
 		info->failed = 0;
 		info->bytes = 0;
@@ -338,13 +344,28 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 		int ret = validate_descs(dir, descs, n, lim, dev->buffers, dev->objects.data(), &pins, &bad);
 		if (ret)
 			return reject(dev, descs, n, results, info, ret, bad);
+		/* The batch's path: STAGED over P2P over the backend's own. */
+		for (uint32_t i = 0; i < n; i++) {
+			const uint32_t p = dev->objects[i].path;
+			if (p == KVBLK_PATH_HOST)
+				continue;
+			if (dir == IoDir::write) {
+				set_last_error("%s: descriptor %u: stores from device memory (buffer %u) are not "
+					       "supported", fn, i, descs[i].buf_id);
+				return reject(dev, descs, n, results, info, -EOPNOTSUPP, int32_t(i));
+			}
+			if (p == KVBLK_PATH_STAGED || path != KVBLK_PATH_STAGED)
+				path = kvblk_path(p);
+		}
+		if (info)
+			info->path = path;
 		dev->buffers.pin_locked(pins);
 	}
 
 	for (uint32_t i = 0; i < n; i++)
 		results[i] = kvblk_result{0, 0, 0, descs[i].tag};
 	Batch batch{dir, dev->objects.data(), n, results, {}};
-	int ret = dev->backend->run(batch);
+	int ret = path == KVBLK_PATH_STAGED ? dev->stager.run(*dev->backend, batch) : dev->backend->run(batch);
 	dev->buffers.unpin(pins);
 	if (ret)
 		return reject(dev, descs, n, results, info, ret, -1);
@@ -353,6 +374,7 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 	sum.backend = dev->backend->kind_for(dir);
 	sum.dir = dir;
 	sum.buffered = dev->target.buffered;
+	sum.path = path;
 	sum.objects = n;
 	uint32_t ok = 0, first_failed = n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -360,6 +382,7 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 		if (st == 0) {
 			ok++;
 			sum.bytes_ok += results[i].bytes;
+			sum.bytes_by_path[dev->objects[i].path] += results[i].bytes;
 			continue;
 		}
 		if (first_failed == n)
@@ -374,10 +397,13 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 	sum.elapsed_ns = now_ns() - t0;
 	dev->stats.record_batch(sum, batch.counters);
 
-	if (first_failed < n)
-		set_last_error("%s: descriptor %u (offset %llu, %llu bytes) failed: %s; %u of %u objects failed",
+	if (first_failed < n) {
+		const std::string &note = path == KVBLK_PATH_STAGED ? dev->stager.copy_note() : std::string();
+		set_last_error("%s: descriptor %u (offset %llu, %llu bytes) failed: %s; %u of %u objects failed%s%s",
 			       fn, first_failed, ull(descs[first_failed].offset), ull(descs[first_failed].length),
-			       errno_text(results[first_failed].status).c_str(), n - ok, n);
+			       errno_text(results[first_failed].status).c_str(), n - ok, n,
+			       note.empty() ? "" : "; staged path: ", note.c_str());
+	}
 	if (info) {
 		info->failed = n - ok;
 		info->bytes = sum.bytes_ok;
@@ -385,6 +411,47 @@ int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvb
 		info->elapsed_ns = sum.elapsed_ns;
 	}
 	return int(ok);
+}
+
+/*
+ * Register CUDA memory [base, base + len) in the reserved slot @slot: P2P when the backend
+ * can, else staged. 0, or -errno with the message set (the caller releases the slot).
+ */
+int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, uint32_t *path)
+{
+	const uint64_t addr = uint64_t(uintptr_t(base));
+	int ret = dev->backend->register_device_buffer(slot, KVBLK_MEM_CUDA, -1, addr, len);
+	if (ret == 0) {
+		*path = KVBLK_PATH_P2P;
+		return 0;
+	}
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	const bool kmod = dev->backend->kind() == KVBLK_BACKEND_KMOD;
+	const std::string why = last_error();
+
+	std::lock_guard<std::mutex> io(dev->io_mutex);
+	ret = dev->stager.ensure_engine();
+	if (ret)
+		return ret;
+	std::string bad;
+	ret = dev->stager.engine()->check_device_range(addr, len, &bad);
+	if (ret)
+		return fail(ret, "kvblk_register_buffer: KVBLK_MEM_CUDA range %p + %llu: %s", static_cast<void *>(base),
+			    ull(len), bad.c_str());
+	ret = dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
+				      dev->target.mem_align);
+	if (ret)
+		return ret;
+	dev->staged_buffers++;
+	if (kmod)
+		dev->stats.record_p2p_fallback();
+	*path = KVBLK_PATH_STAGED;
+	set_last_error("buffer %u: CUDA memory is loaded through the staged path (%s; %u pinned bounce buffers of "
+		       "%llu bytes, copies by %s)",
+		       slot, why.c_str(), dev->stager.buffers(), ull(dev->stager.buffer_bytes()),
+		       dev->stager.engine()->name().c_str());
+	return 0;
 }
 
 /* Copy @size bytes of @ours into a caller's struct of @caller_size bytes; zero the rest. */
@@ -396,6 +463,21 @@ void copy_out(void *caller, size_t caller_size, const void *ours, size_t size)
 }
 
 } // namespace
+
+namespace kvblk::detail {
+
+int fail_device_kind_of(kvblk_backend b, int kind) noexcept
+{
+	const char *name = b < KVBLK_BACKEND_MAX ? kBackendNames[b] : "unknown";
+	if (kind == KVBLK_MEM_DMABUF)
+		return fail(-EOPNOTSUPP,
+			    "dma-buf destinations need the kmod backend with a kvblk.ko that reports "
+			    "KVBLK_FEAT_MEM_DMABUF: backend %s has no CPU path into a dma-buf",
+			    name);
+	return fail(-EOPNOTSUPP, "backend %s cannot DMA into CUDA memory", name);
+}
+
+} // namespace kvblk::detail
 
 extern "C" {
 
@@ -412,6 +494,13 @@ int kvblk_check_version(int major, int minor) noexcept
 const char *kvblk_last_error(void) noexcept
 {
 	return last_error();
+}
+
+const char *kvblk_path_name(int path) noexcept
+{
+	if (path < 0 || path >= KVBLK_PATH_MAX)
+		return "unknown";
+	return kPathNames[path];
 }
 
 const char *kvblk_backend_name(int backend) noexcept
@@ -454,6 +543,7 @@ void kvblk_close(kvblk_dev *dev) noexcept
 {
 	if (!dev)
 		return;
+	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
 	close_target(&dev->target);
 	delete dev;
@@ -475,11 +565,14 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 	if (!dev || !addr || !id || len == 0)
 		return fail(-EINVAL, "kvblk_register_buffer: %s", !dev ? "NULL dev" : !addr ? "NULL addr" :
 								   !id	  ? "NULL id" : "len is 0");
-	if (kind == KVBLK_MEM_CUDA)
-		return fail(-EOPNOTSUPP, "kvblk_register_buffer: KVBLK_MEM_CUDA is not supported by this build "
-					 "(GPU support lands later)");
-	if (kind != KVBLK_MEM_HOST)
+	if (kind == KVBLK_MEM_DMABUF)
+		return fail(-EINVAL, "kvblk_register_buffer: register a dma-buf with kvblk_register_dmabuf()");
+	if (kind != KVBLK_MEM_HOST && kind != KVBLK_MEM_CUDA && kind != KVBLK_MEM_P2PDMA)
 		return fail(-EINVAL, "kvblk_register_buffer: unknown memory kind %d", kind);
+	const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+	if (kind == KVBLK_MEM_P2PDMA && (uintptr_t(addr) % page || len % page))
+		return fail(-EINVAL, "kvblk_register_buffer: P2PDMA range %p + %llu is not page aligned", addr,
+			    ull(len));
 	if (uintptr_t(addr) % dev->info.mem_align)
 		return fail(-EINVAL, "kvblk_register_buffer: address %p is not aligned to mem_align %u", addr,
 			    dev->info.mem_align);
@@ -492,6 +585,36 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 	if (dev->buffers.reserve(kind, base, len, &slot))
 		return fail(-ENOSPC, "kvblk_register_buffer: %u buffers are registered already (the limit)",
 			    kMaxBuffers);
+	if (kind == KVBLK_MEM_CUDA) {
+		uint32_t path = KVBLK_PATH_HOST;
+		int ret;
+		try {
+			ret = register_cuda(dev, slot, base, len, &path);
+		} catch (const std::bad_alloc &) {
+			ret = fail(-ENOMEM, "kvblk_register_buffer: out of memory");
+		}
+		if (ret) {
+			dev->buffers.release(slot);
+			return ret;
+		}
+		dev->buffers.publish(slot, -1, path);
+		*id = slot;
+		return 0;
+	}
+	if (kind == KVBLK_MEM_P2PDMA) {
+		/* kvblk.ko pins it per load; O_DIRECT reads DMA into it themselves. */
+		if (dev->backend->kind() == KVBLK_BACKEND_KMOD) {
+			const int ret = dev->backend->register_device_buffer(slot, KVBLK_MEM_P2PDMA, -1,
+									     uint64_t(uintptr_t(base)), len);
+			if (ret) {
+				dev->buffers.release(slot);
+				return ret;
+			}
+		}
+		dev->buffers.publish(slot, -1, KVBLK_PATH_P2P);
+		*id = slot;
+		return 0;
+	}
 	BufferRegistration reg = dev->backend->register_buffer(slot, base, len);
 	if (reg.fell_back) {
 		dev->stats.record_memlock_fallback();
@@ -499,6 +622,58 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 	}
 	dev->buffers.publish(slot, reg.fixed_index);
 	*id = slot;
+	return 0;
+}
+
+int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len, uint32_t *id) noexcept
+{
+	if (!dev || !id || fd < 0 || len == 0)
+		return fail(-EINVAL, "kvblk_register_dmabuf: %s", !dev ? "NULL dev" : !id ? "NULL id" :
+								  fd < 0 ? "fd < 0" : "len is 0");
+	const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+	uint64_t end;
+	if (offset % page || len % page)
+		return fail(-EINVAL, "kvblk_register_dmabuf: offset %llu and length %llu must be multiples of the "
+				     "page size %llu", ull(offset), ull(len), ull(page));
+	if (__builtin_add_overflow(offset, len, &end))
+		return fail(-EINVAL, "kvblk_register_dmabuf: offset %llu + length %llu overflows", ull(offset),
+			    ull(len));
+	uint32_t slot;
+	if (dev->buffers.reserve(KVBLK_MEM_DMABUF, nullptr, len, &slot))
+		return fail(-ENOSPC, "kvblk_register_dmabuf: %u buffers are registered already (the limit)",
+			    kMaxBuffers);
+	const int ret = dev->backend->register_device_buffer(slot, KVBLK_MEM_DMABUF, fd, offset, len);
+	if (ret) {
+		dev->buffers.release(slot);
+		return ret;
+	}
+	dev->buffers.publish(slot, -1, KVBLK_PATH_P2P);
+	*id = slot;
+	return 0;
+}
+
+int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) noexcept
+{
+	if (!dev)
+		return fail(-EINVAL, "kvblk_set_staging: NULL dev");
+	const uint32_t nb = buffers ? buffers : KVBLK_DEFAULT_STAGING_BUFFERS;
+	const uint64_t bb = buffer_bytes ? buffer_bytes : KVBLK_DEFAULT_STAGING_BUFFER_BYTES;
+	if (nb > KVBLK_MAX_STAGING_BUFFERS)
+		return fail(-EINVAL, "kvblk_set_staging: %u buffers is out of range 1..%u", nb,
+			    KVBLK_MAX_STAGING_BUFFERS);
+	if (bb < dev->target.logical_block_size || bb > KVBLK_MAX_STAGING_BUFFER_BYTES)
+		return fail(-EINVAL, "kvblk_set_staging: buffer_bytes %llu is out of range %u..%u", ull(bb),
+			    dev->target.logical_block_size, KVBLK_MAX_STAGING_BUFFER_BYTES);
+	try {
+		std::lock_guard<std::mutex> io(dev->io_mutex);
+		dev->stager.release_pool(*dev->backend, dev->buffers);
+		dev->stager.configure(nb, bb);
+		if (dev->staged_buffers)
+			return dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
+						       dev->target.mem_align);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_set_staging: out of memory");
+	}
 	return 0;
 }
 
@@ -513,6 +688,10 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
 	if (ret == -EBUSY)
 		return fail(ret, "kvblk_unregister_buffer: a load into buffer %u is running", id);
 	dev->backend->unregister_buffer(id, b.fixed_index);
+	if (b.path == KVBLK_PATH_STAGED) {
+		std::lock_guard<std::mutex> io(dev->io_mutex);
+		dev->staged_buffers--; /* the pool stays until close or kvblk_set_staging() */
+	}
 	dev->buffers.release(id);
 	return 0;
 }
@@ -541,13 +720,14 @@ int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
 {
 	if (!dev || !stats)
 		return fail(-EINVAL, "kvblk_get_stats: NULL %s", dev ? "stats" : "dev");
-	if (stats->stats_size < sizeof(*stats))
+	if (stats->stats_size < KVBLK_STATS_SIZE_V0_1)
 		return fail(-EINVAL, "kvblk_get_stats: stats_size %zu is smaller than %zu", stats->stats_size,
-			    sizeof(*stats));
+			    size_t(KVBLK_STATS_SIZE_V0_1));
 	kvblk_stats s{};
 	s.stats_size = sizeof(s);
 	dev->stats.snapshot(&s);
-	copy_out(stats, stats->stats_size, &s, sizeof(s));
+	s.staging_pool_bytes = dev->stager.pool_bytes();
+	copy_out(stats, stats->stats_size, &s, std::min(stats->stats_size, sizeof(s)));
 	return 0;
 }
 

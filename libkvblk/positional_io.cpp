@@ -31,7 +31,7 @@ int64_t issue(const PositionalIo &pio, uint8_t *mem, uint64_t len, uint64_t offs
 
 int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c) noexcept
 {
-	testing::CommandInfo info{pio.backend, pio.dir == IoDir::write, index, 0, 0, 0, 0};
+	testing::CommandInfo info{pio.backend, pio.dir == IoDir::write, index, 0, 0, 0, 0, obj.offset};
 
 	for (uint64_t cmd_off = 0; cmd_off < obj.length;) {
 		const uint64_t cmd_len = std::min(pio.cmd_bytes, obj.length - cmd_off);

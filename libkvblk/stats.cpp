@@ -19,6 +19,11 @@ void Stats::record_batch(const BatchSummary &s, const BatchCounters &c) noexcept
 		add(buffered_batches_, 1);
 	if (unsigned(s.backend) < KVBLK_BACKEND_MAX)
 		add(batches_by_backend_[s.backend], 1);
+	if (unsigned(s.path) < KVBLK_PATH_MAX)
+		add(batches_by_path_[s.path], 1);
+	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++)
+		add(bytes_by_path_[i], s.bytes_by_path[i]);
+	add(staged_copies_, c.staged_copies);
 	add(batch_lat_hist_[lat_bucket(s.elapsed_ns)], 1);
 	for (unsigned i = 0; i < KVBLK_LAT_BUCKETS; i++)
 		if (c.cmd_lat_hist[i])
@@ -53,6 +58,12 @@ void Stats::snapshot(kvblk_stats *out) const noexcept
 		out->batch_lat_hist[i] = get(batch_lat_hist_[i]);
 		out->cmd_lat_hist[i] = get(cmd_lat_hist_[i]);
 	}
+	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++) {
+		out->batches_by_path[i] = get(batches_by_path_[i]);
+		out->bytes_by_path[i] = get(bytes_by_path_[i]);
+	}
+	out->staged_copies = get(staged_copies_);
+	out->p2p_fallbacks = get(p2p_fallbacks_);
 }
 
 void Stats::reset() noexcept
@@ -60,10 +71,14 @@ void Stats::reset() noexcept
 	for (Counter *c : {&batches_, &objects_, &commands_, &bytes_read_, &bytes_written_,
 			   &rejected_batches_, &errors_io_, &errors_eagain_, &errors_other_,
 			   &eagain_retries_, &short_resubmits_, &memlock_fallbacks_, &buffered_batches_,
-			   &cq_overflows_, &inflight_peak_})
+			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_})
 		c->store(0, std::memory_order_relaxed);
 	for (Counter &c : batches_by_backend_)
 		c.store(0, std::memory_order_relaxed);
+	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++) {
+		batches_by_path_[i].store(0, std::memory_order_relaxed);
+		bytes_by_path_[i].store(0, std::memory_order_relaxed);
+	}
 	for (unsigned i = 0; i < KVBLK_LAT_BUCKETS; i++) {
 		batch_lat_hist_[i].store(0, std::memory_order_relaxed);
 		cmd_lat_hist_[i].store(0, std::memory_order_relaxed);

@@ -16,12 +16,14 @@ struct BatchSummary {
 	kvblk_backend backend;
 	IoDir dir;
 	bool buffered;
+	kvblk_path path;	/* the batch's path */
 	uint32_t objects;
 	uint64_t bytes_ok;	/* bytes of the objects that succeeded */
 	uint32_t errors_io;
 	uint32_t errors_eagain;
 	uint32_t errors_other;
 	uint64_t elapsed_ns;
+	uint64_t bytes_by_path[KVBLK_PATH_MAX];	/* bytes_ok by each object's own path */
 };
 
 class Stats {
@@ -31,6 +33,7 @@ public:
 	void record_batch(const BatchSummary &s, const BatchCounters &c) noexcept;
 	void record_rejected() noexcept { add(rejected_batches_, 1); }
 	void record_memlock_fallback() noexcept { add(memlock_fallbacks_, 1); }
+	void record_p2p_fallback() noexcept { add(p2p_fallbacks_, 1); }
 
 	/* Copy into @out (its stats_size already checked); */
 	void snapshot(kvblk_stats *out) const noexcept;
@@ -46,6 +49,9 @@ private:
 	Counter batches_by_backend_[KVBLK_BACKEND_MAX];
 	Counter batch_lat_hist_[KVBLK_LAT_BUCKETS];
 	Counter cmd_lat_hist_[KVBLK_LAT_BUCKETS];
+	Counter batches_by_path_[KVBLK_PATH_MAX];
+	Counter bytes_by_path_[KVBLK_PATH_MAX];
+	Counter staged_copies_, p2p_fallbacks_;
 };
 
 } // namespace kvblk::detail

@@ -9,6 +9,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+
+namespace kvblk::detail {
+class CopyEngine;
+}
 
 namespace kvblk::testing {
 
@@ -22,6 +27,8 @@ namespace kvblk::testing {
  * @cmd_length: bytes of the whole command.
  * @done:       bytes of it already transferred before this submission (short transfers).
  * @attempt:    0 for the first submission, +1 for every resubmission (short or -EAGAIN).
+ * @obj_offset: device (file) byte offset of its object, so that hooks can pick commands by
+ *              where they read (the staged path's reads are objects of its own batches).
  */
 struct CommandInfo {
 	kvblk_backend backend;
@@ -31,6 +38,7 @@ struct CommandInfo {
 	uint64_t cmd_length;
 	uint64_t done;
 	uint32_t attempt;
+	uint64_t obj_offset = 0;
 };
 
 /**
@@ -48,6 +56,10 @@ struct CommandInfo {
  * @uring_overcommit:  > 1: rings created after this keep overcommit * queue_depth commands in
  *                     flight with a completion queue of only queue_depth entries, and reap only
  *                     when it is full, so that completion-queue overflow really happens.
+ * @make_copy_engine:  when set, devices create their staged path's copy engine with it
+ *                     (at their first staged registration) instead of loading CUDA:
+ *                     typically a kvblk::detail::HostCopyEngine, whose "device memory" is
+ *                     host memory (libkvblk/copy_engine.hpp).
  */
 struct Seams {
 	std::function<int64_t(const CommandInfo &, int64_t)> on_complete;
@@ -55,6 +67,7 @@ struct Seams {
 	std::function<int(const char *path)> on_open_direct;
 	const char *kmod_node = nullptr;
 	uint32_t uring_overcommit = 0;
+	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;
 };
 
 namespace internal {

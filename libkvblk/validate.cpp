@@ -51,6 +51,7 @@ int check_one(IoDir dir, uint32_t i, const kvblk_desc &d, const ValidationLimits
 		mem = b->base + d.addr;
 		obj->fixed_index = b->fixed_index;
 		obj->buf_offset = d.addr;
+		obj->path = b->path;
 	} else {
 		if (d.addr == 0)
 			return fail(-EINVAL, "descriptor %u: %s address is NULL", i, mem_word);
@@ -61,6 +62,7 @@ int check_one(IoDir dir, uint32_t i, const kvblk_desc &d, const ValidationLimits
 		mem = reinterpret_cast<uint8_t *>(uintptr_t(d.addr));
 		obj->fixed_index = -1;
 		obj->buf_offset = 0;
+		obj->path = KVBLK_PATH_HOST;
 	}
 	if (uintptr_t(mem) % lim.mem_align)
 		return fail(-EINVAL, "descriptor %u: %s address %p is not aligned to mem_align %u", i,

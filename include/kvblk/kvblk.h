@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define KVBLK_VERSION_MAJOR 0
-#define KVBLK_VERSION_MINOR 1
+#define KVBLK_VERSION_MINOR 2
 #define KVBLK_VERSION_PATCH 0
 
 /** kvblk_version() - "MAJOR.MINOR.PATCH" of the loaded library. */
@@ -252,12 +252,25 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
 
 /**
  * enum kvblk_mem_kind - kind of a registered destination.
- * @KVBLK_MEM_HOST: host memory (any user mapping).
- * @KVBLK_MEM_CUDA: CUDA device memory; -EOPNOTSUPP until GPU support lands.
+ * @KVBLK_MEM_HOST:   host memory (any user mapping).
+ * @KVBLK_MEM_CUDA:   CUDA device memory (a device address from cudaMalloc() or
+ *                    the driver API; since 0.2). Loaded by DMA straight into it
+ *                    (KVBLK_PATH_P2P) on a kmod device whose kvblk.ko reports
+ *                    KVBLK_FEAT_MEM_CUDA, else through the staged path
+ *                    (KVBLK_PATH_STAGED): see kvblk_register_buffer().
+ * @KVBLK_MEM_DMABUF: a byte range of a dma-buf; registered with
+ *                    kvblk_register_dmabuf() only (since 0.2).
+ * @KVBLK_MEM_P2PDMA: a user mapping of PCI P2PDMA memory, e.g. an mmap() of
+ *                    /sys/bus/pci/devices/<bdf>/p2pmem/allocate (a device BAR
+ *                    on kernels with CONFIG_PCI_P2PDMA; since 0.2). NVMe DMA
+ *                    goes straight into it (KVBLK_PATH_P2P): see
+ *                    kvblk_register_buffer().
  */
 enum kvblk_mem_kind {
 	KVBLK_MEM_HOST = 0,
 	KVBLK_MEM_CUDA = 1,
+	KVBLK_MEM_DMABUF = 2,
+	KVBLK_MEM_P2PDMA = 3,
 };
 
 /** Buffer id meaning "addr is a plain host pointer, not a registered buffer". */
@@ -266,8 +279,9 @@ enum kvblk_mem_kind {
 /**
  * kvblk_register_buffer() - register a destination once, use it in many loads.
  * @dev:  device.
- * @kind: enum kvblk_mem_kind.
- * @addr: start, aligned to kvblk_dev_info.mem_align.
+ * @kind: KVBLK_MEM_HOST, KVBLK_MEM_CUDA or KVBLK_MEM_P2PDMA.
+ * @addr: start, aligned to kvblk_dev_info.mem_align (a CUDA device address
+ *        for KVBLK_MEM_CUDA).
  * @len:  bytes, > 0.
  * @id:   receives the buffer id (small integer, never KVBLK_BUF_NONE).
  *
@@ -278,13 +292,89 @@ enum kvblk_mem_kind {
  * names the limit), the buffer still works (plain reads; kmod: per-call
  * registration as for plain pointers) and stats.memlock_fallbacks counts it;
  * the call then returns 0 and kvblk_last_error() holds that message. At most
- * 1024 buffers per device.
- * Errors: -EINVAL NULL/zero/misaligned argument or unknown kind;
- * -EOPNOTSUPP kind not supported by this build or backend; -ENOSPC too many
- * buffers; -ENOMEM.
+ * 1024 buffers per device (the staging pool below takes up to
+ * KVBLK_MAX_STAGING_BUFFERS of them).
+ *
+ * KVBLK_MEM_CUDA (since 0.2). On a kmod device whose kvblk.ko reports
+ * KVBLK_FEAT_MEM_CUDA the range is registered with the module (nvidia-p2p):
+ * @addr must be 64 KiB aligned (the GPU page size), the range is rounded up to
+ * a multiple of 64 KiB and must lie inside one allocation; loads DMA straight
+ * into it and report KVBLK_PATH_P2P. If the module refuses, the call fails
+ * with its errno (no fallback). Everywhere else (userspace backends, or a
+ * kvblk.ko without KVBLK_FEAT_MEM_CUDA) the buffer is served by the staged
+ * path: reads go into a pool of pinned host bounce buffers through the
+ * device's backend and are copied to the GPU with cudaMemcpyAsync, reads and
+ * copies overlapping; loads report KVBLK_PATH_STAGED and stats count them. The
+ * call then returns 0 with kvblk_last_error() saying that the buffer is staged
+ * and why; a kmod device also counts it in stats.p2p_fallbacks. The CUDA
+ * runtime is loaded with dlopen() on first use ($KVBLK_CUDART, then
+ * libcudart.so.13, libcudart.so.12, libcudart.so); the first staged
+ * registration allocates the pool (kvblk_set_staging()), which may wait for a
+ * load running on another thread. Stores from CUDA buffers are not supported.
+ *
+ * KVBLK_MEM_P2PDMA (since 0.2): @addr and @len page aligned. On a kmod device
+ * the range goes to the module (it must report KVBLK_FEAT_MEM_P2PDMA, else
+ * -EOPNOTSUPP: no fallback), which checks it is P2PDMA memory the NVMe
+ * controller can reach and pins it per load (the kernel forbids long-term
+ * pins of P2PDMA pages). The other backends read into it with O_DIRECT, the
+ * kernel's block layer doing the peer-to-peer DMA (never an io_uring fixed
+ * buffer, which would need a long-term pin). Loads report KVBLK_PATH_P2P.
+ * Errors: -EINVAL NULL/zero/misaligned argument, unknown kind, or (CUDA)
+ * @addr is not CUDA device memory; -EOPNOTSUPP kind not supported by this
+ * backend or build, or (CUDA, staged) no CUDA runtime could be loaded:
+ * kvblk_last_error() says "CUDA runtime not found (tried ...)"; -ENODEV
+ * (CUDA, staged) the runtime found no GPU; -ENOSPC too many buffers; -ENOMEM
+ * (also: the bounce buffers could not be allocated or page-locked); kmod P2P
+ * registrations also the errors of KVBLK_IOC_REGISTER_BUFFER
+ * (include/uapi/linux/kvblk.h).
  */
 int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len,
 			  uint32_t *id) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_register_dmabuf() - register a byte range of a dma-buf as a destination (since 0.2).
+ * @dev:    device.
+ * @fd:     the dma-buf's file descriptor (kept open by the caller; kvblk.ko
+ *          holds its own reference while registered).
+ * @offset: byte offset into the dma-buf, a multiple of the page size.
+ * @len:    bytes, > 0, a multiple of the page size.
+ * @id:     receives the buffer id; descriptors address it with offsets from 0.
+ *
+ * Only kvblk.ko can DMA into a dma-buf: the device must use the kmod backend
+ * and the module must report KVBLK_FEAT_MEM_DMABUF. Loads into it report
+ * KVBLK_PATH_P2P. There is no staged path (no CPU view of a dma-buf is used).
+ * Errors: -EINVAL NULL @dev/@id, @fd < 0, zero @len, @offset or @len not page
+ * aligned, overflow; -EOPNOTSUPP the backend is not kmod or the module lacks
+ * KVBLK_FEAT_MEM_DMABUF (kvblk_last_error() says which); -ENOSPC too many
+ * buffers; -ENOMEM; and the errors of KVBLK_IOC_REGISTER_BUFFER for
+ * KVBLK_MEM_DMABUF (-EBADF not a dma-buf, ...).
+ */
+int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len,
+			  uint32_t *id) KVBLK_NOEXCEPT;
+
+/* Staging pool defaults and limits (kvblk_set_staging()). */
+#define KVBLK_DEFAULT_STAGING_BUFFERS		4u
+#define KVBLK_DEFAULT_STAGING_BUFFER_BYTES	(8u << 20)
+#define KVBLK_MAX_STAGING_BUFFERS		64u
+#define KVBLK_MAX_STAGING_BUFFER_BYTES		(1u << 30)
+
+/**
+ * kvblk_set_staging() - size the staged path's bounce-buffer pool (since 0.2).
+ * @dev:          device.
+ * @buffers:      bounce buffers (each its own copy stream), 1..64; 0 = default 4.
+ * @buffer_bytes: bytes per buffer (the largest read into one; rounded down to
+ *                a multiple of logical_block_size, at least one block),
+ *                logical_block_size..1 GiB; 0 = default 8 MiB.
+ *
+ * Staged loads never hold more than @buffers * @buffer_bytes of bounce memory
+ * (rounded up to pages); stats.staging_pool_bytes shows what is allocated. A
+ * pool that exists is freed (after the running load, if any) and allocated
+ * again with the new size at once when staged buffers are registered, else at
+ * the next staged registration.
+ * Errors: -EINVAL NULL @dev or a value out of range; -ENOMEM, -EOPNOTSUPP,
+ * -ENODEV as for the staged registration that reallocates the pool.
+ */
+int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) KVBLK_NOEXCEPT;
 
 /**
  * kvblk_unregister_buffer() - forget a buffer id.
@@ -326,7 +416,11 @@ struct kvblk_desc {
  *          (reset, removal; a retry may succeed); -ENOMEM, -EOPNOTSUPP or
  *          -EFAULT its plain destination could not be registered with
  *          kvblk.ko (RLIMIT_MEMLOCK, a file mapping, unmapped memory);
- *          -EINTR the caller was being killed.
+ *          -EINTR the caller was being killed. Staged loads (CUDA
+ *          destinations) also: -EIO when a copy to the device failed; CUDA
+ *          reports copy errors per stream, so this fails every object with a
+ *          piece in that bounce buffer's fill (small objects share a buffer;
+ *          kvblk_last_error() carries the CUDA error text).
  * @reserved: 0.
  * @bytes:  bytes transferred: @length on success, 0 on failure.
  * @tag:    the descriptor's tag.
@@ -338,19 +432,28 @@ struct kvblk_result {
 	uint64_t tag;
 };
 
-/** enum kvblk_path - where the data went. */
+/**
+ * enum kvblk_path - where the data went. A batch's path is STAGED when any of
+ * its objects was staged, else P2P when any went straight into device
+ * memory, else HOST.
+ */
 enum kvblk_path {
 	KVBLK_PATH_HOST = 0,	/* DMA into host memory */
 	KVBLK_PATH_P2P = 1,	/* DMA straight into device (GPU) memory */
 	KVBLK_PATH_STAGED = 2,	/* host bounce, then a copy to the device */
+	KVBLK_PATH_MAX
 };
+
+/** kvblk_path_name() - "host", "p2p", "staged"; "unknown" when out of range (since 0.2). */
+const char *kvblk_path_name(int path) KVBLK_NOEXCEPT;
 
 /**
  * struct kvblk_batch_info - optional per-call report.
  * @info_size:  sizeof(struct kvblk_batch_info), set by the caller.
  * @backend:    enum kvblk_backend that served this call (uring for stores
- *              on a kmod device).
- * @path:       enum kvblk_path.
+ *              on a kmod device); for a staged call, the backend that read
+ *              into the bounce buffers.
+ * @path:       enum kvblk_path of the call (see enum kvblk_path).
  * @bad_index:  index of the first rejected descriptor when the call returns
  *              -EINVAL, -ERANGE or -ENOENT because of one; -1 otherwise.
  * @failed:     descriptors with status != 0.
@@ -388,6 +491,7 @@ struct kvblk_batch_info {
  *            not a multiple of logical_block_size, zero length, address not
  *            aligned to mem_align, offset + length overflows, registered
  *            buffer range exceeded, flags not 0;
+ *  -EOPNOTSUPP (kvblk_store_many()) a descriptor's source is device memory;
  *  -ENOENT   a descriptor names an unregistered buffer id;
  *  -ERANGE   a descriptor reaches past the end of the device or file;
  *  -E2BIG    @n > max_descs;
@@ -438,6 +542,20 @@ int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  * @batches_by_backend: batches per enum kvblk_backend that served them.
  * @batch_lat_hist:    per-batch latency histogram (see KVBLK_LAT_BUCKETS).
  * @cmd_lat_hist:      per-command latency histogram (uring backends only).
+ *
+ * Since 0.2 (a caller built against 0.1 passes the smaller stats_size and
+ * gets the fields above):
+ * @batches_by_path:    batches per enum kvblk_path they reported.
+ * @bytes_by_path:      bytes of succeeded objects per enum kvblk_path of their
+ *                      own destination (a staged batch's host objects count
+ *                      as host).
+ * @staged_copies:      host-to-device copies issued by the staged path (one
+ *                      per bounce-buffer fill).
+ * @staging_pool_bytes: bounce memory allocated now (a level, not reset):
+ *                      at most buffers * buffer_bytes of kvblk_set_staging(),
+ *                      rounded up to pages.
+ * @p2p_fallbacks:      CUDA registrations on a kmod device that are staged
+ *                      because kvblk.ko lacks KVBLK_FEAT_MEM_CUDA.
  */
 struct kvblk_stats {
 	size_t stats_size;
@@ -459,11 +577,21 @@ struct kvblk_stats {
 	uint64_t batches_by_backend[KVBLK_BACKEND_MAX];
 	uint64_t batch_lat_hist[KVBLK_LAT_BUCKETS];
 	uint64_t cmd_lat_hist[KVBLK_LAT_BUCKETS];
+	uint64_t batches_by_path[KVBLK_PATH_MAX];
+	uint64_t bytes_by_path[KVBLK_PATH_MAX];
+	uint64_t staged_copies;
+	uint64_t staging_pool_bytes;
+	uint64_t p2p_fallbacks;
 };
+
+/* sizeof(struct kvblk_stats) of 0.1: the smallest stats_size accepted. */
+#define KVBLK_STATS_SIZE_V0_1 (offsetof(struct kvblk_stats, batches_by_path))
 
 /**
  * kvblk_get_stats() - copy the counters; set stats->stats_size first.
- * Errors: -EINVAL NULL argument or stats_size too small.
+ * A stats_size between KVBLK_STATS_SIZE_V0_1 and sizeof(struct kvblk_stats)
+ * gets the first stats_size bytes; bytes beyond what this library knows are zeroed.
+ * Errors: -EINVAL NULL argument or stats_size below KVBLK_STATS_SIZE_V0_1.
  */
 int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) KVBLK_NOEXCEPT;
 

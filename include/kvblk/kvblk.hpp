@@ -109,7 +109,7 @@ enum class Backend : uint32_t {
 }
 
 /** enum kvblk_mem_kind as a scoped enum. */
-enum class MemKind : int { host = KVBLK_MEM_HOST, cuda = KVBLK_MEM_CUDA };
+enum class MemKind : int { host = KVBLK_MEM_HOST, cuda = KVBLK_MEM_CUDA, dmabuf = KVBLK_MEM_DMABUF };
 
 /** kvblk::Options - kvblk_open_opts with names; 0 means the library default. */
 struct Options {
@@ -293,6 +293,23 @@ public:
 		uint32_t id = KVBLK_BUF_NONE;
 		detail::check(kvblk_register_buffer(dev_, int(kind), addr, len, &id), "kvblk_register_buffer");
 		return Buffer(dev_, id, addr, len);
+	}
+
+	/**
+	 * Register bytes [offset, offset+len) of dma-buf @fd (kmod backend only; throws Error).
+	 * The Buffer's address is null: descriptors give offsets into the registered range.
+	 */
+	[[nodiscard]] Buffer register_dmabuf(int fd, uint64_t offset, uint64_t len)
+	{
+		uint32_t id = KVBLK_BUF_NONE;
+		detail::check(kvblk_register_dmabuf(dev_, fd, offset, len, &id), "kvblk_register_dmabuf");
+		return Buffer(dev_, id, nullptr, len);
+	}
+
+	/** Size the staged path's bounce-buffer pool (0: default); throws Error. */
+	void set_staging(uint32_t buffers, uint64_t buffer_bytes)
+	{
+		detail::check(kvblk_set_staging(dev_, buffers, buffer_bytes), "kvblk_set_staging");
 	}
 
 	/**

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// libkvblk.so as a program links it: every public symbol exported at node KVBLK_0.1,
+// libkvblk.so as a program links it: every public symbol exported at its node (KVBLK_0.1, KVBLK_0.2),
 // nothing of the C++ internals exported, and the C header compiled as C against it.
 #include <kvblk/kvblk.h>
 
@@ -20,6 +20,9 @@ const char *const kPublic[] = {
 	"kvblk_store_many",	 "kvblk_get_stats",	  "kvblk_reset_stats",
 };
 
+/* Added in 0.2 (GPU destinations). */
+const char *const kPublic02[] = {"kvblk_register_dmabuf", "kvblk_set_staging", "kvblk_path_name"};
+
 struct Handle {
 	void *h = dlopen(KVBLK_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
 	~Handle()
@@ -39,6 +42,16 @@ TEST(AbiTest, public_symbols_are_versioned_kvblk_0_1)
 	}
 }
 
+TEST(AbiTest, symbols_of_0_2_are_versioned_kvblk_0_2)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	for (const char *name : kPublic02) {
+		EXPECT_NE(dlvsym(lib.h, name, "KVBLK_0.2"), nullptr) << name;
+		EXPECT_EQ(dlvsym(lib.h, name, "KVBLK_0.1"), nullptr) << name;
+	}
+}
+
 TEST(AbiTest, internals_are_not_exported)
 {
 	Handle lib;
@@ -54,7 +67,7 @@ TEST(AbiTest, linked_program_uses_the_shared_library)
 	ASSERT_NE(dladdr(reinterpret_cast<void *>(&kvblk_open), &where), 0);
 	EXPECT_NE(std::string(where.dli_fname).find("libkvblk.so"), std::string::npos) << where.dli_fname;
 	EXPECT_EQ(KVBLK_CHECK_VERSION(), 1);
-	EXPECT_STREQ(kvblk_version(), "0.1.0");
+	EXPECT_STREQ(kvblk_version(), "0.2.0");
 }
 
 TEST(AbiTest, c_caller_through_the_shared_library)

@@ -172,7 +172,9 @@ TEST_F(CxxWrapperTest, buffer_raii_and_moves)
 		(void)dev.register_buffer(mem.data(), 4096, kvblk::MemKind::cuda);
 		FAIL() << "no exception";
 	} catch (const kvblk::Error &e) {
-		EXPECT_EQ(e.errno_value(), EOPNOTSUPP);
+		/* No CUDA runtime, no GPU, or host memory is not device memory. */
+		EXPECT_TRUE(e.errno_value() == EOPNOTSUPP || e.errno_value() == ENODEV || e.errno_value() == EINVAL)
+			<< e.what();
 	}
 
 	kvblk::Device moved = std::move(dev);

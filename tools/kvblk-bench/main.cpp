@@ -17,12 +17,15 @@
 
 #include <kvblk/kvblk.h>
 
+#include "cuda_dest.hpp"
+#include "p2pdma_dest.hpp"
 #include "fio.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 #include "store.hpp"
 
 using namespace kvblk_bench;
+using namespace kvblk_tools;
 
 namespace {
 
@@ -58,7 +61,7 @@ int main(int argc, char **argv)
 	unsigned repeat = 1, fio_runtime = 10;
 	uint64_t buffer_mib = 4096;
 	bool no_fio = false, no_fio_fixedbufs = false, fio_batch = false, quiet = false, keep = false, recreate = false;
-	std::string output = "normal";
+	std::string output = "normal", dest = "host";
 	int latency = 0;
 
 	const std::string g_store = "Store", g_loads = "Loads", g_fio = "Ceiling (fio)", g_out = "Output";
@@ -114,6 +117,17 @@ int main(int argc, char **argv)
 		       "Host memory loaded back to back before it is verified (whole batches, at least one)")
 		->capture_default_str()
 		->check(CLI::PositiveNumber)
+		->group(g_loads);
+	app.add_option("--dest", dest,
+		       "Load into host memory; into CUDA device memory (staged through pinned host buffers, "
+		       "or P2P with kvblk.ko); or into P2PDMA memory, p2pdma:FILE with FILE a "
+		       "/sys/bus/pci/devices/<bdf>/p2pmem/allocate file (a device BAR). The path is reported")
+		->check([](const std::string &v) {
+			return v == "host" || v == "cuda" || (v.rfind("p2pdma:", 0) == 0 && v.size() > 7)
+				       ? std::string()
+				       : std::string("must be host, cuda or p2pdma:FILE");
+		})
+		->capture_default_str()
 		->group(g_loads);
 	app.add_option("--repeat", repeat, "Rounds (fio sweep + one pass of every setting); medians are reported")
 		->capture_default_str()
@@ -245,6 +259,18 @@ int main(int argc, char **argv)
 	if (!buf) {
 		err(fmt::format("cannot allocate a {}-byte load buffer (see --buffer-mib)", window_bytes(rep.run)));
 		return kExitSetup;
+	}
+	std::unique_ptr<DeviceWindow> dest_window;
+	if (dest == "cuda")
+		dest_window = CudaWindow::create(window_bytes(rep.run), &why);
+	else if (dest.rfind("p2pdma:", 0) == 0)
+		dest_window = P2pdmaWindow::create(dest.substr(7), window_bytes(rep.run), &why);
+	if (dest != "host") {
+		if (!dest_window) {
+			err(fmt::format("--dest {}: {}", dest, why));
+			return kExitSetup;
+		}
+		rep.run.dest = dest_window.get();
 	}
 
 	// Rounds. In each, the fio points and the settings alternate (fio QD1,

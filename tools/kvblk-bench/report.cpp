@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "report.hpp"
 
+#include "cuda_dest.hpp"
+#include "dest_window.hpp"
+
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
@@ -210,6 +213,7 @@ std::string render_text(const Report &r)
 			 "{} objects ({:.3f} GB) loaded back to back, then verified",
 			 std::min<uint64_t>(r.run.batch_objects, r.store.objects), size_str(r.run.cmd_bytes), window,
 			 double(window * r.store.object_bytes) / kGB));
+	line(r.run.dest ? "Destination: " + r.run.dest->describe() : std::string("Destination: host memory"));
 	line(fmt::format("Rounds: {} (fio points and settings alternate: fio, setting, fio, setting, ...){}",
 			 r.run.repeat, r.run.repeat > 1 ? "; medians shown" : ""));
 	line("");
@@ -244,17 +248,17 @@ std::string render_text(const Report &r)
 	line("");
 
 	// The table.
-	const std::string hdr = fmt::format("{:<11} {:>7} {:>5} {:>8} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} {:>8} "
-					    "{:>9} {:>8}",
-					    "Backend", "Workers", "QD", "Objects", "Obj MiB", "GB/s", "Objects/s", "p50 ms",
+	const std::string hdr = fmt::format("{:<11} {:<6} {:>7} {:>5} {:>8} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9} "
+					    "{:>8} {:>9} {:>8}",
+					    "Backend", "Path", "Workers", "QD", "Objects", "Obj MiB", "GB/s", "Objects/s", "p50 ms",
 					    "p99 ms", "CPU s/GB", "RSS MiB", "x Ceiling", "Verified");
 	line(hdr);
 	line(std::string(hdr.size(), '='));
 	for (const RunResult &x : r.results) {
 		std::string backend = x.backend.empty() ? x.requested_backend : x.backend;
-		line(fmt::format("{:<11} {:>7} {:>5} {:>8} {:>8.2f} {:>8.3f} {:>10.1f} {:>9.2f} {:>9.2f} {:>9.3f} "
-				 "{:>8.1f} {:>9} {:>8}",
-				 backend, x.workers, x.queue_depth, x.objects, double(x.object_bytes) / kMiB, x.gbps,
+		line(fmt::format("{:<11} {:<6} {:>7} {:>5} {:>8} {:>8.2f} {:>8.3f} {:>10.1f} {:>9.2f} {:>9.2f} "
+				 "{:>9.3f} {:>8.1f} {:>9} {:>8}",
+				 backend, x.path_mixed ? "mixed" : x.path.empty() ? "-" : x.path, x.workers, x.queue_depth, x.objects, double(x.object_bytes) / kMiB, x.gbps,
 				 x.objects_per_s, x.p50_ms, x.p99_ms, x.cpu_s_per_gb, x.peak_rss_mib,
 				 fmt_opt(fraction_of_ceiling(r.fio, x.gbps)), x.verified ? "yes" : "NO"));
 	}
@@ -269,6 +273,11 @@ std::string render_text(const Report &r)
 					 x.backend_reason));
 		if (x.requested_backend == "auto")
 			line(fmt::format("  auto chose {}: {}", x.backend, x.backend_reason));
+		if (x.path_mixed || x.path == "staged")
+			line(fmt::format("  {}: path {}: {} host-to-device copies; {}", setting_name(x),
+					 x.path_mixed ? "mixed" : x.path, x.staged_copies, x.dest_note));
+		else if (x.path == "p2p")
+			line(fmt::format("  {}: path p2p: NVMe DMA straight into device memory", setting_name(x)));
 		if (x.gbps_repeats.size() > 1)
 			line(fmt::format("  {}: GB/s{}", setting_name(x), runs_str(x.gbps_repeats).substr(6)));
 		if (x.memlock_fallbacks || x.buffered_batches || x.eagain_retries || x.short_resubmits || x.cq_overflows)
@@ -386,6 +395,10 @@ nlohmann::json render_json(const Report &r)
 		{"batch_objects", r.run.batch_objects},
 		{"window_objects", std::min<uint64_t>(r.run.window_objects, r.store.objects)},
 		{"repeat", r.run.repeat},
+		{"dest", r.run.dest ? r.run.dest->name() : std::string("host")},
+		{"cuda_runtime", dynamic_cast<const CudaWindow *>(r.run.dest)
+					 ? json(static_cast<const CudaWindow *>(r.run.dest)->runtime())
+					 : json(nullptr)},
 	};
 
 	const int best = r.fio.best();
@@ -435,6 +448,10 @@ nlohmann::json render_json(const Report &r)
 			{"requested_backend", x.requested_backend},
 			{"backend_mixed", x.backend_mixed},
 			{"backend_reason", x.backend_reason},
+			{"path", x.path.empty() ? json(nullptr) : json(x.path)},
+			{"path_mixed", x.path_mixed},
+			{"staged_copies", x.staged_copies},
+			{"dest_note", x.dest_note.empty() ? json(nullptr) : json(x.dest_note)},
 			{"workers", x.workers},
 			{"queue_depth", x.queue_depth},
 			{"cmd_bytes", x.cmd_bytes},

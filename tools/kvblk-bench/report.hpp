@@ -17,6 +17,11 @@
 
 namespace kvblk_bench {
 
+// The fio ceiling lives in tools/common (shared with kvblkctl probe).
+using kvblk_tools::FioConfig;
+using kvblk_tools::FioPoint;
+using kvblk_tools::FioSweep;
+
 inline constexpr int kSchemaVersion = 1;
 
 // Targets of issue 2, measured in one run.

@@ -10,6 +10,7 @@
 
 #include <fmt/core.h>
 
+#include "dest_window.hpp"
 #include "progress.hpp"
 #include "store.hpp"
 
@@ -131,13 +132,18 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 					     slots * slot_bytes));
 		return -EINVAL;
 	}
+	uint8_t *window_mem = cfg.dest ? cfg.dest->data() : reinterpret_cast<uint8_t *>(buf.data());
+	const int kind = cfg.dest ? cfg.dest->kind() : KVBLK_MEM_HOST;
 	for (uint64_t i = 0; i < slots; i++) {
 		uint32_t id = KVBLK_BUF_NONE;
-		if ((r = kvblk_register_buffer(dev.d, KVBLK_MEM_HOST, buf.data() + i * slot_bytes, slot_bytes, &id)) < 0) {
-			report(cfg, res, fmt::format("kvblk_register_buffer({} bytes): {} ({})", slot_bytes,
+		if ((r = kvblk_register_buffer(dev.d, kind, window_mem + i * slot_bytes, slot_bytes, &id)) < 0) {
+			report(cfg, res, fmt::format("kvblk_register_buffer({} bytes{}): {} ({})", slot_bytes,
+						     cfg.dest ? ", " + cfg.dest->name() : std::string(),
 						     std::strerror(-r), kvblk_last_error()));
 			return r;
 		}
+		if (cfg.dest && i == 0)
+			res.dest_note = kvblk_last_error();
 		dev.ids.push_back(id);
 	}
 	{
@@ -156,12 +162,17 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 	Progress bar(cfg.progress, label, total);
 	reset_peak_rss();
 	kvblk_reset_stats(dev.d);
-	int first_backend = -1;
+	int first_backend = -1, first_path = -1;
 	uint64_t done = 0;
+	std::string dest_err;
 
 	for (uint64_t w0 = 0; w0 < cfg.objects; w0 += window) {
 		const uint64_t wcount = std::min(window, cfg.objects - w0);
 		poison(buf.data(), size_t(wcount * cfg.object_bytes));
+		if (cfg.dest && cfg.dest->from_host(buf.data(), 0, wcount * cfg.object_bytes, &dest_err) < 0) {
+			report(cfg, res, dest_err);
+			return -EIO;
+		}
 
 		// Load the window with back-to-back calls.
 		const uint64_t c0 = process_cpu_ns(), t0 = now_ns();
@@ -195,13 +206,23 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 			} else if (int(bi.backend) != first_backend) {
 				res.backend_mixed = true;
 			}
+			if (r >= 0 && first_path < 0) {
+				first_path = int(bi.path);
+				res.path = kvblk_path_name(first_path);
+			} else if (r >= 0 && int(bi.path) != first_path) {
+				res.path_mixed = true;
+			}
 			done += count * cfg.object_bytes;
 			bar.update(done, pass.load_ns + (t_end - t0));
 		}
 		pass.load_ns += t_end - t0;
 		pass.cpu_ns += process_cpu_ns() - c0;
 
-		// Then verify it, outside the timed region.
+		// Then verify it, outside the timed region (device memory: copied back first).
+		if (cfg.dest && cfg.dest->to_host(buf.data(), 0, wcount * cfg.object_bytes, &dest_err) < 0) {
+			report(cfg, res, dest_err);
+			return -EIO;
+		}
 		for (uint64_t b0 = 0, slot = 0; b0 < wcount; b0 += per_batch, slot++) {
 			if (!call_ok[slot])
 				continue;
@@ -282,6 +303,7 @@ void summarize(RunResult &res)
 	res.buffered_batches = m.stats.buffered_batches;
 	res.cq_overflows = m.stats.cq_overflows;
 	res.inflight_peak = m.stats.inflight_peak;
+	res.staged_copies = m.stats.staged_copies;
 	std::copy(std::begin(m.stats.cmd_lat_hist), std::end(m.stats.cmd_lat_hist), res.cmd_lat_hist.begin());
 }
 

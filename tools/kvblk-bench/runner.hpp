@@ -24,6 +24,8 @@
 
 namespace kvblk_bench {
 
+class DeviceWindow;
+
 struct RunConfig {
 	std::string path;
 	uint64_t objects = 0;
@@ -34,6 +36,9 @@ struct RunConfig {
 	unsigned repeat = 1;
 	bool progress = false;
 	unsigned max_reports = 5;      // mismatch/failure messages printed per setting
+	// --dest cuda|p2pdma: the window is this device memory (registrations of its kind) and is
+	// copied back into the host buffer for verification; nullptr: host memory.
+	const DeviceWindow *dest = nullptr;
 };
 
 struct Setting {
@@ -60,6 +65,9 @@ struct RunResult {
 	std::string backend;	    // served every batch (kvblk_batch_info.backend)
 	bool backend_mixed = false; // batches were served by more than one backend
 	std::string backend_reason; // kvblk_dev_info.backend_reason
+	std::string path;	    // kvblk_batch_info.path of the batches: host, p2p, staged
+	bool path_mixed = false;    // batches reported more than one path
+	std::string dest_note;	    // --dest: what the first registration said (CUDA: staged and why)
 	uint32_t workers = 0;	    // effective rings/threads (1 for psync)
 	uint32_t queue_depth = 0;   // commands in flight per ring (uring), threads (threadpool), 1 (psync)
 	uint64_t cmd_bytes = 0;	    // effective max_cmd_bytes
@@ -85,6 +93,7 @@ struct RunResult {
 	uint64_t buffered_batches = 0;
 	uint64_t cq_overflows = 0;
 	uint64_t inflight_peak = 0;
+	uint64_t staged_copies = 0;   // host-to-device copies of the staged path
 	std::array<uint64_t, KVBLK_LAT_BUCKETS> cmd_lat_hist{};
 
 	// Over every pass.

@@ -54,5 +54,7 @@ void register_stats(CLI::App &app, Globals &g, Handler &h);
 void register_tune(CLI::App &app, Globals &g, Handler &h);
 void register_crossover(CLI::App &app, Globals &g, Handler &h);
 void register_info(CLI::App &app, Globals &g, Handler &h);
+void register_probe(CLI::App &app, Globals &g, Handler &h);
+void register_trace(CLI::App &app, Globals &g, Handler &h);
 
 } // namespace kvblkctl

@@ -79,6 +79,8 @@ int main(int argc, char **argv)
 	register_info(app, g, handler);
 	register_stats(app, g, handler);
 	register_tune(app, g, handler);
+	register_probe(app, g, handler);
+	register_trace(app, g, handler);
 	register_crossover(app, g, handler);
 
 	try {

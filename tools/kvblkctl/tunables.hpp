@@ -47,13 +47,16 @@ struct EnvVar {
 	std::string_view help;
 };
 
-inline constexpr std::array<EnvVar, 2> kEnvVars{ {
+inline constexpr std::array<EnvVar, 3> kEnvVars{ {
 	{ "KVBLK_SYSFS_ROOT", "/sys",
 	  "Root of the sysfs tree kvblkctl reads (kernel/kvblk, module/kvblk); "
 	  "tests point it at a fake tree." },
 	{ "KVBLK_DEV_ROOT", "/dev",
 	  "Where kvblkctl looks for device nodes (kvblk, ng*) when it lists "
 	  "the backends available." },
+	{ "KVBLK_TRACEFS", "/sys/kernel/tracing",
+	  "tracefs root of `kvblkctl trace` (else /sys/kernel/debug/tracing); "
+	  "tests point it at a fake tree." },
 } };
 
 inline const Tunable *find_tunable(std::string_view name)

@@ -5,7 +5,11 @@
 # (KVBLK_SYSFS_ROOT, KVBLK_DEV_ROOT): every printed value equals the file it
 # came from, JSON parses and carries its schema keys, bad tunable values are
 # refused with the range and the file untouched, crossover numbers equal
-# hand-computed ones. usage: host-test.sh PATH/TO/kvblkctl
+# hand-computed ones; probe on a regular file (uring backend) writes and
+# removes its scratch file, leaves an existing file untouched, and its loads
+# add up; trace converts captured tracefs lines and refuses without tracefs
+# or kvblk's events, leaving no instance behind.
+# usage: host-test.sh PATH/TO/kvblkctl
 set -uo pipefail
 
 K=${1:?usage: host-test.sh KVBLKCTL}
@@ -244,6 +248,135 @@ check "info on a missing device" "$err (rc $rc)" "kvblkctl: info: $D/nvme7n1: No
 "$K" info >/dev/null 2>&1
 check "info without DEVICE (exit)" "$?" 2
 
+# --- probe (regular files; libkvblk's uring backend, fio if installed) ------
+PR=$(mktemp -d "${KVBLKCTL_TEST_DIR:-/var/tmp}/kvblkctl-probe.XXXXXX") # O_DIRECT: not tmpfs
+trap 'rm -rf "$T" "$PR"' EXIT
+j=$("$K" -o json probe --write --seconds 2 "$PR/scratch.bin" 2>"$T/probe.err"); rc=$?
+check "probe --write exit" "$rc" 0
+[ -e "$PR/scratch.bin" ] && bad "probe: scratch file left behind" || ok "probe: scratch file removed"
+jq_check "probe schema_version" "$j" .schema_version 1
+jq_check "probe backend, kind, wrote" "$j" '"\(.backend) \(.kind) \(.wrote) \(.scratch_file_removed) \(.data_path)"' \
+	"uring file true true host"
+jq_check "probe span" "$j" .span_bytes 134217728
+jq_check "probe backend reason" "$j" '.backend_reason | length > 0' true
+jq_check "probe load points" "$j" '[.loads[] | "\(.object_bytes)x\(.objects_per_call)"] | join(" ")' \
+	"262144x1 262144x8 2097152x1 2097152x8 16777216x1 16777216x8"
+jq_check "probe: bytes = calls x objects x size" "$j" '[.loads[] | select(.bytes != .calls * .objects_per_call * .object_bytes)] | length' 0
+jq_check "probe: commands = bytes / max_cmd_bytes" "$j" '. as $d | [.loads[] | select(.commands * $d.max_cmd_bytes != .bytes)] | length' 0
+jq_check "probe: every point moved" "$j" '[.loads[] | select(.gbps > 0 and .seconds > 0)] | length' 6
+jq_check "probe: sizes = best of their points" "$j" \
+	'. as $d | [.sizes[] | . as $s | select(.best_gbps != ([$d.loads[] | select(.object_bytes == $s.object_bytes) | .gbps] | max))] | length' 0
+if command -v fio >/dev/null; then
+	jq_check "probe ceiling = best fio point" "$j" '.ceiling.gbps == ([.ceiling.points[] | select(.ok) | .gbps] | max)' true
+	jq_check "probe ceiling command size" "$j" '.ceiling.block_bytes == .max_cmd_bytes' true
+	jq_check "probe verdict from the 2M and 16M ratios" "$j" \
+		'.verdict_ratio == ([.sizes[1].of_ceiling, .sizes[2].of_ceiling] | min) and
+		 .verdict == (if .verdict_ratio >= 0.8 then "fast" elif .verdict_ratio >= 0.5 then "ok" else "slow" end)' true
+fi
+grep -q "^kvblkctl: probe: writing 134217728 (128.0 MiB) of $PR/scratch.bin first$" "$T/probe.err" &&
+	ok "probe: says it writes" || bad "probe stderr: $(cat "$T/probe.err")"
+# Without fio: no ceiling, verdict unknown, still exit 0 (PATH has no fio).
+j=$(PATH=/nonexistent "$K" -o json probe --write --seconds 1 "$PR/nofio.bin" 2>/dev/null); rc=$?
+check "probe without fio exit" "$rc" 0
+jq_check "probe without fio" "$j" '"\(.verdict) \(.ceiling.available) \(.verdict_ratio)"' "unknown false null"
+jq_check "probe without fio reason" "$j" '.verdict_reason | startswith("no device ceiling: fio not found")' true
+# An existing file is only read.
+head -c $((128 << 20)) /dev/urandom >"$PR/data.bin"
+sum0=$(md5sum <"$PR/data.bin")
+out=$("$K" probe --seconds 1 "$PR/data.bin" 2>&1); rc=$?
+check "probe read-only exit" "$rc" 0
+check "probe read-only: file untouched" "$(md5sum <"$PR/data.bin")" "$sum0"
+grep -q "^probe      $PR/data.bin (file, 134217728 (128.0 MiB); 128 MiB from offset 0, read only)$" <<<"$out" &&
+	ok "probe normal: target line" || bad "probe: $out"
+grep -q '^backend    uring (AUTO: ' <<<"$out" && ok "probe normal: backend line" || bad "probe: $out"
+grep -qE '^verdict    (fast|ok|slow|unknown): ' <<<"$out" && ok "probe normal: verdict line" || bad "probe: $out"
+check "probe normal: load rows" "$(grep -cE '^ +(256 KiB|2 MiB|16 MiB) +[18] ' <<<"$out")" 6
+err=$("$K" probe "$PR/missing.bin" 2>&1); rc=$?
+check "probe missing file" "$err (rc $rc)" \
+	"kvblkctl: probe: $PR/missing.bin: No such file or directory (give --write to create a scratch file) (rc 1)"
+head -c $((1 << 20)) /dev/zero >"$PR/small.bin"
+err=$("$K" probe "$PR/small.bin" 2>&1); rc=$?
+check "probe small file" "$err (rc $rc)" \
+	"kvblkctl: probe: $PR/small.bin: 1048576 bytes, the probe reads 134217728: give --write to write a scratch file of that size first (rc 1)"
+err=$("$K" probe /dev/null 2>&1); rc=$?
+check "probe char device" "$err (rc $rc)" "kvblkctl: probe: /dev/null: neither a block device nor a regular file (rc 1)"
+"$K" probe --seconds 0 "$PR/small.bin" >/dev/null 2>&1
+check "probe --seconds 0 (exit)" "$?" 2
+probe_json=$("$K" -o json probe --seconds 1 "$PR/data.bin" 2>/dev/null)
+rm -f "$PR/data.bin" "$PR/small.bin"
+
+# --- trace -------------------------------------------------------------------
+# Captured lines (Linux 6.1 trace_pipe; one overflow notice): 2 batches.
+cat >"$T/trace.txt" <<'EOT'
+# tracer: nop
+      kmod_smoke-245     [001] .....    35.000000: kvblk_batch_start: dev=259:0 batch=1 descs=2 cmds=3 bytes=393216
+      kmod_smoke-245     [001] .....    35.000010: kvblk_cmd_submit: dev=259:0 batch=1 tag=0x100 obj=0 slba=0 bytes=131072 hwq=1
+      kmod_smoke-245     [001] .....    35.000012: kvblk_cmd_submit: dev=259:0 batch=1 tag=0x100 obj=0 slba=32 bytes=131072 hwq=1
+      kmod_smoke-245     [001] .....    35.000020: kvblk_cmd_submit: dev=259:0 batch=1 tag=0x200 obj=1 slba=64 bytes=131072 hwq=1
+          <idle>-0       [001] d.h1.    35.000100: kvblk_cmd_complete: dev=259:0 batch=1 tag=0x100 obj=0 slba=0 bytes=131072 hwq=1 status=0 lat_ns=90000
+          <idle>-0       [001] d.h1.    35.000150: kvblk_cmd_complete: dev=259:0 batch=1 tag=0x200 obj=1 slba=64 bytes=131072 hwq=1 status=0 lat_ns=130000
+          <idle>-0       [001] d.h1.    35.000160: kvblk_cmd_complete: dev=259:0 batch=1 tag=0x100 obj=0 slba=32 bytes=131072 hwq=1 status=0 lat_ns=148000
+      kmod_smoke-245     [001] .....    35.000170: kvblk_batch_end: dev=259:0 batch=1 descs=2 ok=2 cmds=3 elapsed_ns=170000 ret=2
+CPU:0 [LOST 2 EVENTS]
+      kmod_smoke-245     [000] .....    36.000000: kvblk_batch_start: dev=259:0 batch=2 descs=1 cmds=1 bytes=4096
+      kmod_smoke-245     [000] .....    36.000005: kvblk_cmd_submit: dev=259:0 batch=2 tag=0x300 obj=0 slba=99 bytes=4096 hwq=0
+ kworker/0:1H-77     [000] d.s1.    36.000055: kvblk_cmd_complete: dev=259:0 batch=2 tag=0x300 obj=0 slba=99 bytes=4096 hwq=0 status=0 lat_ns=50000
+      kmod_smoke-245     [000] .....    36.000060: kvblk_batch_end: dev=259:0 batch=2 descs=1 ok=1 cmds=1 elapsed_ns=60000 ret=1
+EOT
+j=$("$K" -o json trace --input "$T/trace.txt" --out "$T/trace.json"); rc=$?
+check "trace --input exit" "$rc" 0
+jq_check "trace json schema_version" "$j" .schema_version 1
+jq_check "trace summary counts" "$j" '.summary | "\(.events) \(.lost_events) \(.batches) \(.objects) \(.commands) \(.completions) \(.bytes)"' \
+	"12 2 2 3 4 4 397312"
+jq_check "trace summary checks" "$j" '.summary | "\(.unmatched_completions) \(.incomplete_commands) \(.tag_mismatches) \(.failed_commands)"' "0 0 0 0"
+jq_check "trace commands per object" "$j" '.summary.commands_per_object | "\(.min) \(.max) \(.mean)"' "1 2 1.3333333333333333"
+jq_check "trace objects in flight max" "$j" .summary.objects_in_flight.max 2
+jq_check "trace device time" "$j" '.summary.device_time_us | "\(.count) \(.p50) \(.max)"' "4 90 148"
+# Gaps between submissions: 2, 8 and 999985 us.
+jq_check "trace submission gaps" "$j" '.summary.submit_gap_us | "\(.count) \(.min) \(.max | round)"' "3 2 999985"
+TJ=$T/trace.json
+jq_check "trace file: lost events" "$(cat "$TJ")" .otherData.lost_events 2
+jq_check "trace file: slices per category" "$(cat "$TJ")" \
+	'[.traceEvents[] | select(.ph == "X") | .cat] | group_by(.) | map("\(.[0])=\(length)") | join(" ")' "batch=2 command=4 object=3"
+# The VM case's check: every command carries the tag of its object.
+jq_check "trace file: commands with their object's tag" "$(cat "$TJ")" '
+	([.traceEvents[] | select(.cat == "object") | {key: "\(.args.dev)/\(.args.batch)/\(.args.obj)", value: .args.tag}]
+	 | from_entries) as $obj
+	| [.traceEvents[] | select(.cat == "command") | "\(.args.tag)=\($obj["\(.args.dev)/\(.args.batch)/\(.args.obj)"])"] | join(" ")' \
+	"0x100=0x100 0x100=0x100 0x200=0x200 0x300=0x300"
+jq_check "trace file: hw queue tracks" "$(cat "$TJ")" \
+	'[.traceEvents[] | select(.ph == "M" and .name == "thread_name" and .pid == 3) | .args.name] | sort | join(",")' \
+	"hwq 0,hwq 1,hwq 1 #2,hwq 1 #3"
+jq_check "trace file: counter peak and end" "$(cat "$TJ")" \
+	'[.traceEvents[] | select(.ph == "C")] | "\(map(.args.commands) | max) \(last.args.commands) \(last.args.objects)"' "3 0 0"
+out=$("$K" trace --input "$T/trace.txt" --out "$T/trace2.json")
+grep -q '^recorded   2 batches, 3 objects, 4 commands, 397312 (388.0 KiB)$' <<<"$out" && ok "trace normal: recorded" || bad "trace: $out"
+grep -q '^WARNING    2 events lost' <<<"$out" && ok "trace normal: lost warning" || bad "trace: $out"
+grep -q '^  command device time    n=4  p50 90.0  p90 148.0  p99 148.0  max 148.0  mean 104.5 us$' <<<"$out" &&
+	ok "trace normal: device time" || bad "trace: $out"
+printf '  x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 tag=zz\n' >"$T/bad.txt"
+err=$("$K" trace --input "$T/bad.txt" --out "$T/bad.json" 2>&1 >/dev/null); rc=$?
+check "trace: a line not understood" "$err (rc $rc)" \
+	"kvblkctl: trace: 1 lines not understood, first: kvblk_cmd_submit: bad value in 'tag=zz':   x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 tag=zz (rc 0)"
+# Recording: no tracefs, no kvblk events; the instance is removed on error.
+err=$(KVBLK_TRACEFS=$T/none "$K" trace --seconds 1 --out "$T/x.json" 2>&1); rc=$?
+check "trace without tracefs" "$err (rc $rc)" "kvblkctl: trace: \$KVBLK_TRACEFS=$T/none is not a tracefs (no instances/) (rc 1)"
+mkdir -p "$T/tracefs/instances" "$T/tracefs/events/sched"
+err=$(KVBLK_TRACEFS=$T/tracefs "$K" trace --seconds 1 --out "$T/x.json" 2>&1); rc=$?
+check "trace without kvblk events" "$err (rc $rc)" \
+	"kvblkctl: trace: no kvblk events in $T/tracefs/events: is kvblk.ko loaded? (rc 1)"
+mkdir -p "$T/tracefs/events/kvblk"	# the root has them, the new instance (a plain dir here) not
+err=$(KVBLK_TRACEFS=$T/tracefs "$K" trace --out "$T/x.json" -- true 2>&1); rc=$?
+check "trace: instance without events" "$err (rc $rc)" \
+	"kvblkctl: trace: no kvblk events in $T/tracefs/events: is kvblk.ko loaded? (rc 1)"
+check "trace: no instance left" "$(ls "$T/tracefs/instances" | wc -l)" 0
+err=$("$K" trace --out "$T/x.json" 2>&1); rc=$?
+check "trace without a mode" "$err (rc $rc)" "kvblkctl: trace: give --seconds N, -- COMMAND [ARGS...] or --input FILE (rc 1)"
+"$K" trace --seconds 1 --out "$T/x.json" -- true >/dev/null 2>&1
+check "trace --seconds with COMMAND (exit)" "$?" 2
+err=$("$K" trace --input "$T/trace.txt" --out /nonexistent/t.json 2>&1); rc=$?
+check "trace unwritable --out" "$err (rc $rc)" "kvblkctl: trace: /nonexistent/t.json: No such file or directory (rc 1)"
+
 # --- JSON schema 1: the exact keys of every document ------------------------
 keys() { jq -r "$1 | keys_unsorted | join(\",\")"; }
 check "schema: list" "$("$K" -o json list | keys .)" "schema_version,module,namespaces,backends"
@@ -266,6 +399,26 @@ check "schema: tune set" "$("$K" -o json tune set --dry-run nvme0n1 max_descs 8 
 check "schema: crossover" "$("$K" -o json crossover --load-gbps 1 | keys .)" "schema_version,load_gbps,load_source,results"
 check "schema: crossover.results[]" "$("$K" -o json crossover --load-gbps 1 | keys .results[0])" \
 	"model,layers,kv_heads,head_dim,dtype_bytes,tokens,tp,bytes_per_chunk,bytes_per_rank,recompute_tokens_per_s,recompute_source,load_s,recompute_s,ratio,verdict"
+
+check "schema: probe" "$(keys . <<<"$probe_json")" \
+	"schema_version,path,kind,capacity,span_bytes,wrote,scratch_file_removed,backend,backend_reason,data_path,logical_block_size,queue_depth,max_cmd_bytes,registered_buffer,seconds,ceiling,loads,sizes,verdict,verdict_ratio,verdict_reason,thresholds"
+check "schema: probe.ceiling" "$(keys .ceiling <<<"$probe_json")" "available,program,version,block_bytes,gbps,queue_depth,note,points"
+check "schema: probe.ceiling.points[]" "$(keys .ceiling.points[0] <<<"$probe_json")" "queue_depth,ok,gbps,error"
+check "schema: probe.loads[]" "$(keys .loads[0] <<<"$probe_json")" \
+	"object_bytes,objects_per_call,calls,bytes,commands,seconds,gbps,of_ceiling"
+check "schema: probe.sizes[]" "$(keys .sizes[0] <<<"$probe_json")" "object_bytes,best_gbps,of_ceiling"
+tj=$("$K" -o json trace --input "$T/trace.txt" --out "$T/trace.json")
+check "schema: trace" "$(keys . <<<"$tj")" "schema_version,trace_file,tracefs,input,command,command_status,interrupted,summary"
+check "schema: trace.summary" "$(keys .summary <<<"$tj")" \
+	"events,lost_events,duration_us,batches,objects,commands,completions,bytes,unmatched_completions,incomplete_commands,tag_mismatches,failed_commands,commands_per_object,objects_in_flight,commands_in_flight,in_flight_over_time,submit_gap_us,device_time_us"
+check "schema: trace.summary.in_flight_over_time[]" "$(keys .summary.in_flight_over_time[0] <<<"$tj")" \
+	"start_us,end_us,objects_max,objects_mean,commands_max"
+check "schema: trace.summary.device_time_us" "$(keys .summary.device_time_us <<<"$tj")" "count,min,p50,p90,p99,max,mean"
+check "schema: trace file" "$(keys . <"$T/trace.json")" "traceEvents,displayTimeUnit,otherData"
+check "schema: trace file command args" "$(jq -r '[.traceEvents[] | select(.cat == "command")][0] | "\(keys_unsorted | join(",")) \(.args | keys_unsorted | join(","))"' "$T/trace.json")" \
+	"ph,cat,name,pid,tid,ts,dur,args dev,batch,obj,tag,slba,bytes,hwq,status,lat_ns"
+check "schema: trace file object args" "$(jq -r '[.traceEvents[] | select(.cat == "object")][0].args | keys_unsorted | join(",")' "$T/trace.json")" \
+	"dev,batch,obj,tag,commands"
 
 # --- global ------------------------------------------------------------------
 "$K" -o yaml list >/dev/null 2>&1

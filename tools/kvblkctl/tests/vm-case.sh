@@ -11,14 +11,19 @@
 # through the kernel, out-of-range values must be refused, and `list` must
 # show the module, its version, the namespace and the kmod backend;
 # `crossover --measure` reads the namespace.
-# Finds kvblkctl in $KVBLKCTL, else the newest of build/ and ../build-ctl/.
+# `probe` loads through kvblk.ko (AUTO) and the namespace's counters move by
+# exactly its commands; `trace -- kmod_smoke` writes a trace whose commands
+# all carry their object's tag and number the counter's delta; ^C ends a
+# trace early and its tracefs instance goes; with the module gone, `trace`
+# says so.
+# Finds kvblkctl in $KVBLKCTL, else the newest of build/, build-h1/ and ../build-ctl/.
 # shellcheck source=tests/vm/cases/lib.sh
 . "$(dirname "$0")/../../../tests/vm/cases/lib.sh"
 
 K=${KVBLKCTL:-}
 if [ -z "$K" ]; then
 	# The newest build of the usual build folders.
-	K=$({ ls -t build/tools/kvblkctl/kvblkctl ../build-ctl/tools/kvblkctl/kvblkctl 2>/dev/null || true; } | head -1)
+	K=$({ ls -t build/tools/kvblkctl/kvblkctl build-h1/tools/kvblkctl/kvblkctl ../build-ctl/tools/kvblkctl/kvblkctl 2>/dev/null || true; } | head -1)
 fi
 [ -n "$K" ] && [ -x "$K" ] || skip "kvblkctl not built (cmake --build build --target kvblkctl, or set KVBLKCTL)"
 SMOKE=tests/kmod-smoke/kmod_smoke
@@ -131,6 +136,72 @@ expect_eq "inflight_peak unchanged by a max_inflight 1 run" "$("$K" -o json stat
 	"$(jq .devices[0].counters.inflight_peak <<<"$j")"
 "$K" tune set "$DISK" max_inflight "$old"
 
+# probe: load_many through kvblk.ko (AUTO) vs fio's ceiling, read only.
+c0=$(cat "$SYS/stats/commands")
+pj=$("$K" -o json probe "$DEV" --seconds 4) || fail "probe -o json"
+c1=$(cat "$SYS/stats/commands")
+jq -c '{verdict, verdict_reason, backend, max_cmd_bytes, ceiling_gbps: .ceiling.gbps, loads: [.loads[] | [.object_bytes, .objects_per_call, .gbps, .commands]]}' <<<"$pj"
+expect_eq "probe: backend" "$(jq -r .backend <<<"$pj")" kmod
+expect_eq "probe: data path" "$(jq -r .data_path <<<"$pj")" host
+expect_eq "probe: read only" "$(jq -r '"\(.wrote) \(.kind)"' <<<"$pj")" "false block_device"
+expect_eq "probe: span" "$(jq .span_bytes <<<"$pj")" "$KVBLK_VM_DISK_BYTES"
+expect_eq "probe: command size" "$(jq .max_cmd_bytes <<<"$pj")" "$KVBLK_VM_MAX_CMD_BYTES"
+expect_eq "probe: 6 load points, all moving" "$(jq '[.loads[] | select(.gbps > 0 and .calls > 0)] | length' <<<"$pj")" 6
+expect_eq "probe: fio ceiling" "$(jq -r '"\(.ceiling.available) \(.ceiling.block_bytes)"' <<<"$pj")" \
+	"true $KVBLK_VM_MAX_CMD_BYTES"
+expect_eq "probe: verdict" "$(jq -r '.verdict | IN("fast", "ok", "slow")' <<<"$pj")" true
+expect_eq "probe: module's commands = probe's" "$((c1 - c0))" "$(jq '[.loads[].commands] | add' <<<"$pj")"
+"$K" probe "$DEV" --seconds 4 | tee "$KVBLK_VM_CASE_DIR/probe.txt" || fail "probe"
+
+# trace: every command carries its object's tag; the count equals the module's.
+TR=$KVBLK_VM_CASE_DIR/trace.json
+c0=$(cat "$SYS/stats/commands")
+"$K" trace --out "$TR" -- "$SMOKE" "$DEV" >"$KVBLK_VM_CASE_DIR/trace.txt" 2>&1 ||
+	{ cat "$KVBLK_VM_CASE_DIR/trace.txt"; fail "trace -- kmod_smoke"; }
+c1=$(cat "$SYS/stats/commands")
+cat "$KVBLK_VM_CASE_DIR/trace.txt"
+ncmd=$(jq '[.traceEvents[] | select(.cat == "command")] | length' "$TR")
+[ "$ncmd" -gt 0 ] || fail "trace: no commands"
+expect_eq "trace: commands = sysfs commands delta" "$ncmd" "$((c1 - c0))"
+expect_eq "trace: commands whose tag is not their object's" "$(jq '
+	([.traceEvents[] | select(.cat == "object") | {key: "\(.args.dev)/\(.args.batch)/\(.args.obj)", value: .args.tag}]
+	 | from_entries) as $obj
+	| [.traceEvents[] | select(.cat == "command")
+	   | select(.args.tag != $obj["\(.args.dev)/\(.args.batch)/\(.args.obj)"])] | length' "$TR")" 0
+expect_eq "trace: commands in objects = commands" "$(jq '[.traceEvents[] | select(.cat == "object") | .args.commands] | add' "$TR")" "$ncmd"
+expect_eq "trace: lost events" "$(jq .otherData.lost_events "$TR")" 0
+expect_eq "trace: hwq tracks" "$(jq '[.traceEvents[] | select(.cat == "command") | .args.hwq] | unique | length > 0' "$TR")" true
+expect_eq "trace: counter back to 0" "$(jq '[.traceEvents[] | select(.ph == "C")] | last | .args.commands' "$TR")" 0
+grep -q "^recorded .* $((c1 - c0)) commands" "$KVBLK_VM_CASE_DIR/trace.txt" || fail "trace: summary count"
+grep -q "^checks     0 unmatched completions, 0 incomplete commands, 0 tag mismatches" "$KVBLK_VM_CASE_DIR/trace.txt" ||
+	fail "trace: summary checks"
+ok "trace: $ncmd commands, each with its object's tag"
+# The Perfetto example of docs/kvblkctl.md: trace a probe (loads through kvblk.ko).
+c0=$(cat "$SYS/stats/commands")
+"$K" trace --out "$KVBLK_VM_CASE_DIR/probe-trace.json" -- "$K" probe --seconds 2 "$DEV" \
+	>"$KVBLK_VM_CASE_DIR/probe-trace.txt" 2>&1 || { cat "$KVBLK_VM_CASE_DIR/probe-trace.txt"; fail "trace -- probe"; }
+c1=$(cat "$SYS/stats/commands")
+cat "$KVBLK_VM_CASE_DIR/probe-trace.txt"
+expect_eq "trace -- probe: commands = sysfs delta" \
+	"$(jq '[.traceEvents[] | select(.cat == "command")] | length' "$KVBLK_VM_CASE_DIR/probe-trace.json")" "$((c1 - c0))"
+# probe tags each object with its byte offset: every command must lie inside the object its tag names.
+expect_eq "trace -- probe: commands outside the object their tag names" "$(jq --argjson lba "$KVBLK_VM_LBA" '
+	def hex: ltrimstr("0x") | explode | reduce .[] as $c (0; . * 16 + (if $c >= 97 then $c - 87 else $c - 48 end));
+	[.traceEvents[] | select(.cat == "command") | (.args.slba * $lba - (.args.tag | hex)) as $d
+	 | select($d < 0 or $d + .args.bytes > 16777216)] | length' "$KVBLK_VM_CASE_DIR/probe-trace.json")" 0
+# -o json summary, --seconds, and SIGINT ending the recording early.
+"$K" -o json trace --seconds 30 --out "$KVBLK_VM_CASE_DIR/idle.json" >"$KVBLK_VM_CASE_DIR/idle.txt" &
+tpid=$!
+sleep 2
+ls -d /sys/kernel/tracing/instances/kvblkctl-* >/dev/null 2>&1 || fail "trace: no tracefs instance while recording"
+kill -INT "$tpid"
+wait "$tpid" || fail "trace: SIGINT exit $?"
+expect_eq "trace ^C: interrupted, nothing recorded" \
+	"$(jq -r '"\(.interrupted) \(.summary.commands)"' "$KVBLK_VM_CASE_DIR/idle.txt")" "true 0"
+expect_eq "trace ^C: trace file" "$(jq '.traceEvents | type' "$KVBLK_VM_CASE_DIR/idle.json")" '"array"'
+expect_eq "trace: tracefs instances left" "$(ls -d /sys/kernel/tracing/instances/kvblkctl-* 2>/dev/null | wc -l)" 0
+expect_fail 'kvblkctl: trace: false exited with status 1' "$K" trace --out "$KVBLK_VM_CASE_DIR/f.json" -- false
+
 # crossover --measure on the namespace itself (read only, BLKGETSIZE64)
 j=$("$K" -o json crossover --model llama-3.1-8b --measure "$DEV" --measure-seconds 1)
 expect_eq "crossover --measure $DEV" "$(jq '"\(.load_gbps > 0) \(.load_source | startswith("measured on '"$DEV"': 4 threads x 1 MiB O_DIRECT"))"' -r <<<"$j")" "true true"
@@ -141,4 +212,5 @@ for _ in $(seq 50); do [ -d "$SYS" ] || break; sleep 0.1; done
 expect_eq "list: namespace gone after detach" "$("$K" -o json list | jq '.namespaces | length')" 0
 rmmod kvblk || fail "rmmod kvblk"
 expect_eq "list: module unloaded" "$("$K" -o json list | jq .module.loaded)" false
+expect_fail 'no kvblk events in .*: is kvblk.ko loaded\?' "$K" trace --seconds 1 --out "$KVBLK_VM_CASE_DIR/none.json"
 ok "kvblkctl VM case"

@@ -6,7 +6,7 @@
 
 #include "fio.hpp"
 
-using namespace kvblk_bench;
+using namespace kvblk_tools;
 
 namespace {
 

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 //
-// kvblk-bench ceiling: fio (found on PATH) reading the same store with the
-// same command size, O_DIRECT, io_uring, one job, over a queue-depth sweep.
-// Its best point is the device ceiling every result is measured against.
+// The device ceiling, shared by kvblk-bench and `kvblkctl probe`: fio (found
+// on PATH) reading the same file or device with the same command size,
+// O_DIRECT, io_uring, one job, over a queue-depth sweep. Its best point is the
+// ceiling every kvblk result is measured against.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace kvblk_bench {
+namespace kvblk_tools {
 
 struct FioConfig {
 	std::string fio = "fio";   // program name or path (searched on PATH)
@@ -20,6 +21,7 @@ struct FioConfig {
 	unsigned runtime_s = 10;   // cap per point; a point also ends after @size bytes
 	bool fixedbufs = true;	   // --fixedbufs (registered buffers, as kvblk's uring backend)
 	bool batch = false;	   // submit all queued, reap >= 1 (as kvblk's uring backend)
+	bool time_based = false;   // run runtime_s, rereading @size as often as it takes
 	bool progress = false;	   // one status line on stderr while fio runs
 };
 
@@ -92,4 +94,4 @@ FioSweep run_fio_sweep(const FioConfig &cfg);
 // gbps_repeats. A point with no successful run keeps the last error.
 FioSweep median_sweep(const std::vector<FioSweep> &sweeps);
 
-} // namespace kvblk_bench
+} // namespace kvblk_tools

@@ -17,7 +17,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
-namespace kvblk_bench {
+namespace kvblk_tools {
 
 int FioSweep::best() const
 {
@@ -83,6 +83,8 @@ std::vector<std::string> fio_argv(const std::string &program, const FioConfig &c
 	};
 	if (fixedbufs)
 		a.push_back("--fixedbufs=1");
+	if (cfg.time_based)
+		a.push_back("--time_based");
 	if (cfg.batch && qd > 1) {
 		a.push_back(fmt::format("--iodepth_batch_submit={}", qd));
 		a.push_back("--iodepth_batch_complete_min=1");
@@ -224,7 +226,7 @@ FioSession::FioSession(const FioConfig &cfg) : cfg_(cfg), fixedbufs_(cfg.fixedbu
 		sweep_.note = fmt::format("{} not found on PATH: no device ceiling", cfg.fio);
 		return;
 	}
-	char dir_tmpl[] = "/tmp/kvblk-bench-fio.XXXXXX";
+	char dir_tmpl[] = "/tmp/kvblk-fio.XXXXXX";
 	if (!mkdtemp(dir_tmpl)) {
 		sweep_.note = fmt::format("cannot create a temporary directory: {}", std::strerror(errno));
 		return;
@@ -342,4 +344,4 @@ FioSweep median_sweep(const std::vector<FioSweep> &sweeps)
 	return out;
 }
 
-} // namespace kvblk_bench
+} // namespace kvblk_tools
