@@ -103,4 +103,15 @@ static inline size_t dma_max_mapping_size(struct device *dev)
 }
 #endif
 
+/*
+ * dma-buf destinations (mem_dmabuf.c): built when the kernel has the
+ * dynamic importer interface and one of the two names of the importer's
+ * notification, .invalidate_mappings (7.2) or .move_notify (6.1, 6.12).
+ */
+#if IS_ENABLED(CONFIG_DMA_SHARED_BUFFER) && defined(KVBLK_HAVE_DMA_BUF_IMPORTER) && \
+	(defined(KVBLK_HAVE_DMA_BUF_OPS_INVALIDATE_MAPPINGS) || \
+	 defined(KVBLK_HAVE_DMA_BUF_OPS_MOVE_NOTIFY))
+#define KVBLK_WITH_DMABUF 1
+#endif
+
 #endif /* KVBLK_COMPAT_H */

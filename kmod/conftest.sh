@@ -163,12 +163,81 @@ int kvblk_probe(unsigned long a, struct page **p)
 EOF
 
 # dma_max_mapping_size() (swiotlb-aware segment limit).
+# FOLL_PCI_P2PDMA: GUP admits PCI P2PDMA pages (the user-space P2PDMA
+# series: FOLL flag, p2pmem/allocate mmap; not in 6.1).
+probe FOLL_PCI_P2PDMA <<'EOF'
+#include <linux/mm.h>
+unsigned int kvblk_probe(void);
+unsigned int kvblk_probe(void)
+{
+	return FOLL_PCI_P2PDMA;
+}
+EOF
+
 probe DMA_MAX_MAPPING_SIZE <<'EOF'
 #include <linux/dma-mapping.h>
 size_t kvblk_probe(struct device *dev);
 size_t kvblk_probe(struct device *dev)
 {
 	return dma_max_mapping_size(dev);
+}
+EOF
+
+# dma-buf dynamic importer (mem_dmabuf.c): dynamic attach, pin and map with
+# the reservation lock held (the convention of every kernel that has
+# dma_buf_pin; 7.2 asserts the lock for every map), fence wait by usage.
+probe DMA_BUF_IMPORTER <<'EOF'
+#include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
+long kvblk_probe(struct dma_buf_attachment *a);
+long kvblk_probe(struct dma_buf_attachment *a)
+{
+	struct sg_table *sgt;
+	long ret;
+
+	dma_resv_lock(a->dmabuf->resv, NULL);
+	ret = dma_buf_pin(a);
+	sgt = dma_buf_map_attachment(a, DMA_BIDIRECTIONAL);
+	ret += dma_resv_wait_timeout(a->dmabuf->resv, DMA_RESV_USAGE_KERNEL,
+				     true, MAX_SCHEDULE_TIMEOUT);
+	dma_buf_unmap_attachment(a, sgt, DMA_BIDIRECTIONAL);
+	dma_buf_unpin(a);
+	dma_resv_unlock(a->dmabuf->resv);
+	return ret + (long)dma_buf_dynamic_attach;
+}
+EOF
+
+# The importer's notification is dma_buf_attach_ops.invalidate_mappings
+# (7.2) ...
+probe DMA_BUF_OPS_INVALIDATE_MAPPINGS <<'EOF'
+#include <linux/dma-buf.h>
+static void kvblk_probe_cb(struct dma_buf_attachment *a)
+{
+}
+const struct dma_buf_attach_ops kvblk_probe_ops = {
+	.invalidate_mappings = kvblk_probe_cb,
+};
+EOF
+
+# ... or .move_notify (6.1, 6.12; required there by dma_buf_dynamic_attach).
+probe DMA_BUF_OPS_MOVE_NOTIFY <<'EOF'
+#include <linux/dma-buf.h>
+static void kvblk_probe_cb(struct dma_buf_attachment *a)
+{
+}
+const struct dma_buf_attach_ops kvblk_probe_ops = {
+	.move_notify = kvblk_probe_cb,
+};
+EOF
+
+# The exporter's call is dma_buf_invalidate_mappings() (7.2), else
+# dma_buf_move_notify() (the test exporter, tests/kmod-exporters).
+probe DMA_BUF_INVALIDATE_MAPPINGS <<'EOF'
+#include <linux/dma-buf.h>
+void kvblk_probe(struct dma_buf *d);
+void kvblk_probe(struct dma_buf *d)
+{
+	dma_buf_invalidate_mappings(d);
 }
 EOF
 

@@ -153,10 +153,19 @@ struct kvblk_buf;
  *           once, when the last reference goes, in process context; never
  *           while a command targets the buffer. For a revoked buffer it
  *           must not touch what revocation handed back.
+ * @bind:    for memory that must not stay pinned between calls (P2PDMA
+ *           pages: mm/gup.c refuses FOLL_LONGTERM for them so that their
+ *           provider can always be unbound): pin and map [@off, @off +
+ *           @len) of @buf for one batch and return a buffer whose segments
+ *           cover just that window; it holds @buf and counts in its
+ *           ->inflight until released. Called by the caller of LOAD_MANY in
+ *           its own process context. NULL for memory mapped at
+ *           registration. Returns an ERR_PTR on failure.
  */
 struct kvblk_mem_ops {
 	const char *name;
 	void (*release)(struct kvblk_buf *buf);
+	struct kvblk_buf *(*bind)(struct kvblk_buf *buf, u64 off, u64 len);
 };
 
 /*
@@ -307,6 +316,25 @@ void kvblk_buf_revoke(struct kvblk_buf *buf);
  */
 struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 					const struct kvblk_buf_reg *r);
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+					  const struct kvblk_buf_reg *r);
+bool kvblk_mem_p2pdma_supported(void);
+
+/* mem_host.c: pinning and mapping shared with the P2PDMA provider */
+int kvblk_pin_user(unsigned long addr, unsigned long nr_pages,
+		   unsigned int gup_flags, struct page **pages);
+#define KVBLK_GUP_LONGTERM	(FOLL_WRITE | FOLL_LONGTERM)
+int kvblk_map_pages(struct device *dev, struct page **pages,
+		    unsigned long nr_pages, struct sg_table *sgt);
+
+/* mem_cuda.c: nvidia-p2p, resolved at run time */
+struct kvblk_buf *kvblk_mem_cuda_create(struct device *dev,
+					const struct kvblk_buf_reg *r);
+bool kvblk_mem_cuda_available(void);
+
+/* mem_dmabuf.c (built when compat.h defines KVBLK_WITH_DMABUF) */
+struct kvblk_buf *kvblk_mem_dmabuf_create(struct device *dev,
+					  const struct kvblk_buf_reg *r);
 
 /* prp.c */
 struct dma_pool *kvblk_prp_pool_create(struct device *dev, const char *name);

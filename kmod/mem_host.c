@@ -113,17 +113,30 @@ static int kvblk_check_vmas(unsigned long addr, unsigned long len)
 	return ret;
 }
 
-static int kvblk_pin(struct kvblk_mem_host *h, unsigned long addr)
+/**
+ * kvblk_pin_user() - pin a user range for DMA into it.
+ * @addr: page-aligned user address.
+ * @nr_pages: pages.
+ * @gup_flags: FOLL_WRITE | FOLL_LONGTERM (KVBLK_GUP_LONGTERM) for memory
+ *             pinned while registered; FOLL_WRITE | FOLL_PCI_P2PDMA for
+ *             P2PDMA pages, pinned for one batch.
+ * @pages: receives @nr_pages page pointers.
+ *
+ * Return: 0, or -EFAULT (unmapped), -EINTR (fatal signal), another error
+ * of pin_user_pages_fast(); nothing stays pinned on error.
+ */
+int kvblk_pin_user(unsigned long addr, unsigned long nr_pages,
+		   unsigned int gup_flags, struct page **pages)
 {
 	unsigned long done = 0;
 	int ret;
 
-	while (done < h->nr_pages) {
-		int n = min_t(unsigned long, h->nr_pages - done, INT_MAX);
+	while (done < nr_pages) {
+		int n = min_t(unsigned long, nr_pages - done, INT_MAX);
 
 		ret = pin_user_pages_fast(addr + (done << PAGE_SHIFT), n,
-					  FOLL_WRITE | FOLL_LONGTERM,
-					  h->pages + done);
+					  gup_flags,
+					  pages + done);
 		if (ret <= 0) {
 			ret = ret ? ret : -EFAULT;
 			goto out_unpin;
@@ -138,8 +151,45 @@ static int kvblk_pin(struct kvblk_mem_host *h, unsigned long addr)
 
 out_unpin:
 	if (done)
-		unpin_user_pages(h->pages, done);
+		unpin_user_pages(pages, done);
 	return ret;
+}
+
+/**
+ * kvblk_map_pages() - an sg_table over pinned pages, DMA-mapped for @dev.
+ * @dev: the NVMe controller's DMA device.
+ * @pages: @nr_pages pages.
+ * @nr_pages: pages.
+ * @sgt: receives the mapped table (DMA_FROM_DEVICE).
+ *
+ * Segments are capped at the device's DMA segment and mapping sizes.
+ *
+ * Return: 0; -ENOMEM; -EREMOTEIO P2PDMA pages the device cannot reach
+ * (the kernel's P2PDMA map type for the pair is "not supported");
+ * -EINVAL, -EIO other mapping failures.
+ */
+int kvblk_map_pages(struct device *dev, struct page **pages,
+		    unsigned long nr_pages, struct sg_table *sgt)
+{
+	unsigned int max_seg;
+	int ret;
+
+	max_seg = min_t(size_t, dma_get_max_seg_size(dev),
+			dma_max_mapping_size(dev));
+	max_seg = min_t(size_t, max_seg, UINT_MAX);
+	max_seg = round_down(max_seg, PAGE_SIZE);
+	ret = sg_alloc_table_from_pages_segment(sgt, pages, nr_pages, 0,
+						(u64)nr_pages << PAGE_SHIFT,
+						max_seg, GFP_KERNEL_ACCOUNT);
+	if (ret)
+		return ret;
+	ret = dma_map_sgtable(dev, sgt, DMA_FROM_DEVICE, 0);
+	if (ret) {
+		sg_free_table(sgt);
+		return ret == -EREMOTEIO || ret == -EINVAL || ret == -EIO ?
+		       ret : -ENOMEM;
+	}
+	return 0;
 }
 
 /**
@@ -158,7 +208,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 {
 	struct kvblk_mem_host *h;
 	struct kvblk_buf *buf;
-	unsigned int max_seg, i;
+	unsigned int i;
 	int ret;
 
 	h = kzalloc(sizeof(*h), GFP_KERNEL_ACCOUNT);
@@ -185,23 +235,13 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	ret = kvblk_check_vmas(r->addr, r->len);
 	if (ret)
 		goto out_free;
-	ret = kvblk_pin(h, r->addr);
+	ret = kvblk_pin_user(r->addr, h->nr_pages, KVBLK_GUP_LONGTERM, h->pages);
 	if (ret)
 		goto out_free;
-
-	max_seg = min_t(size_t, dma_get_max_seg_size(dev),
-			dma_max_mapping_size(dev));
-	max_seg = min_t(size_t, max_seg, UINT_MAX);
-	max_seg = round_down(max_seg, PAGE_SIZE);
-	ret = sg_alloc_table_from_pages_segment(&h->sgt, h->pages, h->nr_pages,
-						0, r->len, max_seg,
-						GFP_KERNEL_ACCOUNT);
-	if (ret)
-		goto out_unpin;
-	ret = dma_map_sgtable(dev, &h->sgt, DMA_FROM_DEVICE, 0);
+	ret = kvblk_map_pages(dev, h->pages, h->nr_pages, &h->sgt);
 	if (ret) {
 		ret = -ENOMEM;
-		goto out_free_sgt;
+		goto out_unpin;
 	}
 
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_HOST, r->len, &kvblk_mem_host_ops);
@@ -221,7 +261,6 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 
 out_unmap:
 	dma_unmap_sgtable(dev, &h->sgt, DMA_FROM_DEVICE, 0);
-out_free_sgt:
 	sg_free_table(&h->sgt);
 out_unpin:
 	unpin_user_pages(h->pages, h->nr_pages);

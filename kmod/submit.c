@@ -48,6 +48,44 @@ static int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
 	return err == -ENOLINK ? -ENOLINK : -EIO;
 }
 
+/*
+ * The head of the nvme driver's per-request data, struct nvme_request
+ * (drivers/nvme/host/nvme.h: the same first members from 6.1 to 7.2,
+ * kernel-apis.md 1.4); the header is private, so mirrored here.
+ */
+struct kvblk_nvme_request_head {
+	struct nvme_command *cmd;
+	union nvme_result result;
+	u8 genctr;
+	u8 retries;
+	u8 flags;
+	u16 status;
+};
+
+/*
+ * The command's outcome. Newer kernels complete passthrough requests in
+ * batches (blk_mq_add_to_batch() admits failed ones: 7.2), and the batch
+ * path calls end_io with BLK_STS_OK whatever the NVMe status was; the nvme
+ * driver's own passthrough end_io reads the status from its request data
+ * for that reason. So does kvblk: a non-zero NVMe status (SCT and SC, NVMe
+ * Base Specification 2.0, 4.2.3 "Status Field Definition") fails the
+ * command even when @sts says OK, mapped the way nvme_error_status() does
+ * for the classes the uapi tells apart.
+ */
+static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
+{
+	const struct kvblk_nvme_request_head *nr = blk_mq_rq_to_pdu(rq);
+	u16 st = READ_ONCE(nr->status) & 0x7ff;	/* SCT (10:8), SC (7:0) */
+
+	if (sts || !st)
+		return sts;
+	if (st >> 8 == 0x2)		/* Media and Data Integrity Errors */
+		return BLK_STS_MEDIUM;
+	if (st == NVME_SC_HOST_PATH_ERROR)
+		return BLK_STS_TRANSPORT;
+	return BLK_STS_IOERR;		/* also a command aborted by the host */
+}
+
 static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 					     struct kvblk_ns *ns, u32 nr)
 {
@@ -189,6 +227,7 @@ static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
 	u64 lat = ktime_get_ns() - cmd->start_ns;
 	int err = 0;
 
+	sts = kvblk_cmd_status(rq, sts);
 	if (sts) {
 		enum kvblk_err_kind kind;
 
@@ -417,6 +456,54 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 }
 
 /*
+ * Memory that is pinned per batch (kvblk_mem_ops.bind): replace each such
+ * buffer of the batch by one pinned and mapped for the window its objects
+ * touch, and rebase their offsets into it. Before any command is sent, so
+ * that a failure rejects the call at the first descriptor of that buffer
+ * (*bad).
+ */
+static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
+{
+	u32 i, j;
+
+	for (i = 0; i < b->nr_objs; i++) {
+		struct kvblk_buf *reg = b->objs[i].buf, *win;
+		u64 lo = U64_MAX, hi = 0;
+
+		if (!reg->ops->bind)
+			continue;
+		for (j = i; j < b->nr_objs; j++) {
+			struct kvblk_obj *o = &b->objs[j];
+
+			if (o->buf != reg)
+				continue;
+			lo = min(lo, round_down(o->buf_offset, PAGE_SIZE));
+			hi = max(hi, round_up(o->buf_offset + o->length, PAGE_SIZE));
+		}
+		win = reg->ops->bind(reg, lo, hi - lo);
+		if (IS_ERR(win)) {
+			*bad = i;
+			return PTR_ERR(win);
+		}
+		/* Each object holds a reference on the window instead. */
+		for (j = i; j < b->nr_objs; j++) {
+			struct kvblk_obj *o = &b->objs[j];
+
+			if (o->buf != reg)
+				continue;
+			if (j != i)
+				kref_get(&win->ref);
+			atomic_inc(&win->inflight);
+			o->buf = win;
+			o->buf_offset -= lo;
+			atomic_dec(&reg->inflight);
+			kvblk_buf_put(reg);
+		}
+	}
+	return 0;
+}
+
+/*
  * Copy the descriptors in; a caller's larger struct must have a zero tail.
  * Returns 0, -EFAULT, -EINTR (fatal signal) or -E2BIG with *bad set.
  */
@@ -541,6 +628,8 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_reject;
 	}
 	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
+	if (!ret)
+		ret = kvblk_bind_all(b, &bad);
 	if (ret) {
 		lm.bad_index = bad;
 		goto out_reject;
@@ -612,7 +701,8 @@ out_reject:
 		kvblk_batch_release(b, false);
 	if (ret == -EINTR)
 		return ret;	/* killed while copying descriptors: write nothing */
-	if (ret != -EFAULT)
+	/* -EFAULT copying the descriptors: the results may be unwritable too. */
+	if (ret != -EFAULT || lm.bad_index >= 0)
 		kvblk_put_rejected(&lm, lm.bad_index, ret);
 	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
 	return ret;

@@ -166,6 +166,59 @@ struct kvblk_attach {
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
  * DMA mapping does not cover the whole range; -EINTR a fatal signal arrived
  * while pinning; -ENOSPC too many buffers (1024 per context).
+ *
+ * A dma-buf (KVBLK_MEM_DMABUF) is imported as a dynamic importer that
+ * accepts peer-to-peer memory: attached to the NVMe controller, pinned,
+ * mapped, the exporter's pending moves waited for; only the DMA addresses
+ * of the exporter's mapping are used. The registration holds the dma-buf:
+ * @dmabuf_fd may be closed afterwards. It is not charged to
+ * RLIMIT_MEMLOCK. If the exporter revokes the memory (it notifies its
+ * importers, e.g. on device removal), kvblk stops new commands into the
+ * buffer, waits for those in flight and unmaps it before the exporter
+ * goes on; later loads into it fail with -ENODEV per object (struct
+ * kvblk_desc_result); it must still be unregistered. Errors for dma-buf:
+ * -EBADF @dmabuf_fd is not an open fd or not a dma-buf; -EINVAL @addr +
+ * @len beyond the dma-buf's size; -EINTR a signal arrived while waiting
+ * for the exporter's pending moves (restarted instead for SA_RESTART
+ * handlers); -EOPNOTSUPP and -EIO as above, for the exporter's mapping;
+ * any other error of the exporter's attach, pin or map as it returned it,
+ * e.g. -ENODEV the memory was revoked, -EOPNOTSUPP the exporter refuses
+ * this device or peer-to-peer access.
+ *
+ * CUDA memory (KVBLK_MEM_CUDA) is pinned through the NVIDIA driver's
+ * nvidia-p2p interface, persistently where the driver allows it, else with
+ * a free callback, and DMA-mapped for the NVMe controller; it is not
+ * charged to RLIMIT_MEMLOCK. @addr must lie in a cudaMalloc()'ed
+ * allocation of the calling process. If the allocation is freed (cudaFree,
+ * or its process exits) while a callback pin holds it, the buffer is
+ * revoked: cudaFree waits until no command targets it, and later loads
+ * into it fail with -ENODEV per object (struct kvblk_desc_result); it must
+ * still be unregistered. A persistent pin keeps the memory until the
+ * buffer is unregistered. Errors for CUDA: -EINVAL @addr or @len not a
+ * multiple of 64 KiB; -EOPNOTSUPP nvidia-p2p is not available (nvidia.ko
+ * not loaded: GET_FEATURES lacks KVBLK_FEAT_MEM_CUDA), the NVMe controller
+ * is not a PCI device, the driver refused the pin or the DMA mapping for a
+ * reason other than those below, or its tables have a version or page size
+ * this module does not know (the kernel log says which); -EFAULT the range
+ * is not (wholly) CUDA device memory of the caller that nvidia-p2p can pin,
+ * or it was freed during the registration; -ENOMEM.
+ *
+ * P2PDMA memory (KVBLK_MEM_P2PDMA) is a user mapping of PCI P2PDMA pages,
+ * e.g. an mmap() of /sys/bus/pci/devices/<bdf>/p2pmem/allocate (a GPU BAR
+ * or an NVMe controller memory buffer; kernels with CONFIG_PCI_P2PDMA).
+ * The kernel refuses long-term pins of such pages (mm/gup.c), so
+ * registration only checks the range: every page is P2PDMA memory and the
+ * provider and the NVMe controller can reach each other (the kernel's
+ * P2PDMA distance check: under one PCIe switch, or through a host bridge
+ * known to forward peer-to-peer traffic). Each LOAD_MANY then pins and maps
+ * the window of the range its descriptors touch until its last command
+ * completes. Not charged to RLIMIT_MEMLOCK. Loads must come from the
+ * registering process (another address space: -EFAULT for the first
+ * descriptor that targets it). Errors for P2PDMA: -EOPNOTSUPP the kernel
+ * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
+ * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
+ * controller cannot reach each other (the kernel log names both);
+ * -EFAULT, -EINTR, -ENOMEM as for host memory.
  */
 struct kvblk_buf_reg {
 	__u32 size;
@@ -296,8 +349,13 @@ struct kvblk_desc_result {
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
  * struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
- * while copying the descriptors or waiting: commands already issued still
- * complete into the pinned buffer, which stays pinned until they do.
+ * while copying the descriptors, pinning or waiting: commands already issued
+ * still complete into the pinned buffer, which stays pinned until they do.
+ * A KVBLK_MEM_P2PDMA destination is pinned and mapped per call; when that
+ * fails the call fails before any command, @bad_index names the first
+ * descriptor that targets it and its result carries the reason: -EFAULT the
+ * range is no longer mapped or belongs to another process, -EINVAL,
+ * -EREMOTEIO or -ENOMEM as at registration.
  */
 struct kvblk_load_many {
 	__u32 size;

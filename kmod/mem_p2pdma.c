@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mem_p2pdma.c - PCI P2PDMA destinations (KVBLK_MEM_P2PDMA).
+ *
+ * A user mapping of PCI P2PDMA pages: how a device BAR (a GPU's, or an NVMe
+ * controller memory buffer published as p2pmem) appears to user space on
+ * kernels with CONFIG_PCI_P2PDMA, through the provider's
+ * /sys/bus/pci/devices/<bdf>/p2pmem/allocate file. Pages are pinned with
+ * FOLL_PCI_P2PDMA (without it GUP refuses P2PDMA pages) and mapped for the
+ * NVMe controller with dma_map_sgtable(), whose P2PDMA handling
+ * (drivers/pci/p2pdma.c, kernel/dma/direct.c, drivers/iommu/dma-iommu.c)
+ * uses the provider's bus address when both devices sit under one PCIe
+ * switch, or the CPU physical address through the host bridge where the
+ * bridge is known to forward peer-to-peer traffic; for any other pair the
+ * mapping fails with -EREMOTEIO. Kernel-apis.md section 6 has the facts.
+ *
+ * The kernel refuses long-term pins of P2PDMA pages (mm/gup.c: FOLL_LONGTERM
+ * together with FOLL_PCI_P2PDMA warns and fails, so that the provider's
+ * pages can always be unplugged). So registration only checks the range:
+ * it pins it briefly, checks every page is P2PDMA memory and that the
+ * provider and the NVMe controller can reach each other, and lets go. Each
+ * LOAD_MANY then pins and maps the window its descriptors touch for the
+ * batch's lifetime, like an O_DIRECT read into the same memory would
+ * (kvblk_mem_ops.bind).
+ *
+ * P2PDMA pages are device memory, not RAM: they are not charged to
+ * RLIMIT_MEMLOCK (the provider's pool bounds them) and never dirtied.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/dma-mapping.h>
+#include <linux/memremap.h>
+#include <linux/mm.h>
+#include <linux/mmap_lock.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "kvblk.h"
+
+#if defined(CONFIG_PCI_P2PDMA) && defined(KVBLK_HAVE_FOLL_PCI_P2PDMA)
+
+#define KVBLK_GUP_P2PDMA	(FOLL_WRITE | FOLL_PCI_P2PDMA)
+
+/* A registration: a range of the registering process's address space. */
+struct kvblk_p2pdma_range {
+	struct mm_struct *mm;		/* mmgrab()ed */
+	unsigned long addr;
+};
+
+/* One batch's pin and mapping of a window of a registration. */
+struct kvblk_p2pdma_pin {
+	struct kvblk_buf *parent;	/* referenced, inflight counted */
+	struct page **pages;
+	unsigned long nr_pages;
+	struct sg_table sgt;
+};
+
+bool kvblk_mem_p2pdma_supported(void)
+{
+	return true;
+}
+
+/*
+ * Names the mapping that backs @addr for messages: the p2pmem/allocate
+ * file of its provider, whose path holds the provider's PCI address.
+ */
+static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
+				 const char *why)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+
+	mmap_read_lock(mm);
+	vma = find_vma(mm, addr);
+	if (vma && vma->vm_start <= addr && vma->vm_file)
+		pr_info_ratelimited("register: %s[%d]: p2pdma memory of %pD4 %s %s\n",
+				    current->comm, task_pid_nr(current),
+				    vma->vm_file, why, dev_name(dev));
+	else
+		pr_info_ratelimited("register: %s[%d]: p2pdma memory at %#lx %s %s\n",
+				    current->comm, task_pid_nr(current), addr,
+				    why, dev_name(dev));
+	mmap_read_unlock(mm);
+}
+
+/* Undo kvblk_p2pdma_pin_map(). */
+static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
+{
+	dma_unmap_sgtable(dev, &p->sgt, DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
+	sg_free_table(&p->sgt);
+	unpin_user_pages(p->pages, p->nr_pages);
+	kvfree(p->pages);
+}
+
+/*
+ * Pin and map @nr_pages pages at @addr for @dev. Checks every page is
+ * P2PDMA memory and names the pair when the kernel refuses to map it.
+ */
+static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
+				unsigned long addr, unsigned long nr_pages)
+{
+	unsigned long i;
+	int ret;
+
+	p->nr_pages = nr_pages;
+	p->pages = kvmalloc_array(nr_pages, sizeof(*p->pages), GFP_KERNEL_ACCOUNT);
+	if (!p->pages)
+		return -ENOMEM;
+	ret = kvblk_pin_user(addr, nr_pages, KVBLK_GUP_P2PDMA, p->pages);
+	if (ret)
+		goto out_free;
+	for (i = 0; i < nr_pages; i++) {
+		if (!is_pci_p2pdma_page(p->pages[i])) {
+			kvblk_p2pdma_refused(dev, addr + (i << PAGE_SHIFT),
+					     "is not P2PDMA memory; not mapped for");
+			ret = -EINVAL;
+			goto out_unpin;
+		}
+	}
+	ret = kvblk_map_pages(dev, p->pages, nr_pages, &p->sgt);
+	if (ret == -EREMOTEIO)
+		kvblk_p2pdma_refused(dev, addr,
+				     "cannot be reached (the kernel's P2PDMA distance check refuses the pair) by");
+	if (ret)
+		goto out_unpin;
+	return 0;
+
+out_unpin:
+	unpin_user_pages(p->pages, nr_pages);
+out_free:
+	kvfree(p->pages);
+	return ret;
+}
+
+static void kvblk_p2pdma_pin_release(struct kvblk_buf *buf)
+{
+	struct kvblk_p2pdma_pin *p = buf->priv;
+	struct kvblk_buf *parent = p->parent;
+
+	kvblk_p2pdma_unpin(p, buf->dev);
+	kfree(p);
+	atomic_dec(&parent->inflight);
+	kvblk_buf_put(parent);
+}
+
+static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
+	.name = "p2pdma",
+	.release = kvblk_p2pdma_pin_release,
+};
+
+/* kvblk_mem_ops.bind: pin and map one window for one batch. */
+static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
+					   u64 len)
+{
+	struct kvblk_p2pdma_range *range = parent->priv;
+	struct kvblk_p2pdma_pin *p;
+	struct kvblk_buf *buf;
+	int ret;
+
+	/* The range is an address in its registering process only. */
+	if (current->mm != range->mm)
+		return ERR_PTR(-EFAULT);
+	if (!PAGE_ALIGNED(off) || !PAGE_ALIGNED(len) || !len)
+		return ERR_PTR(-EINVAL);
+	p = kzalloc(sizeof(*p), GFP_KERNEL_ACCOUNT);
+	if (!p)
+		return ERR_PTR(-ENOMEM);
+	ret = kvblk_p2pdma_pin_map(p, parent->dev, range->addr + off,
+				   len >> PAGE_SHIFT);
+	if (ret)
+		goto out_free;
+	buf = kvblk_buf_alloc(parent->dev, KVBLK_MEM_P2PDMA, len,
+			      &kvblk_p2pdma_pin_ops);
+	if (IS_ERR(buf)) {
+		ret = PTR_ERR(buf);
+		goto out_unpin;
+	}
+	ret = kvblk_buf_segs_from_sgt(buf, &p->sgt, 0);
+	if (ret) {
+		kvblk_buf_abort(buf);
+		goto out_unpin;
+	}
+	kref_get(&parent->ref);
+	atomic_inc(&parent->inflight);
+	p->parent = parent;
+	buf->priv = p;
+	buf->id = parent->id;
+	return buf;
+
+out_unpin:
+	kvblk_p2pdma_unpin(p, parent->dev);
+out_free:
+	kfree(p);
+	return ERR_PTR(ret);
+}
+
+static void kvblk_p2pdma_range_release(struct kvblk_buf *buf)
+{
+	struct kvblk_p2pdma_range *range = buf->priv;
+
+	mmdrop(range->mm);
+	kfree(range);
+}
+
+static const struct kvblk_mem_ops kvblk_mem_p2pdma_ops = {
+	.name = "p2pdma",
+	.release = kvblk_p2pdma_range_release,
+	.bind = kvblk_p2pdma_bind,
+};
+
+/**
+ * kvblk_mem_p2pdma_create() - register a user range of P2PDMA pages.
+ * @dev: the NVMe controller's DMA device.
+ * @r: the request; @r->addr and @r->len are page aligned.
+ *
+ * Checks the range now (pinned and mapped once, then released); each load
+ * pins and maps the window it needs.
+ *
+ * Return: the buffer, or ERR_PTR: -EFAULT (unmapped range), -EINVAL (a
+ * page of the range is not P2PDMA memory), -EREMOTEIO (the kernel's P2PDMA
+ * check finds no path between the provider and @dev; the kernel log names
+ * both), -EOPNOTSUPP (a segment the PRP rules cannot describe), -EINTR,
+ * -ENOMEM.
+ */
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+					  const struct kvblk_buf_reg *r)
+{
+	struct kvblk_p2pdma_range *range;
+	struct kvblk_p2pdma_pin pin = { };
+	struct kvblk_buf *buf;
+	int ret;
+
+	ret = kvblk_p2pdma_pin_map(&pin, dev, r->addr, r->len >> PAGE_SHIFT);
+	if (ret)
+		return ERR_PTR(ret);
+	/* The PRP rules hold for every window if they hold for the whole. */
+	buf = kvblk_buf_alloc(dev, KVBLK_MEM_P2PDMA, r->len,
+			      &kvblk_mem_p2pdma_ops);
+	if (IS_ERR(buf)) {
+		ret = PTR_ERR(buf);
+		goto out_unpin;
+	}
+	ret = kvblk_buf_segs_from_sgt(buf, &pin.sgt, 0);
+	kvfree(buf->segs);
+	buf->segs = NULL;
+	buf->nr_segs = 0;
+	if (ret)
+		goto out_abort;
+
+	range = kzalloc(sizeof(*range), GFP_KERNEL_ACCOUNT);
+	if (!range) {
+		ret = -ENOMEM;
+		goto out_abort;
+	}
+	range->addr = r->addr;
+	range->mm = current->mm;
+	mmgrab(range->mm);
+	buf->priv = range;
+	kvblk_p2pdma_unpin(&pin, dev);
+	return buf;
+
+out_abort:
+	kvblk_buf_abort(buf);
+out_unpin:
+	kvblk_p2pdma_unpin(&pin, dev);
+	return ERR_PTR(ret);
+}
+
+#else /* no P2PDMA in this kernel */
+
+bool kvblk_mem_p2pdma_supported(void)
+{
+	return false;
+}
+
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+					  const struct kvblk_buf_reg *r)
+{
+	pr_info_ratelimited("register: %s[%d]: this kernel has no PCI P2PDMA (CONFIG_PCI_P2PDMA, FOLL_PCI_P2PDMA)\n",
+			    current->comm, task_pid_nr(current));
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+#endif
