@@ -18,6 +18,10 @@
  * the poison must stay intact whatever was in flight, and later loads into
  * the buffer fail with -ENODEV per object.
  *
+ * The kernel's own exporter too: udmabuf_objects_land registers a udmabuf
+ * (a dma-buf over memfd pages, /dev/udmabuf, CONFIG_UDMABUF: Debian 7.2 has
+ * it, 6.1 does not and skips) and reads what landed through the memfd.
+ *
  * Environment: KVBLK_TEST_DEVICE (default /dev/nvme0n1; only read). Needs
  * root, /dev/kvblk and /dev/kvblk_test_dmabuf (exit 4, skip, without them).
  */
@@ -42,6 +46,7 @@
 #include <unistd.h>
 
 #include <linux/kvblk.h>
+#include <linux/udmabuf.h>
 
 #include "tests/kmod-exporters/kvblk_test_dmabuf.h"
 #include "tests/vm/pattern.h"
@@ -871,6 +876,82 @@ TEST_F_TIMEOUT(dmabuf, child_killed_with_registered_dmabuf, 120)
 	EXPECT_EQ(self->base.mappings, c.mappings);
 	EXPECT_EQ(self->base.pins, c.pins);
 	EXPECT_EQ(0, ns_inflight());
+}
+
+/*
+ * udmabuf, the kernel's exporter of memfd pages (not a dynamic exporter:
+ * kvblk's pin is a no-op there and the mapping is static): objects of
+ * awkward sizes at dword-aligned offsets land where they belong, read back
+ * through the memfd; the bytes between them keep the fill.
+ */
+TEST(udmabuf_objects_land)
+{
+	const uint64_t len = 4 * MIB;
+	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = len };
+	struct kvblk_attach at = { .size = sizeof(at) };
+	struct kvblk_desc d[4];
+	struct kvblk_desc_result res[4];
+	struct kvblk_load_many lm;
+	unsigned char *mem, *want;
+	int kfd, bfd, mfd, ufd, dfd;
+	uint64_t L, cursor = 4;
+	__u64 feat = 0;
+	uint32_t id, i;
+
+	if (access("/dev/udmabuf", F_OK))
+		SKIP(return, "no /dev/udmabuf (CONFIG_UDMABUF; Debian 7.2 has it, 6.1 does not)");
+	kfd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	if (kfd < 0)
+		SKIP(return, KVBLK_NODE " missing (insmod kvblk.ko)");
+	ASSERT_EQ(0, ioctl(kfd, KVBLK_IOC_GET_FEATURES, &feat));
+	ASSERT_NE(0ULL, feat & KVBLK_FEAT_MEM_DMABUF);
+	bfd = open(test_device(), O_RDONLY | O_CLOEXEC);
+	ASSERT_LE(0, bfd);
+	at.bdev_fd = bfd;
+	ASSERT_EQ(0, ioctl(kfd, KVBLK_IOC_ATTACH, &at)) TH_LOG("attach: %s", strerror(errno));
+	L = at.lba_size;
+
+	/* udmabuf wants a sealed-against-shrinking memfd. */
+	mfd = memfd_create("kvblk-udmabuf", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ASSERT_LE(0, mfd);
+	ASSERT_EQ(0, ftruncate(mfd, (off_t)len));
+	ASSERT_EQ(0, fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	memset(mem, FILL, len);
+	ufd = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, ufd);
+	c.memfd = (__u32)mfd;
+	dfd = ioctl(ufd, UDMABUF_CREATE, &c);
+	ASSERT_LE(0, dfd) TH_LOG("UDMABUF_CREATE: %s", strerror(errno));
+
+	ASSERT_EQ(0, reg_dmabuf(kfd, dfd, 0, len, &id));
+	const uint64_t sizes[4] = { L, 3 * L, at.max_cmd_bytes + L, 64 * 1024 + 5 * L };
+	for (i = 0; i < 4; i++) {
+		d[i] = (struct kvblk_desc){ .offset = (1 + 50 * i) * L * 8, .length = sizes[i],
+					   .buf_id = id, .buf_offset = cursor, .tag = i };
+		cursor += sizes[i] + 4096 + 8;	/* a gap, and dword (not page) alignment */
+	}
+	ASSERT_EQ(4, load(kfd, d, res, 4, &lm));
+	for (i = 0; i < 4; i++) {
+		EXPECT_EQ(0, res[i].status);
+		want = pread_direct(d[i].offset, d[i].length);
+		ASSERT_NE(NULL, want);
+		EXPECT_EQ(0, memcmp(mem + d[i].buf_offset, want, d[i].length))
+			TH_LOG("object %u differs from pread(O_DIRECT)", i);
+		free(want);
+		/* The gap after each object keeps the fill. */
+		EXPECT_EQ(-1, first_not(mem, d[i].buf_offset + d[i].length,
+					d[i].buf_offset + d[i].length + 4096, FILL));
+	}
+	EXPECT_EQ(-1, first_not(mem, 0, 4, FILL));
+	EXPECT_EQ(0, unreg(kfd, id));
+	close(dfd);
+	close(ufd);
+	munmap(mem, len);
+	close(mfd);
+	close(kfd);
+	close(bfd);
 }
 
 TEST_HARNESS_MAIN
