@@ -40,14 +40,20 @@ inline constexpr std::array<Tunable, 3> kTunables{ {
 	  "Descriptors (objects) accepted per LOAD_MANY call." },
 } };
 
-/** Environment variables kvblkctl reads. */
+/** Environment variables libkvblk and kvblkctl read. */
 struct EnvVar {
 	std::string_view name;
 	std::string_view def;
 	std::string_view help;
 };
 
-inline constexpr std::array<EnvVar, 3> kEnvVars{ {
+inline constexpr std::array<EnvVar, 5> kEnvVars{ {
+	{ "KVBLK_BACKEND", "auto",
+	  "libkvblk: overrides KVBLK_BACKEND_AUTO (auto, uring, threadpool, psync, "
+	  "kmod, uring_cmd); the backend that served each batch is still reported." },
+	{ "KVBLK_CUDART", "(unset)",
+	  "libkvblk: a CUDA runtime library tried before libcudart.so.13, "
+	  ".12 and libcudart.so (the staged path and kvblk-bench --dest cuda)." },
 	{ "KVBLK_SYSFS_ROOT", "/sys",
 	  "Root of the sysfs tree kvblkctl reads (kernel/kvblk, module/kvblk); "
 	  "tests point it at a fake tree." },
