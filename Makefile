@@ -42,24 +42,31 @@ test check: deps
 	$(MAKE) unit
 	$(MAKE) kmod
 	$(MAKE) dkms-build
-	$(MAKE) vmtest
+	$(MAKE) vmtest-matrix
 
 clean:
 	rm -rf $(BUILD)
 
-# Kernel-module tests in QEMU (TCG) on Debian's kernel; see tests/vm/README.md.
-#   make vmtest  [CASES=regex] [VARIANTS=lba4k,...]  boot each variant, run its cases
-#   make vmshell [VARIANT=lba4k]                     interactive shell in a test VM
-.PHONY: deps-vm vmtest vmshell
+# Kernel-module tests in QEMU (TCG) on Debian's kernels; see tests/vm/README.md.
+#   make vmtest  [CASES=regex] [VARIANTS=lba4k,...] [KERNEL=6.1|6.12|7.2]
+#                boot each variant on one kernel (default 6.1, this machine's), run its cases
+#   make vmtest-matrix [KERNELS="6.1 6.12 7.2"] [CASES=..] [VARIANTS=..]
+#                the suite on each kernel (6.12, 7.2: Debian trixie/sid in build/kroots/)
+#   make vmshell [VARIANT=lba4k] [KERNEL=..]         interactive shell in a test VM
+.PHONY: deps-vm vmtest vmtest-matrix vmshell
+KERNELS ?= 6.1 6.12 7.2
 
 deps-vm:
 	@$(DEPS) vm
 
 vmtest: deps-vm
-	tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)')
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)')
+
+vmtest-matrix: deps-vm
+	tests/vm/run-matrix.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)') $(KERNELS)
 
 vmshell: deps-vm
-	tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)
 
 # VM benchmark (tests/vm/bench/): libkvblk kmod vs uring vs uring_cmd vs fio io_uring
 # (block device) and io_uring_cmd (/dev/ng0n1) on one emulated namespace, one table.
@@ -67,6 +74,12 @@ vmshell: deps-vm
 .PHONY: vmbench
 vmbench: deps-vm userspace
 	tests/vm/bench/run.sh
+
+# P2PDMA bench on Debian's 7.2 kernel: kmod into another controller's CMB (a PCI BAR)
+# vs kmod and uring into host memory, same namespace, same run.
+.PHONY: vmbench-p2p
+vmbench-p2p: deps-vm userspace
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/bench/run.sh --p2p
 
 # kvblk.ko against installed kernel headers (W=1, must print no warnings);
 # KVER=<version> picks a kernel, default the newest installed headers.

@@ -6,7 +6,8 @@
 # Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
 #   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, kernel source
-#         (its kselftest harness headers) for the module tests
+#         (its kselftest harness headers) for the module tests; debootstrap
+#         for the other kernels of the matrix
 set -euo pipefail
 
 want=${1:-all}
@@ -15,6 +16,7 @@ user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev l
 	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux)
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
+	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots
 	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
 
 pkgs=()

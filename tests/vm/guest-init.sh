@@ -9,9 +9,10 @@
 #    run folder (9p tag "results", writable) on /results;
 # 3. reads /results/guest.env (written by run-vm.sh), mounts proc, sys,
 #    devtmpfs, devpts, tmpfs (/tmp, /run, /dev/shm), debugfs and tracefs in
-#    /host, and bind-mounts /results over the run folder's own host path, so
+#    /host, for a chroot kernel its /lib/modules/KVER over /host/lib/modules,
+#    and bind-mounts /results over the run folder's own host path, so
 #    every path is the same inside `chroot /host` as on the host;
-# 4. waits for /dev/nvme0n1, then runs tests/vm/guest-run.sh (mode run) or an
+# 4. waits for the data namespace (serial kvblk0; usually /dev/nvme0n1), then runs tests/vm/guest-run.sh (mode run) or an
 #    interactive shell (mode shell) in `chroot /host`;
 # 5. powers off.
 export PATH=/bin:/sbin
@@ -57,16 +58,38 @@ case $KVBLK_SRC in
 	;;
 esac
 mount -t tmpfs -o mode=755 tmpfs /host/run
+# A kernel from a release's chroot (KVBLK_VM_KERNEL): its modules replace the
+# host's /lib/modules, so that the host's modprobe in the chroot finds them.
+if [ -n "${KVBLK_VM_KROOT:-}" ]; then
+	mount -t tmpfs -o mode=755 tmpfs /host/lib/modules || die "no tmpfs on /lib/modules"
+	mkdir -p "/host/lib/modules/$KVBLK_VM_KVER"
+	mount -o bind "/host$KVBLK_VM_KROOT/lib/modules/$KVBLK_VM_KVER" \
+		"/host/lib/modules/$KVBLK_VM_KVER" || die "cannot bind the kernel's modules"
+fi
 mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
 mount -o bind /results "/host$KVBLK_VM_RESULTS" || die "cannot bind the results share"
 
+# The data namespace is that of the controller with serial kvblk0: with a
+# second controller (the p2p variants) the nvme driver's asynchronous probes
+# decide which one becomes nvme0.
 i=0
-while [ ! -b "$KVBLK_TEST_DEVICE" ] || [ ! -c "$KVBLK_TEST_NGDEV" ]; do
+while :; do
+	for s in /sys/class/nvme/nvme*/serial; do
+		read -r ser <"$s" 2>/dev/null || continue
+		[ "$ser" = kvblk0 ] || continue
+		c=${s%/serial}
+		c=${c##*/}
+		if [ -b "/dev/${c}n1" ] && [ -c "/dev/ng${c#nvme}n1" ]; then
+			KVBLK_TEST_DEVICE=/dev/${c}n1 KVBLK_TEST_NGDEV=/dev/ng${c#nvme}n1
+			break 2
+		fi
+	done
 	i=$((i + 1))
-	[ $i -gt 300 ] && die "$KVBLK_TEST_DEVICE or $KVBLK_TEST_NGDEV did not appear in 30 s"
+	[ $i -gt 300 ] && die "no namespace of the controller with serial kvblk0 appeared in 30 s"
 	sleep 0.1
 done
+export KVBLK_TEST_DEVICE KVBLK_TEST_NGDEV
 
 hostname kvblk-vm
 export HOME=/root TERM=${TERM:-linux}

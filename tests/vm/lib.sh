@@ -16,10 +16,56 @@ QEMU=${KVBLK_VM_QEMU:-qemu-system-x86_64}
 vm_log() { printf 'vmtest: %s\n' "$*" >&2; }
 vm_die() { vm_log "error: $*"; exit 2; }
 
-# Prints the kernel version the guest boots: $KVBLK_VM_KVER, else the newest
-# /boot/vmlinuz-<ver> whose modules are installed in /lib/modules/<ver>.
+# Prints the folder of the per-release kernel roots (tests/vm/kernels/mkroot.sh).
+vm_kroots_dir() {
+	local d=${KVBLK_VM_KROOTS:-$REPO/build/kroots}
+	mkdir -p "$d"
+	(cd "$d" && pwd)
+}
+
+# The guest's kernel: KVBLK_VM_KERNEL names where it comes from.
+#   "" | host | 6.1 | bookworm   this machine's /boot and /lib/modules (default)
+#   trixie | 6.12                 Debian trixie's kernel, in build/kroots/trixie
+#   sid | 7.2                     Debian sid's kernel, in build/kroots/sid
+# The numbers are the series each release carried when this was written; the
+# root holds whatever its release ships (the suite prints the version).
+# vm_kernel_select sets VM_KREL (host, trixie or sid) and VM_KROOT (the
+# chroot holding the kernel; empty for the host); every path of the kernel
+# below is "$VM_KROOT/boot/..." and "$VM_KROOT/lib/modules/...".
+vm_kernel_select() {
+	case ${KVBLK_VM_KERNEL:-host} in
+	'' | host | 6.1 | bookworm) VM_KREL=host ;;
+	trixie | 6.12) VM_KREL=trixie ;;
+	sid | 7.2) VM_KREL=sid ;;
+	*) vm_die "KVBLK_VM_KERNEL='$KVBLK_VM_KERNEL': want host|6.1|bookworm, 6.12|trixie or 7.2|sid" ;;
+	esac
+	VM_KROOT=
+	[ $VM_KREL = host ] || VM_KROOT=$(vm_kroots_dir)/$VM_KREL
+}
+
+# Runs a command in the chroot ROOT with /proc mounted (in a private mount
+# namespace: nothing stays mounted) and a clean environment.
+# usage: vm_in_kroot ROOT COMMAND...
+vm_in_kroot() {
+	local root=$1
+	shift
+	env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+		HOME=/root LANG=C.UTF-8 ${DEBIAN_FRONTEND:+DEBIAN_FRONTEND=$DEBIAN_FRONTEND} \
+		unshare -m --propagation private sh -c \
+		'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$root" "$@"
+}
+
+# Prints the kernel version the guest boots. A chroot kernel: the one in
+# $VM_KROOT, whose root is made first when missing (kernels/mkroot.sh). The
+# host's: $KVBLK_VM_KVER, else the newest /boot/vmlinuz-<ver> whose modules
+# are installed in /lib/modules/<ver>.
 vm_kernel_version() {
 	local v best=
+	[ -n "${VM_KREL:-}" ] || vm_kernel_select
+	if [ -n "$VM_KROOT" ]; then
+		"$VM_DIR/kernels/mkroot.sh" "$VM_KREL" || vm_die "no $VM_KREL kernel root"
+		return
+	fi
 	if [ -n "${KVBLK_VM_KVER:-}" ]; then
 		[ -r "/boot/vmlinuz-$KVBLK_VM_KVER" ] || vm_die "no /boot/vmlinuz-$KVBLK_VM_KVER"
 		echo "$KVBLK_VM_KVER"
@@ -34,12 +80,13 @@ vm_kernel_version() {
 }
 
 # Prints the kernel file QEMU boots for KVER. Default: the uncompressed ELF
-# vmlinux extracted once from /boot/vmlinuz-KVER into $VM_OUT/kernel, which
+# vmlinux extracted once from $VM_KROOT/boot/vmlinuz-KVER into $VM_OUT/kernel, which
 # QEMU starts through its PVH entry point: under TCG this saves the ~6 s the
 # guest spends decompressing an xz bzImage. KVBLK_VM_PVH=0, or a kernel
 # without a PVH entry (CONFIG_PVH), boots the bzImage itself.
 vm_kernel_image() {
-	local bz=/boot/vmlinuz-$1 out=$VM_OUT/kernel/vmlinux-$1 h off magic unz
+	[ -n "${VM_KREL:-}" ] || vm_kernel_select
+	local bz=$VM_KROOT/boot/vmlinuz-$1 out=$VM_OUT/kernel/vmlinux-$1 h off magic unz
 	[ "${KVBLK_VM_PVH:-1}" != 0 ] || { echo "$bz"; return; }
 	h=$(vm_hash "$bz" "$(stat -c '%s %Y' "$bz")")
 	if [ -f "$out" ] && [ "$(cat "$out.hash" 2>/dev/null)" = "$h" ]; then
@@ -138,7 +185,9 @@ vm_variant_names() {
 # Loads a variant: NAME or NAME:key=value[:key=value...] (keys: lba mdts qpairs
 # size iommu bad append). A variant file may also set VM_NS_PROPS (extra nvme-ns
 # properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
-# guest sees, when it is not the image size). Sets the VM_* variables below and
+# guest sees, when it is not the image size), VM_QEMU_PRE (devices placed before
+# the data controller, e.g. a PCIe switch), VM_NVME_BUS (the bus the data
+# controller sits on) and VM_QEMU_EXTRA. Sets the VM_* variables below and
 # VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v
@@ -147,6 +196,7 @@ vm_load_variant() {
 
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
 	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
+	VM_QEMU_PRE='' VM_NVME_BUS=''
 
 	# shellcheck source=/dev/null
 	. "$conf"

@@ -8,11 +8,13 @@
 # Contents: /bin/busybox (busybox-static) and its applet links, /init
 # (guest-init.sh), /dev/console, and the modules needed to reach the host's
 # root and the NVMe namespace, with their dependencies, copied from
-# /lib/modules/KVER and indexed with `depmod -b`. Every other module is
-# loadable later from the chroot with the host's own modprobe (the guest
-# runs the kernel whose /lib/modules the host has).
+# $VM_KROOT/lib/modules/KVER (decompressed when they are .ko.xz/.zst/.gz) and
+# indexed with the host's `depmod -b`. Every other module is loadable later
+# from the chroot with the host's own modprobe (the guest runs the kernel
+# whose /lib/modules the host has; for a chroot kernel, guest-init.sh puts
+# the chroot's /lib/modules/KVER there).
 #
-# usage: mkinitramfs.sh KVER
+# usage: mkinitramfs.sh KVER   (KVBLK_VM_KERNEL selects the kernel's root)
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -20,14 +22,15 @@ kver=${1:?usage: mkinitramfs.sh KVER}
 read -ra extra <<<"${KVBLK_VM_EXTRA_MODULES:-}"
 modules=(virtio_pci 9pnet_virtio 9p nvme "${extra[@]}")
 busybox=$(command -v busybox) || vm_die "busybox not found (run: make deps-vm)"
-moddir=/lib/modules/$kver
+vm_kernel_select
+moddir=$VM_KROOT/lib/modules/$kver
 [ -f "$moddir/modules.dep" ] || vm_die "no $moddir/modules.dep"
 
 # Every module file with its dependencies: "insmod /lib/modules/.../x.ko" lines.
 mod_files() {
 	local m
 	for m in "${modules[@]}"; do
-		modprobe -S "$kver" --show-depends "$m" ||
+		modprobe ${VM_KROOT:+-d "$VM_KROOT"} -S "$kver" --show-depends "$m" ||
 			vm_die "module $m not found for $kver"
 	done | awk '$1 == "insmod" { print $2 }' | sort -u
 }
@@ -35,7 +38,7 @@ mod_files() {
 mapfile -t files < <(mod_files)
 out=$VM_OUT/initramfs
 img=$out/initramfs-$kver.cpio
-hash=$(vm_hash "$0" "$VM_DIR/guest-init.sh" "$busybox" "${modules[*]}" \
+hash=$(vm_hash "$0" "$VM_DIR/guest-init.sh" "$busybox" "${modules[*]}" "$VM_KROOT" \
 	"$(stat -c '%n %s %Y' "${files[@]}")")
 
 mkdir -p "$out"
@@ -58,7 +61,7 @@ mknod -m 666 "$root/dev/null" c 1 3
 install -m 755 "$VM_DIR/guest-init.sh" "$root/init"
 
 for f in "${files[@]}"; do
-	dst=$root$f
+	dst=$root${f#"$VM_KROOT"}
 	mkdir -p "$(dirname "$dst")"
 	case $f in
 	*.ko) cp "$f" "$dst" ;;
@@ -69,7 +72,7 @@ for f in "${files[@]}"; do
 	esac
 done
 for f in modules.order modules.builtin modules.builtin.modinfo; do
-	[ -f "$moddir/$f" ] && cp "$moddir/$f" "$root$moddir/"
+	[ -f "$moddir/$f" ] && cp "$moddir/$f" "$root/lib/modules/$kver/"
 done
 depmod -b "$root" "$kver"
 

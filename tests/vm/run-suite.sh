@@ -10,24 +10,29 @@
 # usage: run-suite.sh [--cases REGEX] [--variants LIST] [--manifest FILE]
 #                     [--no-build] [--list]
 #   --cases     run only cases whose NAME or VARIANT/NAME matches the ERE
+#   --skip-cases  leave out cases whose NAME or VARIANT/NAME matches the ERE
 #   --variants  comma list of variant names; NAME:key=value[:key=value] reruns that
 #               variant's cases with changed settings (e.g. blkdebug:bad=8M)
 #   --no-build  do not run `make` for kmod/ and tests/selftests/kvblk/
 #   --list      print the plan and exit
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
+# The whole script is one block, read before it runs: editing this file
+# while a suite runs does not change what that suite does.
+{
 
-cases_re=${KVBLK_VM_CASES:-} variants_filter=${KVBLK_VM_VARIANTS:-}
+cases_re=${KVBLK_VM_CASES:-} variants_filter=${KVBLK_VM_VARIANTS:-} skip_re=${KVBLK_VM_SKIP_CASES:-}
 manifest=$VM_DIR/cases.list build=${KVBLK_VM_BUILD:-1} list_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--cases) cases_re=$2; shift 2 ;;
+	--skip-cases) skip_re=$2; shift 2 ;;
 	--variants) variants_filter=$2; shift 2 ;;
 	--manifest) manifest=$2; shift 2 ;;
 	--no-build) build=0; shift ;;
 	--list) list_only=1; shift ;;
 	-h | --help) sed -n '3,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-	*) vm_die "usage: run-suite.sh [--cases REGEX] [--variants LIST] [--manifest FILE] [--no-build] [--list]" ;;
+	*) vm_die "usage: run-suite.sh [--cases REGEX] [--skip-cases REGEX] [--variants LIST] [--manifest FILE] [--no-build] [--list]" ;;
 	esac
 done
 
@@ -35,6 +40,7 @@ done
 BAD_RE='BUG:|WARNING:|Oops|lockdep|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:'
 ORDER=(lba4k lba512 mdts-small iommu blkdebug)
 
+vm_kernel_select
 kver=$(vm_kernel_version)
 command -v "$QEMU" >/dev/null || vm_die "$QEMU not found (run: make deps-vm)"
 
@@ -76,6 +82,9 @@ while read -r variants name tmo needs cmd || [ -n "${variants:-}" ]; do
 	for v in ${variants//,/ }; do
 		(vm_load_variant "$v") || vm_die "$manifest:$lineno: bad variant '$v'"
 		if [ -n "$cases_re" ] && ! [[ $name =~ $cases_re || $v/$name =~ $cases_re ]]; then
+			continue
+		fi
+		if [ -n "$skip_re" ] && [[ $name =~ $skip_re || $v/$name =~ $skip_re ]]; then
 			continue
 		fi
 		for inst in $(wanted_instances "$v"); do
@@ -139,8 +148,17 @@ build_one() {	# id dir make-args...
 	local id=$1 dir=$2 t0 rc=0
 	shift 2
 	t0=$(date +%s)
-	make -C "$dir" "$@" >"$RUN/$id.log" 2>&1 || rc=$?
-	if [ $rc -eq 0 ]; then
+	if [ -n "${KVBLK_BUILD_ROOT:-}" ]; then	# in that chroot, with a clean environment
+		vm_in_kroot "$KVBLK_BUILD_ROOT" make -C "$dir" "$@" >"$RUN/$id.log" 2>&1 || rc=$?
+	else
+		make -C "$dir" "$@" >"$RUN/$id.log" 2>&1 || rc=$?
+	fi
+	# Kernel modules are W=1 clean on every kernel of the matrix.
+	if [ $rc -eq 0 ] && [ -n "${KVBLK_BUILD_KERNEL:-}" ] && grep -q 'warning:' "$RUN/$id.log"; then
+		verdict FAIL "build/$id" $(($(date +%s) - t0)) "compiler warnings for $kver, log: $RUN/$id.log"
+		grep -A3 'warning:' "$RUN/$id.log" | head -n 15 | indent
+		rc=1
+	elif [ $rc -eq 0 ]; then
 		verdict PASS "build/$id" $(($(date +%s) - t0))
 	else
 		verdict FAIL "build/$id" $(($(date +%s) - t0)) "make failed (rc=$rc), log: $RUN/$id.log"
@@ -148,31 +166,61 @@ build_one() {	# id dir make-args...
 	fi
 	return $rc
 }
-if [ "$build" = 1 ]; then
-	if [ -f "$REPO/kmod/Makefile" ]; then
-		if build_one kmod "$REPO/kmod" KVER="$kver" KDIR="/lib/modules/$kver/build"; then
-			kmod_state=built
-		else
-			kmod_state=failed
-		fi
-	elif [ -f "$REPO/kmod/Kbuild" ]; then
-		if build_one kmod "/lib/modules/$kver/build" M="$REPO/kmod" modules; then
-			kmod_state=built
-		else
-			kmod_state=failed
-		fi
+# Kernel modules for the guest's kernel, one folder each (a Makefile taking
+# KVER= and KDIR=, and some .c): kvblk.ko, then the test-only modules (fake
+# nvidia-p2p, dma-buf exporters). The host's kernel: built in place. A chroot
+# kernel (KVBLK_VM_KERNEL): built inside its root by its release's compiler,
+# from a copy of the folders and include/ in $KBUILD (the repository's layout;
+# conftest.sh runs there again, for that kernel), so builds never collide.
+read -ra module_dirs <<<"${KVBLK_VM_MODULE_DIRS:-kmod tests/kmod-exporters}"
+KBUILD=$REPO
+[ -z "$VM_KROOT" ] || KBUILD=$VM_KROOT/kvblk-build/$kver
+export KVBLK_VM_KBUILD=$KBUILD	# run-vm.sh: KVBLK_KO and the guest's KVBLK_VM_KBUILD
+build_modules() {	# dir
+	local d=$1 ok=0
+	if [ -z "$VM_KROOT" ]; then
+		KVBLK_BUILD_KERNEL=1 build_one "${d##*/}" "$REPO/$d" KVER="$kver" \
+			KDIR="/lib/modules/$kver/build" || ok=$?
+		return $ok
 	fi
+	mkdir -p "$KBUILD/$d" "$KBUILD/include"
+	rsync -a --delete "$REPO/include/" "$KBUILD/include/"
+	# Build products stay (incremental builds); sources follow the checkout.
+	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+		--exclude='.*.cmd' --exclude=conftest.h --exclude=modules.order \
+		--exclude=Module.symvers --exclude='.tmp*' "$REPO/$d/" "$KBUILD/$d/"
+	KVBLK_BUILD_KERNEL=1 KVBLK_BUILD_ROOT=$VM_KROOT build_one "${d##*/}" "${KBUILD#"$VM_KROOT"}/$d" \
+		KVER="$kver" KDIR="/lib/modules/$kver/build" || ok=$?
+	return $ok
+}
+if [ "$build" = 1 ]; then
+	# One build per kernel at a time: two suites started together must not
+	# compile into the same folders at once.
+	exec 7>"$VM_OUT/.build-$kver.lock"
+	if ! flock -n 7; then
+		vm_log "waiting for another suite's module build for $kver"
+		flock 7
+	fi
+	for d in "${module_dirs[@]}"; do
+		[ -f "$REPO/$d/Makefile" ] && ls "$REPO/$d"/*.c >/dev/null 2>&1 || continue
+		if build_modules "$d"; then
+			[ "$d" = kmod ] && kmod_state=built
+		else
+			[ "$d" = kmod ] && kmod_state=failed
+		fi
+	done
 	if [ -f "$REPO/tests/selftests/kvblk/Makefile" ]; then
 		build_one selftests "$REPO/tests/selftests/kvblk" || true
 	fi
 	if [ -f "$REPO/tests/kmod-smoke/Makefile" ]; then
 		build_one kmod-smoke "$REPO/tests/kmod-smoke" || true
 	fi
+	exec 7>&-
 fi
 
 # Prints why a case cannot run here, or nothing when its NEEDS are met.
 unmet() {
-	local need ko=$REPO/kmod/kvblk.ko vermagic
+	local need ko=$KBUILD/kmod/kvblk.ko vermagic
 	for need in ${1//,/ }; do
 		case $need in
 		-) ;;
@@ -190,6 +238,12 @@ unmet() {
 			;;
 		cmd:*)
 			command -v "${need#cmd:}" >/dev/null || { echo "command ${need#cmd:} not installed"; return; }
+			;;
+		kconfig:*)	# the guest kernel's config has the option (=y or =m)
+			local cfg=$VM_KROOT/boot/config-$kver
+			[ -f "$cfg" ] || { echo "no $cfg to check ${need#kconfig:}"; return; }
+			grep -Eq "^${need#kconfig:}=[ym]\$" "$cfg" ||
+				{ echo "the guest kernel $kver has no ${need#kconfig:}"; return; }
 			;;
 		*) echo "unknown need '$need' in the manifest"; return ;;
 		esac
@@ -309,3 +363,5 @@ summary="$npass passed, $nfail failed"
 echo "$summary" >"$RUN/summary.txt"
 echo "$summary"
 [ $nfail -eq 0 ]
+exit
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# Boots one kvblk test VM: Debian's kernel from /boot under QEMU (TCG), the
+# Boots one kvblk test VM: a Debian kernel (this machine's from /boot, or a
+# release's from its chroot, KVBLK_VM_KERNEL) under QEMU (TCG), the
 # host's root shared read-only over 9p, an emulated NVMe controller shaped by
 # a variant (tests/vm/variants/NAME.conf), and the run folder shared writable.
 #
@@ -25,6 +26,7 @@ done
 [ $# -eq 1 ] || vm_die "usage: run-vm.sh [--shell | --run-dir DIR [--timeout S]] VARIANT"
 vm_load_variant "$1"
 
+vm_kernel_select
 kver=$(vm_kernel_version)
 kernel=$(vm_kernel_image "$kver")
 initrd=$("$VM_DIR/mkinitramfs.sh" "$kver")
@@ -47,6 +49,9 @@ run_dir=$(cd "$run_dir" && pwd)
 	env_line KVBLK_SRC "$REPO"
 	env_line KVBLK_VM_DIR "$VM_DIR"
 	env_line KVBLK_VM_KVER "$kver"
+	env_line KVBLK_VM_KERNEL "$VM_KREL"
+	env_line KVBLK_VM_KROOT "$VM_KROOT"
+	env_line KVBLK_VM_KBUILD "${KVBLK_VM_KBUILD:-$REPO}"
 	env_line KVBLK_VM_VARIANT "$VM_VARIANT"
 	env_line KVBLK_VM_VARIANT_NAME "$VM_NAME"
 	env_line KVBLK_VM_LBA "$VM_LBA"
@@ -60,7 +65,7 @@ run_dir=$(cd "$run_dir" && pwd)
 	env_line KVBLK_VM_PATTERN_TOOL "$tool"
 	env_line KVBLK_TEST_DEVICE /dev/nvme0n1
 	env_line KVBLK_TEST_NGDEV /dev/ng0n1
-	env_line KVBLK_KO "$REPO/kmod/kvblk.ko"
+	env_line KVBLK_KO "${KVBLK_VM_KBUILD:-$REPO}/kmod/kvblk.ko"
 	if [ $mode = shell ] && rows_cols=$(stty size 2>/dev/null); then
 		env_line KVBLK_VM_TTY_ROWS "${rows_cols% *}"
 		env_line KVBLK_VM_TTY_COLS "${rows_cols#* }"
@@ -90,6 +95,8 @@ fi
 # every clock read an emulated MMIO access (fio, timeouts, dmesg get slow).
 append="console=ttyS0 quiet panic=-1 printk.devkmsg=on tsc=reliable $VM_APPEND ${KVBLK_VM_APPEND:-}"
 read -ra extra <<<"$VM_QEMU_EXTRA ${KVBLK_VM_QEMU_EXTRA:-}"
+# Devices the data controller's bus needs (a PCIe switch), placed before it.
+read -ra pre <<<"$VM_QEMU_PRE"
 qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	-smp "${KVBLK_VM_SMP:-2}" -m "${KVBLK_VM_MEM:-2G}" -display none -no-reboot
 	-kernel "$kernel" -initrd "$initrd" -append "$append"
@@ -97,7 +104,8 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
 	-virtfs "local,path=$run_dir,mount_tag=results,security_model=none"
 	-drive "file=$drive,if=none,id=nv0,format=raw,snapshot=on"
-	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS"
+	"${pre[@]}"
+	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS${VM_NVME_BUS:+,bus=$VM_NVME_BUS}"
 	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
 	"${extra[@]}")
 printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
@@ -125,12 +133,31 @@ t_start=$EPOCHREALTIME
 timeout -k 10 "$timeout_s" "${qemu[@]}" -serial "file:$run_dir/console.log" -monitor none \
 	</dev/null >"$run_dir/qemu.log" 2>&1 &
 pid=$!
+# A guest that wrote its last result (guest-run.sh's "done") powers off within
+# seconds. Sid's 7.2 under TCG once sat idle there for 9 minutes (its timers
+# stalled: "rcu_preempt kthread timer wakeup didn't happen"): stop such a
+# guest after KVBLK_VM_DONE_GRACE seconds; every result is already written.
+(
+	while kill -0 $pid 2>/dev/null; do
+		if [ -f "$run_dir/done" ]; then
+			sleep "${KVBLK_VM_DONE_GRACE:-30}"
+			kill -0 $pid 2>/dev/null || exit 0
+			echo "run-vm.sh: the guest finished but did not power off; stopping QEMU" >>"$run_dir/qemu.log"
+			kill -TERM $pid 2>/dev/null
+			exit 0
+		fi
+		sleep 1
+	done
+) &
+watcher=$!
 trap 'kill -TERM $pid 2>/dev/null' INT TERM
 rc=0
 wait $pid || rc=$?
 if [ $rc -gt 128 ] && kill -0 $pid 2>/dev/null; then	# interrupted: reap QEMU
 	wait $pid || true
 fi
+kill $watcher 2>/dev/null || true
+wait $watcher 2>/dev/null || true
 # Seconds QEMU ran, and seconds spent waiting for another VM first.
 awk -v w="$t_wait" -v s="$t_start" -v e="$EPOCHREALTIME" \
 	'BEGIN { printf "%.1f %.1f\n", e - s, s - w }' >"$run_dir/vm.times"

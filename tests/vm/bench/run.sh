@@ -8,11 +8,21 @@
 # KVBLK_BENCH_BATCH, KVBLK_BENCH_REPEAT, KVBLK_BENCH_PERF (see guest-bench.sh), and every
 # KVBLK_VM_* setting of tests/vm (KVBLK_VM_MEM defaults to 3G here). Extra arguments go to
 # run-suite.sh (e.g. --no-build, --variants 'lba4k:size=1G:mdts=7').
+# --p2p: the P2PDMA bench instead (p2p-bench.list, guest-p2p-bench.sh: kmod into a
+# controller memory buffer vs kmod and uring into host memory), on Debian's 7.2 kernel
+# unless KVBLK_VM_KERNEL says otherwise.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 cd "$repo" || exit 2
 export KVBLK_VM_MEM=${KVBLK_VM_MEM:-3G}
+list=$here/bench.list script=tests/vm/bench/guest-bench.sh table_path='*/cases/vmbench.d/table.txt'
+if [ "${1:-}" = --p2p ]; then
+	shift
+	list=$here/p2p-bench.list script=tests/vm/bench/guest-p2p-bench.sh
+	table_path='*/cases/p2pbench.d/p2p-table.txt'
+	export KVBLK_VM_KERNEL=${KVBLK_VM_KERNEL:-7.2}
+fi
 
 # The guest gets the case's environment from the harness only; pass the bench settings
 # through the manifest command line.
@@ -23,14 +33,14 @@ for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_M
 	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_PERF; do
 	[ -n "${!v:-}" ] && envs+="$v=${!v} "
 done
-sed "s|tests/vm/bench/guest-bench.sh|${envs}tests/vm/bench/guest-bench.sh|" "$here/bench.list" >"$manifest"
+sed "s|$script|${envs}$script|" "$list" >"$manifest"
 
 log=$(mktemp /tmp/kvblk-vmbench.XXXXXX.log)
 tests/vm/run-suite.sh --manifest "$manifest" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 runs=$(sed -n 's/^vmtest: logs: //p' "$log" | tail -n 1)
 rm -f "$log"
-table=$(find "$runs" -path '*/cases/vmbench.d/table.txt' 2>/dev/null | head -n 1)
+table=$(find "$runs" -path "$table_path" 2>/dev/null | head -n 1)
 echo
 if [ -n "$table" ]; then
 	cat "$table"

@@ -15,8 +15,11 @@ expect_eq "blockdev --getss" "$(blockdev --getss "$dev")" "$KVBLK_VM_LBA"
 expect_eq max_hw_sectors_kb "$(<"$q"/max_hw_sectors_kb)" $((KVBLK_VM_MAX_CMD_BYTES / 1024))
 expect_eq "capacity (bytes)" $(($(<"${q%/queue}"/size) * 512)) "$KVBLK_VM_DISK_BYTES"
 
-# The controller itself, through nvme-cli over the host's root.
-mdts=$(nvme id-ctrl /dev/nvme0 | awk '$1 == "mdts" { print $3 }')
+# The controller itself, through nvme-cli over the host's root: the one of
+# the data namespace (nvme1 when a second controller probed first).
+ctrl=${dev##*/}
+ctrl=${ctrl%n[0-9]*}
+mdts=$(nvme id-ctrl "/dev/$ctrl" | awk '$1 == "mdts" { print $3 }')
 expect_eq "id-ctrl mdts" "$mdts" "$KVBLK_VM_MDTS"
 lbads=$(nvme id-ns "$dev" | awk '/in use/ { for (i = 1; i <= NF; i++) if ($i ~ /^lbads:/) { split($i, a, ":"); print a[2] } }')
 expect_eq "id-ns LBA size (2^lbads)" $((1 << lbads)) "$KVBLK_VM_LBA"
@@ -28,7 +31,7 @@ if [ "$nq" -lt 1 ] || [ "$nq" -gt "$KVBLK_VM_QPAIRS" ]; then
 fi
 ok "$nq blk-mq hardware queues"
 
-group=/sys/class/nvme/nvme0/device/iommu_group
+group=/sys/class/nvme/$ctrl/device/iommu_group
 if [ "$KVBLK_VM_IOMMU" = 1 ]; then
 	[ -e $group ] || fail "IOMMU variant, but the NVMe PCI function has no iommu_group"
 	grep -q 'DMAR: IOMMU enabled' <<<"$(dmesg)" || fail "no 'DMAR: IOMMU enabled' in dmesg"
