@@ -15,10 +15,17 @@
  *    binaries built against an older header.
  *  - Units: bytes unless a name says otherwise; times in ns.
  *
- * Thread safety: one kvblk_dev may be used from several threads; calls of
- * kvblk_load_many()/kvblk_store_many() on one device are serialised inside
- * the library (open one device per submitting thread for parallel callers).
- * Registration calls may run concurrently with loads.
+ * Thread safety (since 0.3): one kvblk_dev may be used from several threads
+ * at once. Any number of threads may call kvblk_submit(), kvblk_load_many()
+ * and kvblk_store_many() while others call kvblk_reap(), kvblk_wait() and
+ * kvblk_cancel(); every completion is delivered exactly once (to the one
+ * kvblk_reap() or kvblk_wait() that takes it) and a ticket is never reused
+ * while it is outstanding. Registration and target calls may run concurrently
+ * with batches. kvblk_close() must not race any other call on the handle.
+ *
+ * Batches are asynchronous underneath: kvblk_submit() queues a batch and
+ * returns a ticket; kvblk_load_many()/kvblk_store_many() are kvblk_submit()
+ * + kvblk_wait() with the same contract as before.
  */
 #ifndef KVBLK_KVBLK_H
 #define KVBLK_KVBLK_H
@@ -34,7 +41,7 @@ extern "C" {
 #endif
 
 #define KVBLK_VERSION_MAJOR 0
-#define KVBLK_VERSION_MINOR 2
+#define KVBLK_VERSION_MINOR 3
 #define KVBLK_VERSION_PATCH 0
 
 /** kvblk_version() - "MAJOR.MINOR.PATCH" of the loaded library. */
@@ -138,6 +145,9 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
 #define KVBLK_MAX_WORKERS		64u
 #define KVBLK_MAX_DESCS_LIMIT		(1u << 20)
 #define KVBLK_DEFAULT_EAGAIN_RETRIES	16u
+#define KVBLK_DEFAULT_MAX_BATCHES	256u		/* outstanding batches (since 0.3) */
+#define KVBLK_MAX_BATCHES		65536u
+#define KVBLK_MAX_TARGETS		65536u		/* targets per device (since 0.3) */
 
 /**
  * struct kvblk_open_opts - options of kvblk_open(); fill with kvblk_open_opts_init().
@@ -157,6 +167,14 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
  * @eagain_retries: resubmissions of a command that completes with -EAGAIN
  *                  before its object fails with -EAGAIN; default 16.
  * @create_bytes:   size of the file created with KVBLK_OPEN_CREATE (> 0).
+ *
+ * Since 0.3 (a caller built against 0.2 passes the smaller opts_size,
+ * KVBLK_OPEN_OPTS_SIZE_V0_2, and gets the defaults of the fields below):
+ * @max_batches:    batches outstanding at once (submitted and not yet reaped
+ *                  or waited for), 1..KVBLK_MAX_BATCHES; default 256. A
+ *                  kvblk_submit() beyond it waits, or fails with -EAGAIN with
+ *                  KVBLK_SUBMIT_NONBLOCK.
+ * @reserved:       must be 0.
  */
 struct kvblk_open_opts {
 	size_t opts_size;
@@ -168,7 +186,12 @@ struct kvblk_open_opts {
 	uint32_t max_descs;
 	uint32_t eagain_retries;
 	uint64_t create_bytes;
+	uint32_t max_batches;
+	uint32_t reserved;
 };
+
+/* sizeof(struct kvblk_open_opts) of 0.2: the smallest opts_size accepted. */
+#define KVBLK_OPEN_OPTS_SIZE_V0_2 (offsetof(struct kvblk_open_opts, max_batches))
 
 /** kvblk_open_opts_init() - zero @opts and set opts_size to @size (pass sizeof(*opts)). */
 void kvblk_open_opts_init(struct kvblk_open_opts *opts, size_t size) KVBLK_NOEXCEPT;
@@ -226,6 +249,13 @@ void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
  * @workers:            effective rings or threads.
  * @max_descs:          effective descriptor limit per call.
  * @backend_reason:     why @backend was chosen, NUL-terminated.
+ *
+ * Since 0.3 (an info_size of 0.2, KVBLK_DEV_INFO_SIZE_V0_2, gets the fields
+ * above; the fields above describe target 0, the path given to kvblk_open()):
+ * @async:              enum kvblk_async: how kvblk_submit() batches progress.
+ * @max_batches:        effective kvblk_open_opts.max_batches.
+ * @targets:            targets currently added, target 0 included.
+ * @reserved2:          0.
  */
 struct kvblk_dev_info {
 	size_t info_size;
@@ -240,13 +270,95 @@ struct kvblk_dev_info {
 	uint32_t max_descs;
 	uint32_t reserved;
 	char backend_reason[160];
+	uint32_t async;
+	uint32_t max_batches;
+	uint32_t targets;
+	uint32_t reserved2;
+};
+
+/* sizeof(struct kvblk_dev_info) of 0.2: the smallest info_size accepted. */
+#define KVBLK_DEV_INFO_SIZE_V0_2 (offsetof(struct kvblk_dev_info, async))
+
+/**
+ * enum kvblk_async - how a device's batches progress after kvblk_submit() (since 0.3).
+ * @KVBLK_ASYNC_NATIVE: uring, uring_cmd: the batches share the device's io_uring
+ *                      rings, served by one thread per ring; commands of every
+ *                      outstanding batch are in flight together up to the
+ *                      queue depth. No thread per batch.
+ * @KVBLK_ASYNC_THREAD: psync, threadpool, kmod: one dispatch thread per device
+ *                      hands queued batches to the backend one after another
+ *                      (kmod: one LOAD_MANY ioctl per batch and target, until
+ *                      kvblk.ko takes io_uring commands).
+ */
+enum kvblk_async {
+	KVBLK_ASYNC_NATIVE = 1,
+	KVBLK_ASYNC_THREAD = 2,
 };
 
 /**
  * kvblk_get_info() - fill @info; set info->info_size = sizeof(*info) first.
- * Errors: -EINVAL NULL argument or info_size too small.
+ * An info_size between KVBLK_DEV_INFO_SIZE_V0_2 and sizeof(*info) gets that
+ * many bytes; a larger one gets the rest zeroed (up to 64 KiB).
+ * Errors: -EINVAL NULL argument, info_size below KVBLK_DEV_INFO_SIZE_V0_2 or
+ * above 64 KiB.
  */
 int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
+
+/* ------------------------------------------------------- targets (0.3) */
+
+/**
+ * kvblk_add_target() - add a block device or regular file that descriptors
+ * can name in kvblk_desc.target (since 0.3).
+ * @dev:   device. Target 0 is the path given to kvblk_open().
+ * @path:  block device or regular file, opened and checked as kvblk_open()
+ *         opens its path (O_DIRECT unless KVBLK_OPEN_BUFFERED; a FIFO, socket
+ *         or directory is refused without being opened for I/O).
+ * @flags: KVBLK_OPEN_WRITE (stores allowed), KVBLK_OPEN_BUFFERED; other
+ *         KVBLK_OPEN_* flags -EINVAL.
+ * @id:    receives the target id (the smallest free id >= 1).
+ *
+ * One batch may name any number of targets: every object of every target is
+ * in flight together. Each target has its own logical block size, memory
+ * alignment and capacity (kvblk_get_target_info()); descriptors are checked
+ * against their own target's. uring/threadpool/psync devices read every
+ * target through their own rings or threads; a kmod device serves an added
+ * PCIe NVMe namespace through its own kvblk.ko context and any other target
+ * through the uring backend (the backend that served each part is counted
+ * in stats.batches_by_backend). A uring_cmd device takes NVMe generic char
+ * devices only.
+ * Errors: -EINVAL NULL argument or unknown flag; -ENOSPC KVBLK_MAX_TARGETS
+ * reached; the errors of kvblk_open() for @path.
+ */
+int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t *id) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_add_target_fd() - add a target from a file descriptor the caller
+ * opened (since 0.3). Rights follow @fd: its access mode decides whether the
+ * target can be read (O_RDONLY, O_RDWR) and written (O_WRONLY, O_RDWR,
+ * needed with KVBLK_OPEN_WRITE). libkvblk opens its own description of the
+ * same file (through /proc/self/fd, with O_DIRECT unless KVBLK_OPEN_BUFFERED)
+ * and never changes @fd's flags; the caller may close @fd afterwards.
+ * Errors: -EBADF @fd is not open, or opened O_PATH, or its access mode does
+ * not allow what @flags ask for; the other errors of kvblk_add_target().
+ */
+int kvblk_add_target_fd(kvblk_dev *dev, int fd, uint32_t flags, uint32_t *id) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_remove_target() - close target @id (>= 1; target 0 lives until
+ * kvblk_close()) (since 0.3). Its id may be handed out again afterwards.
+ * Errors: -EINVAL @id is 0; -ENOENT no such target; -EBUSY an outstanding
+ * batch names it (wait for or reap it first).
+ */
+int kvblk_remove_target(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_get_target_info() - what kvblk_get_info() reports, for target @id
+ * (since 0.3): backend and backend_reason of the backend that serves it,
+ * flags, logical_block_size, mem_align, capacity (now: files are sized
+ * again when each batch starts), max_cmd_bytes, queue_depth, workers.
+ * Errors: those of kvblk_get_info(); -ENOENT no such target.
+ */
+int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
 
 /* --------------------------------------------------------------- buffers */
 
@@ -384,17 +496,37 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 
 /* ----------------------------------------------------------- load/store */
 
+/* kvblk_desc.flags (since 0.3) */
+#define KVBLK_DESC_UNALIGNED	(1u << 0) /* load exactly though not block aligned (below) */
+#define KVBLK_DESC_FLAGS_ALL	(KVBLK_DESC_UNALIGNED)
+
 /**
  * struct kvblk_desc - one object (a KV-cache blob) to load or store.
- * @offset: byte offset on the device or file; multiple of logical_block_size.
+ * @offset: byte offset in the target; multiple of its logical_block_size.
  * @length: bytes; > 0, multiple of logical_block_size.
  * @addr:   with @buf_id == KVBLK_BUF_NONE: host virtual address of the
  *          destination (source for stores), aligned to mem_align;
  *          otherwise byte offset into registered buffer @buf_id, with
  *          base + @addr aligned to mem_align.
  * @buf_id: registered buffer id, or KVBLK_BUF_NONE.
- * @flags:  must be 0.
+ * @flags:  KVBLK_DESC_* (0 in 0.2).
  * @tag:    caller's tag; reported back in the result.
+ * @target: target id (kvblk_add_target()); 0 is kvblk_open()'s path (since 0.3).
+ * @reserved: must be 0 (since 0.3).
+ *
+ * KVBLK_DESC_UNALIGNED (loads only; since 0.3): @offset, @length and the
+ * destination address may be any values (host memory destinations). The
+ * block-aligned part whose destination is suitably aligned is read straight
+ * into the destination; the unaligned edges are read as whole covering
+ * blocks into a bounce buffer of the library and copied, so at most two
+ * extra blocks per object are read (kvblk_batch_info.bytes_device counts
+ * them). A file's last bytes (size % logical_block_size) are loadable this
+ * way. Without the flag the alignment rules above hold (-EINVAL). Stores:
+ * -EINVAL with the flag.
+ *
+ * Growth: 0.2's struct ended after @tag (40 bytes). Programs built against
+ * the 0.2 header keep calling the KVBLK_0.1 versions of kvblk_load_many()
+ * and kvblk_store_many(), which read 40-byte descriptors (target 0).
  */
 struct kvblk_desc {
 	uint64_t offset;
@@ -403,6 +535,8 @@ struct kvblk_desc {
 	uint32_t buf_id;
 	uint32_t flags;
 	uint64_t tag;
+	uint32_t target;
+	uint32_t reserved;
 };
 
 /**
@@ -459,7 +593,15 @@ const char *kvblk_path_name(int path) KVBLK_NOEXCEPT;
  * @failed:     descriptors with status != 0.
  * @bytes:      bytes transferred in all.
  * @commands:   read or write commands issued (resubmissions included).
- * @elapsed_ns: wall time of the call.
+ * @elapsed_ns: wall time of the call (kvblk_wait(): from kvblk_submit() to
+ *              the batch's completion).
+ *
+ * Since 0.3 (an info_size of 0.2, KVBLK_BATCH_INFO_SIZE_V0_2, gets the
+ * fields above):
+ * @bytes_device: bytes moved to or from the targets: @bytes plus the
+ *              covering blocks read for KVBLK_DESC_UNALIGNED edges.
+ * @ticket:     the batch's ticket.
+ * @user_data:  kvblk_submit_opts.user_data.
  */
 struct kvblk_batch_info {
 	size_t info_size;
@@ -470,7 +612,13 @@ struct kvblk_batch_info {
 	uint64_t bytes;
 	uint64_t commands;
 	uint64_t elapsed_ns;
+	uint64_t bytes_device;
+	uint64_t ticket;
+	uint64_t user_data;
 };
+
+/* sizeof(struct kvblk_batch_info) of 0.2: the smallest info_size accepted. */
+#define KVBLK_BATCH_INFO_SIZE_V0_2 (offsetof(struct kvblk_batch_info, bytes_device))
 
 /**
  * kvblk_load_many() - read @n objects, all in flight together; synchronous.
@@ -485,6 +633,10 @@ struct kvblk_batch_info {
  * the others hold -ECANCELED, and info->bad_index names it.
  * After that, an I/O error fails its own object and no other.
  *
+ * Since 0.3 this is kvblk_submit() + kvblk_wait(): the batch shares the
+ * rings with batches other threads submitted, and waits for a free slot
+ * when max_batches are outstanding.
+ *
  * Return: number of descriptors with status 0 (== @n when all succeeded).
  * Errors (whole call, nothing read):
  *  -EINVAL   NULL argument, @n == 0, or a bad descriptor: offset or length
@@ -492,7 +644,8 @@ struct kvblk_batch_info {
  *            aligned to mem_align, offset + length overflows, registered
  *            buffer range exceeded, flags not 0;
  *  -EOPNOTSUPP (kvblk_store_many()) a descriptor's source is device memory;
- *  -ENOENT   a descriptor names an unregistered buffer id;
+ *  -ENOENT   a descriptor names an unregistered buffer id or an unknown
+ *            target;
  *  -ERANGE   a descriptor reaches past the end of the device or file;
  *  -E2BIG    @n > max_descs;
  *  -ENOMEM.
@@ -509,6 +662,155 @@ int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  */
 int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 		     struct kvblk_result *results, struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
+
+/* ------------------------------------------------- asynchronous (0.3) */
+
+/* kvblk_submit_opts.flags */
+#define KVBLK_SUBMIT_STORE	(1u << 0) /* write the objects (kvblk_store_many() rules) */
+#define KVBLK_SUBMIT_PRIORITY	(1u << 1) /* ahead of every queued batch without it */
+#define KVBLK_SUBMIT_NONBLOCK	(1u << 2) /* -EAGAIN instead of waiting for a free batch slot */
+#define KVBLK_SUBMIT_PER_OBJECT	(1u << 3) /* one kvblk_cqe per object, then the batch's */
+#define KVBLK_SUBMIT_FLAGS_ALL	(KVBLK_SUBMIT_STORE | KVBLK_SUBMIT_PRIORITY | \
+				 KVBLK_SUBMIT_NONBLOCK | KVBLK_SUBMIT_PER_OBJECT)
+
+/**
+ * struct kvblk_submit_opts - options of kvblk_submit(); fill with
+ * kvblk_submit_opts_init() (since 0.3).
+ * @opts_size: sizeof(struct kvblk_submit_opts).
+ * @flags:     KVBLK_SUBMIT_*.
+ * @bad_index: out: index of the rejected descriptor when kvblk_submit()
+ *             fails because of one; -1 otherwise.
+ * @user_data: the caller's value, returned in every kvblk_cqe of the batch.
+ * @results:   NULL, or @n results that the library writes as the objects
+ *             complete (status, bytes, tag, as kvblk_load_many()). The
+ *             array must stay valid until the batch's completion has been
+ *             reaped or waited for. On a rejected submit it holds the
+ *             rejection as kvblk_load_many() writes it.
+ */
+struct kvblk_submit_opts {
+	size_t opts_size;
+	uint32_t flags;
+	int32_t bad_index;
+	uint64_t user_data;
+	struct kvblk_result *results;
+};
+
+/** kvblk_submit_opts_init() - zero @opts and set opts_size to @size (since 0.3). */
+void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_submit() - queue a batch of @n objects and return (since 0.3).
+ * @dev:    device.
+ * @descs:  @n descriptors, checked exactly as kvblk_load_many() checks them
+ *          before anything is queued; the array is free again on return.
+ * @n:      1..max_descs.
+ * @opts:   options (NULL: a load, no results array, user_data 0).
+ * @ticket: receives the batch's ticket: nonzero, unique on this handle
+ *          (never reused).
+ *
+ * Destinations (sources for stores) belong to the library until the batch's
+ * completion is reaped (kvblk_reap()) or waited for (kvblk_wait()); so do the
+ * registered buffers it names (kvblk_unregister_buffer() gives -EBUSY) and
+ * its targets (kvblk_remove_target() gives -EBUSY). Batches progress in
+ * submission order, KVBLK_SUBMIT_PRIORITY ones first; commands of several
+ * batches are in flight together (enum kvblk_async).
+ *
+ * Return: 0. Errors (nothing queued): those of kvblk_load_many() for the
+ * batch (opts->bad_index names a bad descriptor); -EINVAL unknown flag, or
+ * opts_size below sizeof(struct kvblk_submit_opts) of 0.3 or larger with
+ * non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
+ * max_batches are outstanding; -EBADF a store on a target not opened for
+ * writing.
+ */
+int kvblk_submit(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
+		 struct kvblk_submit_opts *opts, uint64_t *ticket) KVBLK_NOEXCEPT;
+
+/* kvblk_cqe.flags */
+#define KVBLK_CQE_BATCH		(1u << 0) /* the batch is over: its last entry */
+#define KVBLK_CQE_OBJECT	(1u << 1) /* one object (KVBLK_SUBMIT_PER_OBJECT) */
+
+/**
+ * struct kvblk_cqe - one completion (since 0.3). 64 bytes.
+ * @ticket:     kvblk_submit()'s ticket.
+ * @user_data:  kvblk_submit_opts.user_data.
+ * @status:     batch: 0 when every object succeeded, else the -errno of the
+ *              first failed object (in descriptor order); object: its status.
+ * @flags:      KVBLK_CQE_BATCH or KVBLK_CQE_OBJECT.
+ * @failed:     batch: objects with status != 0; object: 0 or 1.
+ * @index:      object: its descriptor index; batch: the number of objects.
+ * @bytes:      bytes transferred (batch: all objects; object: its own).
+ * @tag:        object: its descriptor's tag; batch: 0.
+ * @path:       enum kvblk_path.
+ * @backend:    enum kvblk_backend that served it (the first, when a batch
+ *              was served by several).
+ * @elapsed_ns: batch: from kvblk_submit() to completion; object: 0.
+ */
+struct kvblk_cqe {
+	uint64_t ticket;
+	uint64_t user_data;
+	int32_t status;
+	uint32_t flags;
+	uint32_t failed;
+	uint32_t index;
+	uint64_t bytes;
+	uint64_t tag;
+	uint32_t path;
+	uint32_t backend;
+	uint64_t elapsed_ns;
+};
+
+/**
+ * kvblk_reap() - take completions (since 0.3).
+ * @dev:          device.
+ * @cqes:         room for @max entries.
+ * @max:          >= 1.
+ * @min_complete: wait until at least this many entries are available
+ *                (<= @max), or until @timeout_ns passes; 0 never waits.
+ * @timeout_ns:   CLOCK_MONOTONIC ns to wait at most; < 0 waits without limit.
+ *
+ * Entries come in completion order; a batch's object entries come before
+ * its batch entry. Taking a batch entry ends the batch: its ticket is no
+ * longer outstanding and its memory is the caller's again.
+ * Return: entries taken, 0..@max (fewer than @min_complete when the timeout
+ * passed). Errors: -EINVAL NULL argument, @max 0, @min_complete > @max;
+ * -EINTR a signal interrupted the wait before anything was taken.
+ */
+int kvblk_reap(kvblk_dev *dev, struct kvblk_cqe *cqes, uint32_t max, uint32_t min_complete,
+	       int64_t timeout_ns) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_wait() - wait for the batch @ticket and take its completion (since 0.3).
+ * @timeout_ns: as kvblk_reap(); 0 only checks.
+ * @info:       optional report of the batch (as kvblk_load_many()).
+ *
+ * Takes every entry of the batch (its object entries too): kvblk_reap() will
+ * not see them. Return: number of objects with status 0. Errors: -ETIME the
+ * timeout passed (the batch stays outstanding); -ENOENT @ticket is not
+ * outstanding (never submitted, or already reaped or waited for); -EINVAL
+ * NULL @dev or @info with a bad info_size.
+ */
+int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns,
+	       struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_cancel() - ask the batch @ticket to end early (since 0.3).
+ * Objects none of whose commands were issued end with -ECANCELED; objects
+ * with commands in flight finish as they complete. The batch still completes
+ * (reap or wait for it): only then are its destinations the caller's again.
+ * Return: 0 request taken (also when every object was already issued).
+ * Errors: -ENOENT @ticket is not outstanding or its completion is already
+ * queued; -EINVAL NULL @dev.
+ */
+int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_event_fd() - an eventfd that is readable while completions wait to
+ * be reaped (since 0.3). Owned by @dev (closed by kvblk_close()); poll it
+ * with poll/epoll/asyncio, then call kvblk_reap(). Reading it is allowed but
+ * not needed: kvblk_reap() clears it when it empties the queue. Completions
+ * taken by kvblk_wait() do not make it readable. Return: the fd; -EINVAL NULL @dev.
+ */
+int kvblk_event_fd(kvblk_dev *dev) KVBLK_NOEXCEPT;
 
 /* ----------------------------------------------------------------- stats */
 
@@ -556,6 +858,15 @@ int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  *                      rounded up to pages.
  * @p2p_fallbacks:      CUDA registrations on a kmod device that are staged
  *                      because kvblk.ko lacks KVBLK_FEAT_MEM_CUDA.
+ *
+ * Since 0.3 (KVBLK_STATS_SIZE_V0_2 gets the fields above):
+ * @priority_batches:   batches submitted with KVBLK_SUBMIT_PRIORITY.
+ * @cancelled_objects:  objects ended with -ECANCELED by kvblk_cancel().
+ * @outstanding_peak:   most batches outstanding at once.
+ * @unaligned_objects:  objects loaded with KVBLK_DESC_UNALIGNED that needed
+ *                      a bounced edge.
+ * @unaligned_extra_bytes: bytes of covering blocks read beyond what those
+ *                      objects wanted.
  */
 struct kvblk_stats {
 	size_t stats_size;
@@ -582,10 +893,17 @@ struct kvblk_stats {
 	uint64_t staged_copies;
 	uint64_t staging_pool_bytes;
 	uint64_t p2p_fallbacks;
+	uint64_t priority_batches;
+	uint64_t cancelled_objects;
+	uint64_t outstanding_peak;
+	uint64_t unaligned_objects;
+	uint64_t unaligned_extra_bytes;
 };
 
 /* sizeof(struct kvblk_stats) of 0.1: the smallest stats_size accepted. */
 #define KVBLK_STATS_SIZE_V0_1 (offsetof(struct kvblk_stats, batches_by_path))
+/* sizeof(struct kvblk_stats) of 0.2. */
+#define KVBLK_STATS_SIZE_V0_2 (offsetof(struct kvblk_stats, priority_batches))
 
 /**
  * kvblk_get_stats() - copy the counters; set stats->stats_size first.
