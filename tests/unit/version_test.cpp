@@ -73,7 +73,9 @@ TEST(CHeaderTest, compiles_as_c_with_the_same_layout)
 	EXPECT_EQ(c.off_batch_elapsed, offsetof(kvblk_batch_info, elapsed_ns));
 	EXPECT_EQ(c.off_stats_cmd_hist, offsetof(kvblk_stats, cmd_lat_hist));
 	/* The descriptor and result are fixed-size wire formats. */
-	EXPECT_EQ(sizeof(kvblk_desc), 40u);
+	EXPECT_EQ(sizeof(kvblk_desc), 48u); /* 40 in 0.2: the KVBLK_0.1 symbols read those */
+	EXPECT_EQ(offsetof(kvblk_desc, target), 40u);
+	EXPECT_EQ(sizeof(kvblk_cqe), 64u);
 	EXPECT_EQ(sizeof(kvblk_result), 24u);
 }
 
