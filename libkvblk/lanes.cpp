@@ -87,6 +87,7 @@ Lanes::Lanes(std::unique_ptr<Backend> lane0, LanePlacement place) : place_(std::
 	auto l = std::make_shared<Lane>();
 	l->be = std::move(lane0);
 	l->targets = 1;
+	lane0_ = l->be.get();
 	lanes_.push_back(std::move(l));
 	regs_.resize(kMaxBuffers);
 	if (!placement_.ensure(0))
@@ -140,17 +141,17 @@ uint32_t Lanes::lane_of(uint32_t id) const noexcept
 
 kvblk_backend Lanes::kind() const noexcept
 {
-	return lanes_[0]->be->kind();
+	return lane0_->kind();
 }
 
 kvblk_backend Lanes::kind_for(IoDir dir) const noexcept
 {
-	return lanes_[0]->be->kind_for(dir);
+	return lane0_->kind_for(dir);
 }
 
 kvblk_path Lanes::path() const noexcept
 {
-	return lanes_[0]->be->path();
+	return lane0_->path();
 }
 
 /* Register live buffer @id with lane @l (mu_ held). A lane that cannot map it uses plain I/O. */
@@ -276,17 +277,16 @@ int Lanes::run(Batch &b) noexcept
 	std::vector<std::shared_ptr<Lane>> lanes;
 	{
 		std::lock_guard<std::mutex> g(mu_);
-		if (targets_off_lane0_ == 0) {
-			Backend *be = lanes_[0]->be.get();
-			/* Every target is on lane 0: nothing to split. */
-			return be->run(b);
-		}
 		try {
-			lanes = lanes_;
+			if (targets_off_lane0_)
+				lanes = lanes_;
 		} catch (const std::bad_alloc &) {
 			return fail(-ENOMEM, "lanes: out of memory for a batch of %u objects", b.count);
 		}
 	}
+	/* Every target is on lane 0: nothing to split (registrations may run meanwhile). */
+	if (lanes.empty())
+		return lane0_->run(b);
 	try {
 		return split_and_run(b, lanes);
 	} catch (const std::bad_alloc &) {

@@ -87,6 +87,7 @@ private:
 	int split_and_run(Batch &b, std::vector<std::shared_ptr<Lane>> &lanes);
 
 	LanePlacement place_;
+	Backend *lane0_;	/* lanes_[0]'s backend: fixed for life, read without mu_ */
 	mutable std::mutex mu_;	/* lanes_, regs_ */
 	std::vector<std::shared_ptr<Lane>> lanes_;
 	std::vector<Registration> regs_;
