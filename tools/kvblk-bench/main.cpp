@@ -309,21 +309,13 @@ int main(int argc, char **argv)
 				rep.store_state.reason));
 	rep.host = collect_host(wl.paths[0], rep.store_state.is_blockdev);
 
-	// The settings. The chunk workload has no libkvblk setting yet: one
-	// batch cannot name several files until libkvblk has multi-target
-	// batches (kvblk_add_target(), kvblk_desc.target, being added). That
-	// leg plugs in here: a Setting per backend over every chunk file, run
-	// by run_pass() with descriptors naming their file. Until then the
-	// workload runs its serial leg and the fio ceiling over the same files.
+	// The settings. The chunk workload also runs the serial file loop (open, pread, close per
+	// chunk: what a local-disk cache does today); its libkvblk legs put every chunk file of a
+	// batch in flight together (kvblk_add_target(), kvblk_desc.target).
 	std::vector<Setting> settings;
-	if (wl.files) {
+	if (wl.files)
 		settings.push_back({kBackendFileLoop, 1, 1});
-		rep.no_kvblk_leg = "one batch cannot name several files until libkvblk has multi-target batches "
-				   "(kvblk_add_target()); the serial file-loop leg and the fio ceiling over the same "
-				   "files ran";
-		if (backends_opt->count())
-			err("--backends is ignored by the chunks workload: " + rep.no_kvblk_leg);
-	} else {
+	{
 		for (const auto &b : backends) {
 			const int id = kvblk_backend_from_name(b.c_str());
 			if (id < 0) {

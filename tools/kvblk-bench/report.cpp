@@ -295,8 +295,6 @@ std::string render_text(const Report &r)
 				 ceiling_cell(v, x.gbps), x.verified ? "yes" : "NO"));
 	}
 	line(std::string(hdr.size(), '='));
-	if (!r.no_kvblk_leg.empty())
-		line(fmt::format("! libkvblk settings not run: {}", r.no_kvblk_leg));
 
 	// What the table cannot show.
 	for (size_t i : v.over)
@@ -576,7 +574,6 @@ nlohmann::json render_json(const Report &r)
 		});
 	}
 	j["results"] = results;
-	j["kvblk_multi_target"] = r.no_kvblk_leg.empty() ? json(nullptr) : json({{"run", false}, {"reason", r.no_kvblk_leg}});
 
 	Ratios q = compute_ratios(r.results, v, r.search.points());
 	auto opt = [](const std::optional<double> &x) { return x ? json(*x) : json(nullptr); };

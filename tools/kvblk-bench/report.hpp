@@ -70,8 +70,6 @@ struct Report {
 	FioSweep finals; // the finalists, each the median of the rounds
 	CeilingVerdict verdict;
 	std::vector<RunResult> results;
-	// Chunk workloads: why libkvblk settings did not run (empty otherwise).
-	std::string no_kvblk_leg;
 	int latency_level = 0; // -L: batch-latency percentiles; -LL: plus command histogram
 };
 

@@ -148,6 +148,17 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 		return r;
 	}
 
+	// One file per object: every other file is a target of the same handle, so one batch
+	// names many files and all of their objects are in flight together.
+	std::vector<uint32_t> target_of(wl.files ? wl.objects() : 0, 0);
+	for (uint64_t obj = 1; obj < target_of.size(); obj++) {
+		if ((r = kvblk_add_target(dev.d, wl.paths[obj].c_str(), 0, &target_of[obj])) < 0) {
+			report(cfg, res, fmt::format("kvblk_add_target({}): {} ({})", wl.paths[obj], std::strerror(-r),
+						     kvblk_last_error()));
+			return r;
+		}
+	}
+
 	struct kvblk_dev_info info;
 	std::memset(&info, 0, sizeof(info));
 	info.info_size = sizeof(info);
@@ -242,6 +253,7 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 				descs[k].addr = addr;
 				descs[k].buf_id = dev.ids[s];
 				descs[k].tag = obj;
+				descs[k].target = wl.files ? target_of[obj] : 0;
 				where[b0 + k] = s * slot + addr;
 				addr += wl.length[obj];
 			}
