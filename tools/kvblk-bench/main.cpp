@@ -161,7 +161,7 @@ int main(int argc, char **argv)
 	auto *keep_opt = app.add_flag("--keep", keep, "Use the existing store as is; fail if it does not match")->group(g_store);
 	app.add_flag("--recreate", recreate, "Rewrite the store even if it matches")->excludes(keep_opt)->group(g_store);
 
-	auto *backends_opt = app.add_option("--backends", backends, "Backends to run, in order: psync, threadpool, uring (auto, ...)")
+	app.add_option("--backends", backends, "Backends to run, in order: psync, threadpool, uring (auto, ...)")
 				     ->delimiter(',')
 				     ->capture_default_str()
 				     ->group(g_loads);
