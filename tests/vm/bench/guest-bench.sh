@@ -14,7 +14,7 @@
 # Settings (environment, passed through by run.sh): KVBLK_BENCH_QD (32), KVBLK_BENCH_CMD
 # (131072 bytes), KVBLK_BENCH_OBJECTS (48), KVBLK_BENCH_OBJECT_MIB (16), KVBLK_BENCH_BATCH
 # (objects per load_many call, 16), KVBLK_BENCH_REPEAT (rounds, 3), KVBLK_BENCH_FIO_QDS
-# (fio iodepths, "4 8 16 32 64 128"; QD is added), KVBLK_BENCH_PERF (1: also the load path
+# (fio iodepths, "8 16 32 64 128"; QD is added), KVBLK_BENCH_PERF (1: also the load path
 # alone per backend with loadloop.py, whole-guest CPU, and perf profiles). Output:
 # table.txt and the raw JSON in $KVBLK_VM_CASE_DIR.
 . "$(dirname "$0")/../cases/lib.sh"
@@ -44,7 +44,7 @@ trap 'rmmod kvblk 2>/dev/null' EXIT
 #   fixedbufs 0 and 1, numjobs 1..W (W: the threads kvblk's legs use; each job reads its
 #   share of the store), iodepth geometric (KVBLK_BENCH_FIO_QDS); always with the command
 #   size of the kvblk legs. The point numjobs=W, iodepth=QD is the "equal threads" one.
-fio_qds=${KVBLK_BENCH_FIO_QDS:-"4 8 16 32 64 128"}
+fio_qds=${KVBLK_BENCH_FIO_QDS:-"8 16 32 64 128"}
 case " $fio_qds " in *" $qd "*) ;; *) fio_qds="$fio_qds $qd" ;; esac
 fio_run() { # engine fixedbufs numjobs iodepth json
 	local engine=$1 fb=$2 nj=$3 iod=$4 json=$5 file=$dev extra=(--direct=1) share
@@ -58,9 +58,15 @@ fio_run() { # engine fixedbufs numjobs iodepth json
 }
 workers=1
 for r in $(seq "$repeat"); do
-	echo "== round $r: kvblk-bench kmod, uring, uring_cmd (QD $qd, $cmd-byte commands)"
+	# The backends' order turns each round, so that no leg always runs first.
+	case $((r % 3)) in
+	1) order=kmod,uring,uring_cmd ;;
+	2) order=uring,uring_cmd,kmod ;;
+	0) order=uring_cmd,kmod,uring ;;
+	esac
+	echo "== round $r: kvblk-bench $order (QD $qd, $cmd-byte commands)"
 	"$bench" --device "$dev" --i-know-this-overwrites -n "$objs" -s "$obj_mib" \
-		--backends kmod,uring,uring_cmd --qd "$qd" --cmd-size "$cmd" --batch-objects "$batch" \
+		--backends "$order" --qd "$qd" --cmd-size "$cmd" --batch-objects "$batch" \
 		--buffer-mib 256 --no-fio --repeat 1 -q -o json \
 		>"$out/kvblk-bench-$r.json" 2>"$out/kvblk-bench-$r.err"
 	echo "kvblk-bench exit status $?"
@@ -118,9 +124,14 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ]; then
 	done
 	if command -v perf >/dev/null; then
 		for b in kmod uring uring_cmd; do
-			perf record -q -a -g -o "$out/perf-$b.data" -- \
-				python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$b" "$store" \
-				$((obj_mib << 20)) "$batch" "$qd" "$cmd" 3 >/dev/null 2>&1
+			# The steady state only: loadloop.py's start (interpreter, buffer memset,
+			# registration) stays out of the profile.
+			python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$b" "$store" \
+				$((obj_mib << 20)) "$batch" "$qd" "$cmd" 8 >/dev/null 2>&1 &
+			sleep 6
+			perf record -q -a -g -o "/tmp/perf-$b.data" -- sleep 2 >/dev/null 2>&1
+			wait
+			mv "/tmp/perf-$b.data" "$out/perf-$b.data"
 			perf report -i "$out/perf-$b.data" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 40 >"$out/perf-$b-top.txt"
 			# Shares of the samples (both vCPUs, idle included) per module/binary: the
