@@ -6,7 +6,7 @@
  *   struct kvblk_ctx    one per open of /dev/kvblk (file->private_data).
  *   struct kvblk_ns     one per attached NVMe namespace (gendisk), shared by
  *                       every context attached to it or to its partitions;
- *                       owns the PRP list dma_pool, counters, tunables and
+ *                       owns the PRP list dma_pools, counters, tunables and
  *                       /sys/kernel/kvblk/<disk>/.
  *   struct kvblk_buf    a registered, pinned, DMA-mapped destination.
  *   struct kvblk_batch  one KVBLK_IOC_LOAD_MANY call while its commands are
@@ -24,6 +24,7 @@
 #include <linux/completion.h>
 #include <linux/kobject.h>
 #include <linux/kref.h>
+#include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/scatterlist.h>
@@ -60,6 +61,19 @@
  * the list the other 2048, 511 per chained page and 512 in the last.
  */
 #define KVBLK_MAX_PRP_PAGES	5
+/*
+ * Short PRP lists: 256-byte blocks of 32 entries, as nvme-pci's small pool;
+ * a 128 KiB command at any dword offset needs at most 32 list entries.
+ */
+#define KVBLK_PRP_SMALL_BYTES	256
+#define KVBLK_PRP_SMALL_ENTRIES	(KVBLK_PRP_SMALL_BYTES / 8)
+/*
+ * A submitter that waits for a free command slot is woken when this
+ * fraction of the batch's slots is free again (at least one), not on every
+ * completion: one wake-up (and one plug flush) refills the queue by that
+ * many commands.
+ */
+#define KVBLK_SLOT_WAKE_DIV	4
 
 #define KVBLK_MAX_BUFS		1024
 #define KVBLK_MAX_BUF_BYTES	(64ULL << 30)
@@ -111,12 +125,18 @@ struct kvblk_ns_info {
 	u32 nr_hw_queues;
 };
 
+/* PRP list pools of one namespace's NVMe PCI function (prp.c). */
+struct kvblk_prp_pools {
+	struct dma_pool *page;		/* 4 KiB list pages, chained */
+	struct dma_pool *small;		/* KVBLK_PRP_SMALL_BYTES lists */
+};
+
 struct kvblk_ns {
 	struct kobject kobj;		/* /sys/kernel/kvblk/<disk> */
 	struct list_head node;		/* kvblk_ns_list, under kvblk_ns_lock */
 	unsigned int users;		/* attached contexts, kvblk_ns_lock */
 	struct kvblk_ns_info info;	/* info.dma_dev is referenced */
-	struct dma_pool *prp_pool;	/* 4 KiB PRP list pages */
+	struct kvblk_prp_pools prp_pools;
 	char name[32];			/* disk name */
 	/* Tunables: READ_ONCE()/WRITE_ONCE(). */
 	u32 max_cmd_bytes;
@@ -207,9 +227,14 @@ struct kvblk_mem_host {
 	struct user_struct *user;	/* charged RLIMIT_MEMLOCK, or NULL */
 };
 
-/* PRP list pages of one command. */
+/*
+ * PRP lists of one command slot, allocated by its first command that needs
+ * them and reused by the slot's next commands until the batch is released.
+ */
 struct kvblk_prp {
-	unsigned int nr_pages;
+	__le64 *small;			/* a short list, or NULL */
+	dma_addr_t small_dma;
+	unsigned int nr_pages;		/* 4 KiB list pages held */
 	__le64 *va[KVBLK_MAX_PRP_PAGES];
 	dma_addr_t dma[KVBLK_MAX_PRP_PAGES];
 };
@@ -218,6 +243,7 @@ struct kvblk_batch;
 
 /* One NVMe Read command in flight (a slot of its batch). */
 struct kvblk_cmd {
+	struct llist_node free_node;	/* on a free list of its batch */
 	struct kvblk_batch *b;
 	u32 obj;			/* descriptor index */
 	u32 bytes;
@@ -256,12 +282,18 @@ struct kvblk_batch {
 	bool interrupted;
 	struct completion done;
 	struct work_struct free_work;	/* release of an abandoned batch */
-	/* Command slots: at most max_inflight commands in flight. */
-	spinlock_t slot_lock;
+	/*
+	 * Command slots: at most max_inflight commands in flight. end_io puts
+	 * a slot on @free_list (lock-free) and counts it in @nr_free; the
+	 * submitter takes the whole list at once into @local, which only it
+	 * touches, and sleeps on @slot_wq until @wake_mark slots are free.
+	 */
+	struct llist_head free_list;
+	atomic_t nr_free;
+	struct llist_node *local;
 	wait_queue_head_t slot_wq;
 	unsigned int nr_slots;
-	unsigned int nr_free;
-	u32 *free_slots;
+	unsigned int wake_mark;
 	struct kvblk_cmd *slots;
 	struct kvblk_obj objs[];
 };
@@ -337,11 +369,13 @@ struct kvblk_buf *kvblk_mem_dmabuf_create(struct device *dev,
 					  const struct kvblk_buf_reg *r);
 
 /* prp.c */
-struct dma_pool *kvblk_prp_pool_create(struct device *dev, const char *name);
-int kvblk_prp_build(struct dma_pool *pool, const struct kvblk_buf *buf,
+int kvblk_prp_pools_create(struct kvblk_prp_pools *pools, struct device *dev,
+			   const char *name);
+void kvblk_prp_pools_destroy(struct kvblk_prp_pools *pools);
+int kvblk_prp_build(struct kvblk_prp_pools *pools, const struct kvblk_buf *buf,
 		    u64 off, u32 len, struct kvblk_prp *prp, __le64 *prp1,
 		    __le64 *prp2, gfp_t gfp);
-void kvblk_prp_free(struct dma_pool *pool, struct kvblk_prp *prp);
+void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp);
 
 /* submit.c */
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);

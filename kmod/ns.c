@@ -145,18 +145,16 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 	if (ret)
 		goto out_free_ns;
 
-	ns->prp_pool = kvblk_prp_pool_create(info->dma_dev, ns->name);
-	if (!ns->prp_pool) {
-		ret = -ENOMEM;
+	ret = kvblk_prp_pools_create(&ns->prp_pools, info->dma_dev, ns->name);
+	if (ret)
 		goto out_free_stats;
-	}
 	get_device(info->dma_dev);
 
 	ret = kobject_init_and_add(&ns->kobj, &kvblk_ns_ktype, kvblk_root, "%s",
 				   ns->name);
 	if (ret) {
 		/* A stale namespace of the same name is still attached. */
-		dma_pool_destroy(ns->prp_pool);
+		kvblk_prp_pools_destroy(&ns->prp_pools);
 		put_device(info->dma_dev);
 		kobject_put(&ns->kobj);		/* frees ns and its stats */
 		return ERR_PTR(ret == -EEXIST ? -EBUSY : ret);
@@ -219,7 +217,7 @@ void kvblk_ns_put(struct kvblk_ns *ns)
 	kobject_del(&ns->kobj);
 	mutex_unlock(&kvblk_ns_lock);
 
-	dma_pool_destroy(ns->prp_pool);
+	kvblk_prp_pools_destroy(&ns->prp_pools);
 	put_device(ns->info.dma_dev);
 	kobject_put(&ns->kobj);
 }

@@ -10,7 +10,7 @@
  *  - Otherwise PRP2 addresses a PRP list: 4 KiB pages of 512 entries, each
  *    entry a page-aligned address; when more entries follow than fit, the
  *    last entry of a list page points to the next list page.
- * The list pages come from a dma_pool of the NVMe PCI function, so their bus
+ * The lists come from dma_pools of the NVMe PCI function, so their bus
  * addresses are what the controller must see, with or without an IOMMU.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -20,19 +20,49 @@
 #include "kvblk.h"
 
 /**
- * kvblk_prp_pool_create() - the PRP list page pool of one NVMe PCI function.
+ * kvblk_prp_pools_create() - the PRP list pools of one NVMe PCI function.
+ * @pools: out: the pools.
  * @dev: the NVMe PCI function's device.
- * @name: pool name (copied).
+ * @name: pool name suffix (copied).
  *
- * Return: the pool, or NULL (no memory).
+ * Two pools, as nvme-pci keeps: 256-byte lists of up to 32 entries (every
+ * command of up to 128 KiB, whatever its offset) and whole 4 KiB list pages
+ * for longer commands. dma_pool_alloc() clears each block it hands out when
+ * init_on_alloc is on (want_init_on_alloc(): Debian's kernels set
+ * CONFIG_INIT_ON_ALLOC_DEFAULT_ON), whatever the gfp flags say, so a short
+ * list costs a 256-byte clear instead of a 4 KiB one; the slot that holds
+ * it keeps it for the whole batch (struct kvblk_prp).
+ *
+ * Return: 0, or -ENOMEM (nothing is left allocated).
  */
-struct dma_pool *kvblk_prp_pool_create(struct device *dev, const char *name)
+int kvblk_prp_pools_create(struct kvblk_prp_pools *pools, struct device *dev,
+			   const char *name)
 {
 	char pool_name[48];
 
 	snprintf(pool_name, sizeof(pool_name), "kvblk-prp-%s", name);
-	return dma_pool_create(pool_name, dev, KVBLK_CTRL_PAGE_SIZE,
-			       KVBLK_CTRL_PAGE_SIZE, 0);
+	pools->page = dma_pool_create(pool_name, dev, KVBLK_CTRL_PAGE_SIZE,
+				      KVBLK_CTRL_PAGE_SIZE, 0);
+	snprintf(pool_name, sizeof(pool_name), "kvblk-prp256-%s", name);
+	pools->small = dma_pool_create(pool_name, dev, KVBLK_PRP_SMALL_BYTES,
+				       KVBLK_PRP_SMALL_BYTES, 0);
+	if (!pools->page || !pools->small) {
+		kvblk_prp_pools_destroy(pools);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/**
+ * kvblk_prp_pools_destroy() - destroy the pools of kvblk_prp_pools_create().
+ * @pools: the pools; either may be NULL.
+ */
+void kvblk_prp_pools_destroy(struct kvblk_prp_pools *pools)
+{
+	dma_pool_destroy(pools->small);
+	dma_pool_destroy(pools->page);
+	pools->small = NULL;
+	pools->page = NULL;
 }
 
 /* A cursor over the buffer's DMA segments. */
@@ -63,45 +93,67 @@ static void kvblk_prp_iter_advance(struct kvblk_prp_iter *it, u64 n)
 }
 
 /**
- * kvblk_prp_free() - return a command's PRP list pages to the pool.
- * @pool: the pool they came from.
- * @prp: the command's list pages; emptied.
+ * kvblk_prp_free() - return a slot's PRP lists to their pools.
+ * @pools: the pools they came from.
+ * @prp: the slot's lists; emptied.
  *
- * Context: any (the pool's lock is irq-safe).
+ * Context: any (the pools' locks are irq-safe). Only once no command of the
+ * slot is in flight.
  */
-void kvblk_prp_free(struct dma_pool *pool, struct kvblk_prp *prp)
+void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp)
 {
+	if (prp->small) {
+		dma_pool_free(pools->small, prp->small, prp->small_dma);
+		prp->small = NULL;
+	}
 	while (prp->nr_pages) {
 		prp->nr_pages--;
-		dma_pool_free(pool, prp->va[prp->nr_pages],
+		dma_pool_free(pools->page, prp->va[prp->nr_pages],
 			      prp->dma[prp->nr_pages]);
 	}
 }
 
+/* Make sure the slot holds @nr list pages. */
+static int kvblk_prp_pages(struct kvblk_prp_pools *pools, struct kvblk_prp *prp,
+			   unsigned int nr, gfp_t gfp)
+{
+	if (WARN_ON_ONCE(nr > KVBLK_MAX_PRP_PAGES))
+		return -ENOMEM;
+	while (prp->nr_pages < nr) {
+		prp->va[prp->nr_pages] = dma_pool_alloc(pools->page, gfp,
+							&prp->dma[prp->nr_pages]);
+		if (!prp->va[prp->nr_pages])
+			return -ENOMEM;
+		prp->nr_pages++;
+	}
+	return 0;
+}
+
 /**
  * kvblk_prp_build() - PRP entries for [@off, @off + @len) of a buffer.
- * @pool: PRP list page pool of the buffer's device.
+ * @pools: PRP list pools of the buffer's device.
  * @buf: registered buffer; the window lies inside it.
  * @off: byte offset in the buffer, a multiple of 4.
  * @len: bytes, > 0, at most KVBLK_MAX_CMD_BYTES_MAX.
- * @prp: out: list pages used (free with kvblk_prp_free()).
+ * @prp: the command slot's lists: reused when they are there, allocated when
+ *       not, kept for the slot's next command (free with kvblk_prp_free()).
+ *       Only the entries the command uses are written: the controller reads
+ *       no further than the transfer length (and the chain pointers) says.
  * @prp1: out: PRP1, little endian.
- * @prp2: out: PRP2 (0, a page, or the first list page), little endian.
- * @gfp: allocation flags for list pages.
+ * @prp2: out: PRP2 (0, a page, or the first list), little endian.
+ * @gfp: allocation flags for lists.
  *
- * Return: 0, or -ENOMEM (nothing is left allocated).
+ * Return: 0, or -ENOMEM (the slot keeps what it had).
  */
-int kvblk_prp_build(struct dma_pool *pool, const struct kvblk_buf *buf,
+int kvblk_prp_build(struct kvblk_prp_pools *pools, const struct kvblk_buf *buf,
 		    u64 off, u32 len, struct kvblk_prp *prp, __le64 *prp1,
 		    __le64 *prp2, gfp_t gfp)
 {
 	struct kvblk_prp_iter it;
-	unsigned int nr, idx;
+	unsigned int nr, idx, page;
 	__le64 *list;
-	dma_addr_t list_dma;
 	u32 first;
 
-	prp->nr_pages = 0;
 	kvblk_prp_iter_start(&it, buf, off);
 	*prp1 = cpu_to_le64(it.addr);
 	first = KVBLK_CTRL_PAGE_SIZE - (it.addr & (KVBLK_CTRL_PAGE_SIZE - 1));
@@ -119,26 +171,34 @@ int kvblk_prp_build(struct dma_pool *pool, const struct kvblk_buf *buf,
 		return 0;
 	}
 
-	list = dma_pool_alloc(pool, gfp, &list_dma);
-	if (!list)
-		return -ENOMEM;
-	prp->va[0] = list;
-	prp->dma[0] = list_dma;
-	prp->nr_pages = 1;
-	*prp2 = cpu_to_le64(list_dma);
+	if (nr <= KVBLK_PRP_SMALL_ENTRIES) {
+		/* One short list, never chained. */
+		if (!prp->small) {
+			prp->small = dma_pool_alloc(pools->small, gfp,
+						    &prp->small_dma);
+			if (!prp->small)
+				return -ENOMEM;
+		}
+		*prp2 = cpu_to_le64(prp->small_dma);
+		for (idx = 0; idx < nr; idx++) {
+			prp->small[idx] = cpu_to_le64(it.addr);
+			if (idx + 1 < nr)
+				kvblk_prp_iter_advance(&it, KVBLK_CTRL_PAGE_SIZE);
+		}
+		return 0;
+	}
 
-	for (idx = 0; nr; nr--) {
+	/* 511 entries and a chain pointer per page but the last, 512 there. */
+	if (kvblk_prp_pages(pools, prp,
+			    DIV_ROUND_UP(nr - 1, KVBLK_PRPS_PER_PAGE - 1), gfp))
+		return -ENOMEM;
+	*prp2 = cpu_to_le64(prp->dma[0]);
+	list = prp->va[0];
+	for (idx = 0, page = 0; nr; nr--) {
 		/* Last slot of a full page, more than one entry to go: chain. */
 		if (idx == KVBLK_PRPS_PER_PAGE - 1 && nr > 1) {
-			if (WARN_ON_ONCE(prp->nr_pages == KVBLK_MAX_PRP_PAGES))
-				goto out_free;
-			list = dma_pool_alloc(pool, gfp, &list_dma);
-			if (!list)
-				goto out_free;
-			prp->va[prp->nr_pages - 1][idx] = cpu_to_le64(list_dma);
-			prp->va[prp->nr_pages] = list;
-			prp->dma[prp->nr_pages] = list_dma;
-			prp->nr_pages++;
+			list[idx] = cpu_to_le64(prp->dma[++page]);
+			list = prp->va[page];
 			idx = 0;
 		}
 		list[idx++] = cpu_to_le64(it.addr);
@@ -146,8 +206,4 @@ int kvblk_prp_build(struct dma_pool *pool, const struct kvblk_buf *buf,
 			kvblk_prp_iter_advance(&it, KVBLK_CTRL_PAGE_SIZE);
 	}
 	return 0;
-
-out_free:
-	kvblk_prp_free(pool, prp);
-	return -ENOMEM;
 }

@@ -11,8 +11,11 @@
  *    executed under a plug so that one doorbell write covers many commands.
  *    A request without a bio is not data-mapped by nvme-pci: the PRPs built
  *    here reach the controller as they are.
- * 4. end_io (hard or soft IRQ context) records the object's status, frees
- *    the PRP list, returns the slot; the last completion ends the batch.
+ * 4. end_io (hard or soft IRQ context) records the object's status and
+ *    returns the slot, lock-free; it wakes a submitter that waits for slots
+ *    only once a quarter of them is free again, not per completion. The
+ *    submitter takes every returned slot at once. A slot keeps its PRP
+ *    lists for its next command. The last completion ends the batch.
  * 5. The caller waits killably. If it is killed, the batch is abandoned to
  *    the last completion, which releases it from a workqueue: until then it
  *    keeps its buffers (pinned and mapped) and its context alive.
@@ -101,7 +104,8 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 	atomic_set(&b->pending, 1);
 	atomic_set(&b->owner, KVBLK_BATCH_WAITING);
 	init_completion(&b->done);
-	spin_lock_init(&b->slot_lock);
+	init_llist_head(&b->free_list);
+	atomic_set(&b->nr_free, 0);
 	init_waitqueue_head(&b->slot_wq);
 	kvblk_ctx_get(ctx);
 	return b;
@@ -111,15 +115,16 @@ static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
 {
 	unsigned int i;
 
-	b->slots = kvmalloc_array(nr, sizeof(*b->slots), GFP_KERNEL_ACCOUNT);
-	b->free_slots = kvmalloc_array(nr, sizeof(*b->free_slots),
-				       GFP_KERNEL_ACCOUNT);
-	if (!b->slots || !b->free_slots)
+	b->slots = kvcalloc(nr, sizeof(*b->slots), GFP_KERNEL_ACCOUNT);
+	if (!b->slots)
 		return -ENOMEM;
-	for (i = 0; i < nr; i++)
-		b->free_slots[i] = nr - 1 - i;
+	/* Only the submitter runs yet: every slot goes to its own list. */
+	for (i = 0; i < nr; i++) {
+		b->slots[i].free_node.next = b->local;
+		b->local = &b->slots[i].free_node;
+	}
 	b->nr_slots = nr;
-	b->nr_free = nr;
+	b->wake_mark = max(1U, nr / KVBLK_SLOT_WAKE_DIV);
 	return 0;
 }
 
@@ -151,8 +156,10 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 		if (b->nr_cmds)
 			this_cpu_inc(ns->stats.pcpu->batch_lat[kvblk_lat_bucket(b->t_done - b->t_first)]);
 	}
+	/* No command is in flight: the slots' PRP lists go back. */
+	for (i = 0; b->slots && i < b->nr_slots; i++)
+		kvblk_prp_free(&ns->prp_pools, &b->slots[i].prp);
 	kvblk_ctx_put(b->ctx);
-	kvfree(b->free_slots);
 	kvfree(b->slots);
 	kvfree(b);
 }
@@ -183,35 +190,63 @@ static void kvblk_batch_done(struct kvblk_batch *b)
 	}
 }
 
+/*
+ * end_io gives a slot back. Any context, lock-free. The submitter is woken
+ * only when wake_mark slots are free: the count only grows while it sleeps
+ * (it alone takes slots), so the completion that brings it to the mark sees
+ * it, and every slot in flight completes. The fully ordered
+ * atomic_inc_return() and wq_has_sleeper() pair with the waiter's queueing
+ * before it tests the count.
+ */
 static void kvblk_slot_put(struct kvblk_batch *b, struct kvblk_cmd *cmd)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&b->slot_lock, flags);
-	b->free_slots[b->nr_free++] = cmd - b->slots;
-	spin_unlock_irqrestore(&b->slot_lock, flags);
-	if (wq_has_sleeper(&b->slot_wq))
+	llist_add(&cmd->free_node, &b->free_list);
+	if (atomic_inc_return(&b->nr_free) >= b->wake_mark &&
+	    wq_has_sleeper(&b->slot_wq))
 		wake_up(&b->slot_wq);
 }
 
-/* A free command slot; waits (killably, plug flushed) while all are in flight. */
+/* The submitter gives back a slot it took but did not use. */
+static void kvblk_slot_unget(struct kvblk_batch *b, struct kvblk_cmd *cmd)
+{
+	cmd->free_node.next = b->local;
+	b->local = &cmd->free_node;
+}
+
+/*
+ * A free command slot: from the submitter's own list, else every slot the
+ * completions gave back since the last look, taken at once; waits
+ * (killably, plug flushed) while none is free.
+ */
 static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 					struct blk_plug *plug)
 {
-	unsigned long flags;
-	int idx, ret;
+	struct llist_node *n;
+	int ret;
 
 	for (;;) {
-		idx = -1;
-		spin_lock_irqsave(&b->slot_lock, flags);
-		if (b->nr_free)
-			idx = b->free_slots[--b->nr_free];
-		spin_unlock_irqrestore(&b->slot_lock, flags);
-		if (idx >= 0)
-			return &b->slots[idx];
+		n = b->local;
+		if (n) {
+			b->local = n->next;
+			return llist_entry(n, struct kvblk_cmd, free_node);
+		}
+		if (!llist_empty(&b->free_list)) {
+			unsigned int taken = 0;
+
+			b->local = llist_del_all(&b->free_list);
+			for (n = b->local; n; n = n->next)
+				taken++;
+			/*
+			 * A completion may have listed its slot and not yet
+			 * counted it: the count dips below zero for a moment.
+			 */
+			atomic_sub(taken, &b->nr_free);
+			continue;
+		}
 
 		blk_finish_plug(plug);
-		ret = wait_event_killable(b->slot_wq, READ_ONCE(b->nr_free) > 0);
+		ret = wait_event_killable(b->slot_wq,
+					  atomic_read(&b->nr_free) >= b->wake_mark);
 		blk_start_plug(plug);
 		if (ret)
 			return ERR_PTR(-EINTR);
@@ -244,7 +279,6 @@ static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
 				 cmd->slba, cmd->bytes, rq->mq_hctx->queue_num,
 				 err, lat);
 
-	kvblk_prp_free(ns->prp_pool, &cmd->prp);
 	kvblk_buf_dma_end(obj->buf);
 	kvblk_slot_put(b, cmd);
 	/* After this, b may be gone unless this was the last command. */
@@ -264,7 +298,7 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 				      struct blk_plug *plug)
 {
 	struct request *rq;
-	unsigned int nfree;
+	int nfree;
 	long ret;
 
 	for (;;) {
@@ -279,9 +313,9 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 			return ERR_PTR(-ENOLINK);
 
 		blk_finish_plug(plug);
-		nfree = READ_ONCE(b->nr_free);
+		nfree = atomic_read(&b->nr_free);
 		ret = wait_event_killable_timeout(b->slot_wq,
-						  READ_ONCE(b->nr_free) != nfree, 1);
+						  atomic_read(&b->nr_free) != nfree, 1);
 		blk_start_plug(plug);
 		if (ret < 0)
 			return ERR_PTR(-EINTR);
@@ -312,7 +346,7 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
 		goto out_put_slot;
-	ret = kvblk_prp_build(ns->prp_pool, o->buf, o->buf_offset + done, len,
+	ret = kvblk_prp_build(&ns->prp_pools, o->buf, o->buf_offset + done, len,
 			      &cmd->prp, &prp1, &prp2, GFP_KERNEL);
 	if (ret)
 		goto out_dma_end;
@@ -329,7 +363,7 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	rq = kvblk_alloc_rq(b, plug);
 	if (IS_ERR(rq)) {
 		ret = PTR_ERR(rq);
-		goto out_free_prp;
+		goto out_dma_end;
 	}
 	nvme_init_request(rq, &c);
 	rq->end_io = kvblk_end_io;
@@ -348,12 +382,10 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	blk_execute_rq_nowait(rq, false);
 	return 0;
 
-out_free_prp:
-	kvblk_prp_free(ns->prp_pool, &cmd->prp);
 out_dma_end:
 	kvblk_buf_dma_end(o->buf);
 out_put_slot:
-	kvblk_slot_put(b, cmd);
+	kvblk_slot_unget(b, cmd);	/* with its PRP lists, for the next */
 	return ret;
 }
 

@@ -1,20 +1,22 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # In the guest (tests/vm/bench/bench.list): kmod vs uring vs uring_cmd load_many through
-# kvblk-bench, and fio with io_uring on the block device and io_uring_cmd on the generic
-# char device, all at one command size and queue depth on one namespace, in one run.
+# kvblk-bench, against fio searched for its best, all at one command size on one namespace.
 #
-#   kvblk-bench --device writes its store onto the namespace (the VM's disk is a
-#   throw-away snapshot), then per round: fio io_uring (its ceiling, same QD and command
-#   size), then kmod, uring and uring_cmd loads, each verified byte for byte.
-#   fio io_uring and io_uring_cmd are then run here with identical options, alternating.
+#   kvblk-bench --device writes its store onto the namespace once (the VM's disk is a
+#   throw-away snapshot). Then KVBLK_BENCH_REPEAT interleaved rounds, each: one kvblk-bench
+#   pass of kmod, uring and uring_cmd (every load verified byte for byte), then every point
+#   of the fio search: io_uring on the block device and io_uring_cmd on the generic char
+#   device, fixedbufs 0/1, numjobs 1..W (the threads the kvblk legs use), iodepth
+#   geometric. table.py takes medians over the rounds.
 #   kvblk.ko gets max_cmd_bytes = the command size and max_inflight = the queue depth.
 #
 # Settings (environment, passed through by run.sh): KVBLK_BENCH_QD (32), KVBLK_BENCH_CMD
 # (131072 bytes), KVBLK_BENCH_OBJECTS (48), KVBLK_BENCH_OBJECT_MIB (16), KVBLK_BENCH_BATCH
-# (objects per load_many call, 16), KVBLK_BENCH_REPEAT (5), KVBLK_BENCH_PERF (1: also
-# profile the load path of each backend with perf and loadloop.py). Output: table.txt and the raw JSON in
-# $KVBLK_VM_CASE_DIR.
+# (objects per load_many call, 16), KVBLK_BENCH_REPEAT (rounds, 3), KVBLK_BENCH_FIO_QDS
+# (fio iodepths, "8 16 32 64 128"; QD is added), KVBLK_BENCH_PERF (1: also the load path
+# alone per backend with loadloop.py, whole-guest CPU, and perf profiles). Output:
+# table.txt and the raw JSON in $KVBLK_VM_CASE_DIR.
 . "$(dirname "$0")/../cases/lib.sh"
 set +e
 
@@ -23,7 +25,7 @@ cmd=${KVBLK_BENCH_CMD:-131072}
 objs=${KVBLK_BENCH_OBJECTS:-48}
 obj_mib=${KVBLK_BENCH_OBJECT_MIB:-16}
 batch=${KVBLK_BENCH_BATCH:-16}
-repeat=${KVBLK_BENCH_REPEAT:-5}
+repeat=${KVBLK_BENCH_REPEAT:-3}
 dev=${KVBLK_TEST_DEVICE:-/dev/nvme0n1}
 ng=${KVBLK_TEST_NGDEV:-/dev/ng0n1}
 out=${KVBLK_VM_CASE_DIR:?}
@@ -36,27 +38,56 @@ export TMPDIR=/tmp
 insmod "$KVBLK_KO" max_cmd_bytes="$cmd" max_inflight="$qd" || fail "insmod $KVBLK_KO"
 trap 'rmmod kvblk 2>/dev/null' EXIT
 
-echo "== kvblk-bench: kmod, uring, uring_cmd; fio io_uring ceiling (QD $qd, $cmd-byte commands)"
-"$bench" --device "$dev" --i-know-this-overwrites -n "$objs" -s "$obj_mib" \
-	--backends kmod,uring,uring_cmd --qd "$qd" --cmd-size "$cmd" --batch-objects "$batch" \
-	--buffer-mib 256 --fio-qd "$qd" --repeat "$repeat" -q -o json \
-	>"$out/kvblk-bench.json" 2>"$out/kvblk-bench.err"
-echo "kvblk-bench exit status $?"
-tail -n 5 "$out/kvblk-bench.err"
-
-# fio with identical options but for the engine and the file.
-fio_run() { # engine file json
-	local engine=$1 file=$2 json=$3 extra=()
-	if [ "$engine" = io_uring_cmd ]; then extra=(--cmd_type=nvme); else extra=(--direct=1); fi
+# Rounds, interleaved: in each, one kvblk-bench pass of every backend (each load verified),
+# then every point of the fio search. Medians over the rounds (table.py).
+#   fio search: engine io_uring (/dev/nvme0n1, O_DIRECT) and io_uring_cmd (/dev/ng0n1),
+#   fixedbufs 0 and 1, numjobs 1..W (W: the threads kvblk's legs use; each job reads its
+#   share of the store), iodepth geometric (KVBLK_BENCH_FIO_QDS); always with the command
+#   size of the kvblk legs. The point numjobs=W, iodepth=QD is the "equal threads" one.
+fio_qds=${KVBLK_BENCH_FIO_QDS:-"8 16 32 64 128"}
+case " $fio_qds " in *" $qd "*) ;; *) fio_qds="$fio_qds $qd" ;; esac
+fio_run() { # engine fixedbufs numjobs iodepth json
+	local engine=$1 fb=$2 nj=$3 iod=$4 json=$5 file=$dev extra=(--direct=1) share
+	if [ "$engine" = io_uring_cmd ]; then file=$ng extra=(--cmd_type=nvme); fi
+	share=$((store / nj / cmd * cmd))
 	fio --name=kvblk-vmbench --filename="$file" --readonly --rw=read --ioengine="$engine" \
-		"${extra[@]}" --bs="$cmd" --iodepth="$qd" --numjobs=1 --offset=0 --size="$store" \
-		--runtime=30 --fixedbufs=1 --output-format=json --output="$json" >/dev/null 2>"$json.err"
-	echo "fio $engine: exit status $?"
+		"${extra[@]}" --bs="$cmd" --iodepth="$iod" --numjobs="$nj" --offset=0 \
+		--size="$share" --offset_increment="$share" --group_reporting --runtime=30 \
+		--fixedbufs="$fb" --output-format=json --output="$json" >/dev/null 2>"$json.err"
+	echo "fio $engine fixedbufs=$fb numjobs=$nj iodepth=$iod: exit status $?"
 }
+workers=1
 for r in $(seq "$repeat"); do
-	fio_run io_uring "$dev" "$out/fio-io_uring-$r.json"
-	fio_run io_uring_cmd "$ng" "$out/fio-io_uring_cmd-$r.json"
+	# The backends' order turns each round, so that no leg always runs first.
+	case $((r % 3)) in
+	1) order=kmod,uring,uring_cmd ;;
+	2) order=uring,uring_cmd,kmod ;;
+	0) order=uring_cmd,kmod,uring ;;
+	esac
+	echo "== round $r: kvblk-bench $order (QD $qd, $cmd-byte commands)"
+	"$bench" --device "$dev" --i-know-this-overwrites -n "$objs" -s "$obj_mib" \
+		--backends "$order" --qd "$qd" --cmd-size "$cmd" --batch-objects "$batch" \
+		--buffer-mib 256 --no-fio --repeat 1 -q -o json \
+		>"$out/kvblk-bench-$r.json" 2>"$out/kvblk-bench-$r.err"
+	echo "kvblk-bench exit status $?"
+	tail -n 5 "$out/kvblk-bench-$r.err"
+	if [ "$r" = 1 ]; then
+		# The most threads any kvblk leg used: the search's numjobs bound.
+		workers=$(python3 -c 'import json,sys; print(max([r.get("workers") or 1 for r in json.load(open(sys.argv[1])).get("results", [])] or [1]))' \
+			"$out/kvblk-bench-1.json" 2>/dev/null || echo 1)
+		echo "kvblk legs use up to $workers thread(s): fio numjobs 1..$workers, iodepths $fio_qds"
+	fi
+	for eng in io_uring io_uring_cmd; do
+		for fb in 0 1; do
+			for nj in $(seq "$workers"); do
+				for iod in $fio_qds; do
+					fio_run "$eng" "$fb" "$nj" "$iod" "$out/fio-$eng-fb$fb-j$nj-qd$iod-$r.json"
+				done
+			done
+		done
+	done
 done
+echo "$workers $qd" >"$out/equal-threads.txt"
 
 # Busy CPU time of the whole guest (both vCPUs: user, nice, system, irq, softirq) in USER_HZ
 # ticks, context switches, and interrupts of the NVMe controller: "ticks ctxt irqs".
@@ -93,11 +124,20 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ]; then
 	done
 	if command -v perf >/dev/null; then
 		for b in kmod uring uring_cmd; do
-			perf record -q -a -g -o "$out/perf-$b.data" -- \
-				python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$b" "$store" \
-				$((obj_mib << 20)) "$batch" "$qd" "$cmd" 3 >/dev/null 2>&1
+			# The steady state only: loadloop.py's start (interpreter, buffer memset,
+			# registration) stays out of the profile.
+			python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$b" "$store" \
+				$((obj_mib << 20)) "$batch" "$qd" "$cmd" 8 >/dev/null 2>&1 &
+			sleep 6
+			perf record -q -a -g -o "/tmp/perf-$b.data" -- sleep 2 >/dev/null 2>&1
+			wait
+			mv "/tmp/perf-$b.data" "$out/perf-$b.data"
 			perf report -i "$out/perf-$b.data" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 40 >"$out/perf-$b-top.txt"
+			# Shares of the samples (both vCPUs, idle included) per module/binary: the
+			# module's own share of the busy CPU (table.py).
+			perf report -i "$out/perf-$b.data" --no-children --sort dso -g none --stdio 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -n 20 >"$out/perf-$b-dso.txt"
 			rm -f "$out/perf-$b.data"
 		done
 	fi

@@ -5,7 +5,7 @@
 # namespace), run guest-bench.sh in it (kvblk-bench kmod/uring/uring_cmd, fio io_uring and
 # io_uring_cmd at the same command size and queue depth), print the table.
 # Settings: KVBLK_BENCH_QD, KVBLK_BENCH_CMD, KVBLK_BENCH_OBJECTS, KVBLK_BENCH_OBJECT_MIB,
-# KVBLK_BENCH_BATCH, KVBLK_BENCH_REPEAT, KVBLK_BENCH_PERF (see guest-bench.sh), and every
+# KVBLK_BENCH_BATCH, KVBLK_BENCH_REPEAT, KVBLK_BENCH_FIO_QDS, KVBLK_BENCH_PERF (see guest-bench.sh), and every
 # KVBLK_VM_* setting of tests/vm (KVBLK_VM_MEM defaults to 3G here). Extra arguments go to
 # run-suite.sh (e.g. --no-build, --variants 'lba4k:size=1G:mdts=7').
 # --p2p: the P2PDMA bench instead (p2p-bench.list, guest-p2p-bench.sh: kmod into a
@@ -30,8 +30,8 @@ manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
 trap 'rm -f "$manifest"' EXIT
 envs=
 for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
-	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_PERF; do
-	[ -n "${!v:-}" ] && envs+="$v=${!v} "
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF; do
+	[ -n "${!v:-}" ] && envs+="$v='${!v}' "
 done
 sed "s|$script|${envs}$script|" "$list" >"$manifest"
 
