@@ -21,9 +21,12 @@ class OpenOpts(C.Structure):
                 ('max_descs', C.c_uint32), ('eagain_retries', C.c_uint32), ('create_bytes', C.c_uint64)]
 
 
+# struct kvblk_desc of 0.3 (48 bytes): ctypes binds kvblk_load_many@@KVBLK_0.3, the default
+# version, which reads this layout (the 40-byte one is only for binaries linked against 0.2).
 class Desc(C.Structure):
     _fields_ = [('offset', C.c_uint64), ('length', C.c_uint64), ('addr', C.c_uint64),
-                ('buf_id', C.c_uint32), ('flags', C.c_uint32), ('tag', C.c_uint64)]
+                ('buf_id', C.c_uint32), ('flags', C.c_uint32), ('tag', C.c_uint64),
+                ('target', C.c_uint32), ('reserved', C.c_uint32)]
 
 
 class Result(C.Structure):
