@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The C API of libkvblk: open/close, backend choice, buffer registration, load/store
-// batches (validate, hand to the backend, account) and the small query functions.
+// The C API of libkvblk: open/close, backend choice, buffer registration and the small
+// query functions. Batches (kvblk_submit() and the calls built on it) are in submit.cpp.
+#include "async.hpp"
 #include "backend.hpp"
 #include "buffers.hpp"
+#include "device.hpp"
 #include "last_error.hpp"
 #include "staging.hpp"
 #include "stats.hpp"
 #include "target.hpp"
 #include "testing.hpp"
-#include "validate.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -24,18 +25,6 @@
 #include <vector>
 
 using namespace kvblk::detail;
-
-struct kvblk_dev {
-	Target target;
-	kvblk_dev_info info{};
-	std::unique_ptr<Backend> backend;
-	BufferTable buffers;
-	Stats stats;
-	std::mutex io_mutex;		/* one batch at a time */
-	std::vector<IoObject> objects;	/* the batch being served (under io_mutex) */
-	Stager stager;			/* staged path: engine and pool (pool under io_mutex) */
-	uint32_t staged_buffers = 0;	/* live staged buffers (under io_mutex) */
-};
 
 namespace {
 
@@ -53,6 +42,9 @@ constexpr const char *kBackendNames[KVBLK_BACKEND_MAX] = {
 constexpr const char *kKmodNode = "/dev/kvblk";
 
 constexpr const char *kPathNames[KVBLK_PATH_MAX] = {"host", "p2p", "staged"};
+
+/* Largest kvblk_dev_info a (newer) caller may pass; the bytes we do not know are zeroed. */
+constexpr size_t kMaxInfoSize = 64 << 10;
 
 /* The backend to serve the device and why. */
 struct BackendChoice {
@@ -139,6 +131,11 @@ int check_options(const kvblk_open_opts &o)
 		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is below 4096", ull(o.max_cmd_bytes));
 	if ((o.flags & KVBLK_OPEN_CREATE) && o.create_bytes == 0)
 		return fail(-EINVAL, "kvblk_open: KVBLK_OPEN_CREATE needs create_bytes > 0");
+	if (o.max_batches > KVBLK_MAX_BATCHES)
+		return fail(-EINVAL, "kvblk_open: max_batches %u is out of range 1..%u", o.max_batches,
+			    KVBLK_MAX_BATCHES);
+	if (o.reserved)
+		return fail(-EINVAL, "kvblk_open: reserved is 0x%x, must be 0", o.reserved);
 	return 0;
 }
 
@@ -189,16 +186,19 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	kvblk_open_opts o;
 	kvblk_open_opts_init(&o, sizeof(o));
 	if (user_opts) {
-		if (user_opts->opts_size < sizeof(o))
+		const size_t size = user_opts->opts_size;
+		if (size < KVBLK_OPEN_OPTS_SIZE_V0_2)
 			return fail(-EINVAL, "kvblk_open: opts_size %zu is smaller than %zu (use kvblk_open_opts_init)",
-				    user_opts->opts_size, sizeof(o));
+				    size, size_t(KVBLK_OPEN_OPTS_SIZE_V0_2));
 		/* A newer caller's extra fields must be 0: this library does not know them. */
-		const auto *tail = reinterpret_cast<const unsigned char *>(user_opts) + sizeof(o);
-		for (size_t i = 0; i < user_opts->opts_size - sizeof(o); i++)
-			if (tail[i])
+		const auto *bytes = reinterpret_cast<const unsigned char *>(user_opts);
+		for (size_t i = sizeof(o); i < size; i++)
+			if (bytes[i])
 				return fail(-EINVAL, "kvblk_open: option byte %zu is beyond what this libkvblk "
-						     "knows and is not 0", sizeof(o) + i);
-		std::memcpy(&o, user_opts, sizeof(o));
+						     "knows and is not 0", i);
+		/* An older caller's struct ends early: the fields it lacks keep their defaults. */
+		std::memcpy(&o, user_opts, std::min(size, sizeof(o)));
+		o.opts_size = sizeof(o);
 	}
 	int ret = check_options(o);
 	if (ret)
@@ -283,134 +283,30 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	if (!cfg.note.empty())
 		choice.reason += "; " + cfg.note;
 	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
+	info.async = dev->backend->async_mode();
+	info.max_batches = o.max_batches ? o.max_batches : KVBLK_DEFAULT_MAX_BATCHES;
+	info.targets = 1;
+
+	kvblk_dev *d = dev.get();
+	auto run_sync = [d](Job &job) {
+		std::lock_guard<std::mutex> io(d->io_mutex);
+		if (job.path != KVBLK_PATH_STAGED)
+			return d->backend->run(job.batch);
+		const int ret = d->stager.run(*d->backend, job.batch);
+		job.note = d->stager.copy_note();
+		return ret;
+	};
+	dev->sched = std::make_unique<Scheduler>(*dev->backend, dev->buffers, dev->stats, t.buffered,
+						 info.max_batches, run_sync);
+	ret = dev->sched->init();
+	if (ret) {
+		dev->sched.reset();
+		dev->backend.reset();
+		close_target(&dev->target);
+		return ret;
+	}
 	*out = dev.release();
 	return 0;
-}
-
-/* Fill every result of a rejected call: @bad gets @err, the others -ECANCELED. */
-int reject(kvblk_dev *dev, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
-	   kvblk_batch_info *info, int err, int32_t bad)
-{
-	for (uint32_t i = 0; i < n; i++)
-		results[i] = kvblk_result{i == uint32_t(bad) ? err : -ECANCELED, 0, 0, descs[i].tag};
-	dev->stats.record_rejected();
-	if (info) {
-		info->bad_index = bad;
-		info->failed = n;
-	}
-	return err;
-}
-
-int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
-	     kvblk_batch_info *info)
-{
-	const char *fn = dir == IoDir::read ? "kvblk_load_many" : "kvblk_store_many";
-	if (!dev || !descs || !results)
-		return fail(-EINVAL, "%s: NULL %s", fn, !dev ? "dev" : !descs ? "descs" : "results");
-	if (info && info->info_size < sizeof(*info))
-		return fail(-EINVAL, "%s: info_size %zu is smaller than %zu", fn, info->info_size, sizeof(*info));
-	if (n == 0)
-		return fail(-EINVAL, "%s: n is 0", fn);
-
-	const uint64_t t0 = now_ns();
-	kvblk_path path = dev->backend->path();
-	if (info) {
-		info->backend = dev->backend->kind_for(dir);
-		info->path = path;
-		info->bad_index = -1;
-		info->failed = 0;
-		info->bytes = 0;
-		info->commands = 0;
-		info->elapsed_ns = 0;
-	}
-
-	std::lock_guard<std::mutex> io(dev->io_mutex);
-	if (dir == IoDir::write && !dev->target.writable) {
-		set_last_error("%s: %s was not opened with KVBLK_OPEN_WRITE", fn, dev->target.path.c_str());
-		return reject(dev, descs, n, results, info, -EBADF, -1);
-	}
-	if (n > dev->info.max_descs) {
-		set_last_error("%s: %u descriptors exceed max_descs %u", fn, n, dev->info.max_descs);
-		return reject(dev, descs, n, results, info, -E2BIG, -1);
-	}
-
-	dev->objects.resize(n);
-	PinSet pins;
-	{
-		const ValidationLimits lim{dev->target.logical_block_size, dev->target.mem_align,
-					   dev->target.capacity};
-		auto lock = dev->buffers.lock();
-		int32_t bad = -1;
-		int ret = validate_descs(dir, descs, n, lim, dev->buffers, dev->objects.data(), &pins, &bad);
-		if (ret)
-			return reject(dev, descs, n, results, info, ret, bad);
-		/* The batch's path: STAGED over P2P over the backend's own. */
-		for (uint32_t i = 0; i < n; i++) {
-			const uint32_t p = dev->objects[i].path;
-			if (p == KVBLK_PATH_HOST)
-				continue;
-			if (dir == IoDir::write) {
-				set_last_error("%s: descriptor %u: stores from device memory (buffer %u) are not "
-					       "supported", fn, i, descs[i].buf_id);
-				return reject(dev, descs, n, results, info, -EOPNOTSUPP, int32_t(i));
-			}
-			if (p == KVBLK_PATH_STAGED || path != KVBLK_PATH_STAGED)
-				path = kvblk_path(p);
-		}
-		if (info)
-			info->path = path;
-		dev->buffers.pin_locked(pins);
-	}
-
-	for (uint32_t i = 0; i < n; i++)
-		results[i] = kvblk_result{0, 0, 0, descs[i].tag};
-	Batch batch{dir, dev->objects.data(), n, results, {}};
-	int ret = path == KVBLK_PATH_STAGED ? dev->stager.run(*dev->backend, batch) : dev->backend->run(batch);
-	dev->buffers.unpin(pins);
-	if (ret)
-		return reject(dev, descs, n, results, info, ret, -1);
-
-	BatchSummary sum{};
-	sum.backend = dev->backend->kind_for(dir);
-	sum.dir = dir;
-	sum.buffered = dev->target.buffered;
-	sum.path = path;
-	sum.objects = n;
-	uint32_t ok = 0, first_failed = n;
-	for (uint32_t i = 0; i < n; i++) {
-		const int32_t st = results[i].status;
-		if (st == 0) {
-			ok++;
-			sum.bytes_ok += results[i].bytes;
-			sum.bytes_by_path[dev->objects[i].path] += results[i].bytes;
-			continue;
-		}
-		if (first_failed == n)
-			first_failed = i;
-		if (st == -EIO)
-			sum.errors_io++;
-		else if (st == -EAGAIN)
-			sum.errors_eagain++;
-		else
-			sum.errors_other++;
-	}
-	sum.elapsed_ns = now_ns() - t0;
-	dev->stats.record_batch(sum, batch.counters);
-
-	if (first_failed < n) {
-		const std::string &note = path == KVBLK_PATH_STAGED ? dev->stager.copy_note() : std::string();
-		set_last_error("%s: descriptor %u (offset %llu, %llu bytes) failed: %s; %u of %u objects failed%s%s",
-			       fn, first_failed, ull(descs[first_failed].offset), ull(descs[first_failed].length),
-			       errno_text(results[first_failed].status).c_str(), n - ok, n,
-			       note.empty() ? "" : "; staged path: ", note.c_str());
-	}
-	if (info) {
-		info->failed = n - ok;
-		info->bytes = sum.bytes_ok;
-		info->commands = batch.counters.commands;
-		info->elapsed_ns = sum.elapsed_ns;
-	}
-	return int(ok);
 }
 
 /*
@@ -543,6 +439,9 @@ void kvblk_close(kvblk_dev *dev) noexcept
 {
 	if (!dev)
 		return;
+	/* Queued batches end -ECANCELED, batches in flight are waited for; then the threads go. */
+	dev->sched->shutdown();
+	dev->sched.reset();
 	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
 	close_target(&dev->target);
@@ -553,10 +452,10 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
 {
 	if (!dev || !info)
 		return fail(-EINVAL, "kvblk_get_info: NULL %s", dev ? "info" : "dev");
-	if (info->info_size < sizeof(*info))
-		return fail(-EINVAL, "kvblk_get_info: info_size %zu is smaller than %zu", info->info_size,
-			    sizeof(*info));
-	copy_out(info, info->info_size, &dev->info, sizeof(*info));
+	if (info->info_size < KVBLK_DEV_INFO_SIZE_V0_2 || info->info_size > kMaxInfoSize)
+		return fail(-EINVAL, "kvblk_get_info: info_size %zu is out of range %zu..%zu", info->info_size,
+			    size_t(KVBLK_DEV_INFO_SIZE_V0_2), kMaxInfoSize);
+	copy_out(info, info->info_size, &dev->info, std::min(info->info_size, sizeof(*info)));
 	return 0;
 }
 
@@ -694,26 +593,6 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
 	}
 	dev->buffers.release(id);
 	return 0;
-}
-
-int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
-		    struct kvblk_batch_info *info) noexcept
-{
-	try {
-		return do_batch(dev, IoDir::read, descs, n, results, info);
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_load_many: out of memory");
-	}
-}
-
-int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
-		     struct kvblk_batch_info *info) noexcept
-{
-	try {
-		return do_batch(dev, IoDir::write, descs, n, results, info);
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_store_many: out of memory");
-	}
 }
 
 int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept

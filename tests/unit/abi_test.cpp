@@ -52,6 +52,17 @@ TEST(AbiTest, symbols_of_0_2_are_versioned_kvblk_0_2)
 	}
 }
 
+TEST(AbiTest, symbols_of_0_3_are_versioned_kvblk_0_3)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	for (const char *name : {"kvblk_submit_opts_init", "kvblk_submit", "kvblk_reap", "kvblk_wait", "kvblk_cancel",
+				 "kvblk_event_fd"}) {
+		EXPECT_NE(dlvsym(lib.h, name, "KVBLK_0.3"), nullptr) << name;
+		EXPECT_EQ(dlvsym(lib.h, name, "KVBLK_0.2"), nullptr) << name;
+	}
+}
+
 TEST(AbiTest, internals_are_not_exported)
 {
 	Handle lib;
