@@ -650,6 +650,7 @@ TEST_F(AsyncTest, open_option_max_batches_and_info)
 	EXPECT_EQ(i.async, uint32_t(KVBLK_ASYNC_THREAD));
 	EXPECT_EQ(i.targets, 1u);
 	EXPECT_EQ(get_info(open(KVBLK_BACKEND_THREADPOOL).get()).async, uint32_t(KVBLK_ASYNC_THREAD));
+	EXPECT_EQ(get_info(open(KVBLK_BACKEND_URING).get()).async, uint32_t(KVBLK_ASYNC_NATIVE));
 
 	/* A 0.2 caller's kvblk_dev_info gets the 0.2 fields and nothing after them. */
 	struct {
