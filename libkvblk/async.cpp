@@ -32,10 +32,8 @@ void Job::batch_done(int err) noexcept
 	sched->complete(*this, err);
 }
 
-Scheduler::Scheduler(Backend &be, BufferTable &buffers, Stats &stats, bool buffered, uint32_t max_batches,
-		     RunSync run_sync)
-	: be_(be), buffers_(buffers), stats_(stats), buffered_(buffered), max_batches_(max_batches),
-	  run_sync_(std::move(run_sync))
+Scheduler::Scheduler(Backend &be, Stats &stats, uint32_t max_batches, RunSync run_sync)
+	: be_(be), stats_(stats), max_batches_(max_batches), run_sync_(std::move(run_sync))
 {
 }
 
@@ -75,7 +73,7 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	job.sched = this;
 	job.native = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED;
 	const bool priority = job.flags & KVBLK_SUBMIT_PRIORITY;
-	job.batch = Batch{job.dir, job.objects.data(), job.count(), job.results, {}, &job, 0, priority};
+	job.batch = Batch{job.dir, job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
 
 	std::unique_lock<std::mutex> lk(mu_);
 	while (table_.size() >= max_batches_) {
@@ -183,6 +181,7 @@ void Scheduler::post_object(Job &job, uint32_t i) noexcept
 void Scheduler::complete(Job &job, int err) noexcept
 {
 	const uint32_t n = job.count();
+	UnalignedTotals ut;
 	if (err) {
 		/* Nothing was moved. Synchronous calls keep 0.2's -ECANCELED and return @err. */
 		job.fatal = err;
@@ -191,10 +190,13 @@ void Scheduler::complete(Job &job, int err) noexcept
 			job.results[i].status = job.sync ? -ECANCELED : err;
 			job.results[i].bytes = 0;
 		}
+	} else if (job.any_unaligned) {
+		/* The parts' results become the objects' and their bounced edges are copied. */
+		job.unaligned.finish(job.results, &ut);
 	}
 	/*
-	 * Every object is over. Objects whose bytes are finished after the batch (the bounced
-	 * edges of unaligned loads) are fixed up here, before an entry reports them.
+	 * Every object is over and its result final. Per-object entries deferred until now (an
+	 * unaligned batch's: the backend only saw its parts) are posted here.
 	 */
 	if ((job.flags & KVBLK_SUBMIT_PER_OBJECT) &&
 	    (job.defer_object_entries || job.objects_posted.load(std::memory_order_relaxed) == 0)) {
@@ -206,9 +208,11 @@ void Scheduler::complete(Job &job, int err) noexcept
 	BatchSummary sum{};
 	sum.backend = job.backend;
 	sum.dir = job.dir;
-	sum.buffered = buffered_;
+	sum.buffered = job.buffered;
 	sum.path = job.path;
 	sum.objects = n;
+	sum.unaligned_objects = ut.objects;
+	sum.unaligned_extra_bytes = ut.extra_bytes;
 	uint32_t ok = 0, cancelled = 0;
 	job.first_failed = n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -232,6 +236,7 @@ void Scheduler::complete(Job &job, int err) noexcept
 	}
 	const uint64_t t_done = now_ns();
 	sum.elapsed_ns = t_done - job.t_submit;
+	job.bytes_device = job.any_unaligned ? ut.bytes_device : sum.bytes_ok;
 	if (err) {
 		stats_.record_rejected();
 	} else {
@@ -281,11 +286,8 @@ void Scheduler::take_locked(Job &job, std::vector<Job *> *to_free)
 
 void Scheduler::free_jobs(const std::vector<Job *> &jobs) noexcept
 {
-	for (Job *j : jobs) {
-		if (j->pins.any())
-			buffers_.unpin(j->pins);
-		delete j;
-	}
+	for (Job *j : jobs)
+		delete j; /* drops its pins of buffers and targets */
 }
 
 int Scheduler::reap(kvblk_cqe *cqes, uint32_t max, uint32_t min_complete, int64_t timeout_ns)
@@ -386,8 +388,10 @@ int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out)
 	out->commands = job.batch.counters.commands;
 	out->fatal = job.fatal;
 	out->note = std::move(job.note);
+	out->bytes_device = job.bytes_device;
 	out->first_failed = job.first_failed;
 	const uint32_t ff = job.first_failed < job.count() ? job.first_failed : 0;
+	out->failed_target = job.objects[ff].target;
 	out->failed_offset = job.objects[ff].offset;
 	out->failed_length = job.objects[ff].length;
 	take_locked(job, &to_free);
@@ -398,10 +402,12 @@ int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out)
 
 void Scheduler::cancel_queued(Job &job) noexcept
 {
-	for (uint32_t i = 0; i < job.count(); i++) {
-		job.results[i].status = -ECANCELED;
-		job.results[i].bytes = 0;
-		job.object_done(i);
+	/* As a backend would: every object (or part) it was to move ends -ECANCELED. */
+	Batch &b = job.batch;
+	for (uint32_t i = 0; i < b.count; i++) {
+		b.results[i].status = -ECANCELED;
+		b.results[i].bytes = 0;
+		b.object_done(i);
 	}
 	complete(job, 0);
 }

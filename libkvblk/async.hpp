@@ -3,9 +3,10 @@
 // and kvblk_event_fd() (and so behind kvblk_load_many()/kvblk_store_many(), which are a
 // submit and a wait).
 //
-// A batch becomes a Job at submit time: the validated objects, the results array, the pins
-// of its registered buffers and the caller's options are owned by the Job, so the
-// descriptor array is free on return. The Job is outstanding from submit until its batch
+// A batch becomes a Job at submit time (prepare_batch(), batch.cpp): the validated objects
+// (and the aligned parts of unaligned ones), the results array, the pins of its registered
+// buffers and targets and the caller's options are owned by the Job, so the descriptor
+// array is free on return. The Job is outstanding from submit until its batch
 // completion entry is taken (by kvblk_reap() or kvblk_wait()); max_batches bounds how many
 // are. It progresses one of two ways:
 //   - native (uring, uring_cmd): Backend::start() hands it to the rings at once; the
@@ -14,8 +15,9 @@
 //   - dispatch: one thread per device takes queued jobs (priority ones ahead of the others)
 //     and serves each with a synchronous Backend::run() (psync, threadpool, kmod) or
 //     Stager::run() (the staged CUDA path, on every backend).
-// When the last object of a Job completes, complete() records the stats and posts its
-// completion entries. Entries wait in one completion queue, which kvblk_reap() takes from;
+// When the last object of a Job completes, complete() folds unaligned parts back into the
+// caller's results (copying their bounced edges), records the stats and posts its
+// completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;
 // kvblk_wait() claims its ticket's entries so that no reaper sees them (synchronous calls
 // are claimed from birth). An eventfd is readable exactly while the queue is not empty.
 //
@@ -24,8 +26,10 @@
 #pragma once
 
 #include "backend.hpp"
-#include "buffers.hpp"
+#include "pins.hpp"
 #include "stats.hpp"
+#include "unaligned.hpp"
+#include "validate.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -50,13 +54,20 @@ class Scheduler;
  * @ticket, @user_data, @flags: as kvblk_submit() got them (KVBLK_SUBMIT_*).
  * @sync:         a kvblk_load_many()/kvblk_store_many() call: its entries never reach reapers.
  * @path, @backend: the batch's enum kvblk_path and the backend that serves it.
- * @objects:      the validated objects; @results the caller's array or @own_results.
- * @pins:         registered buffers it uses, unpinned when its completion is taken.
+ * @buffered:     some target of the batch goes through the page cache.
+ * @objects:      the validated objects, one per descriptor; @geometry their targets' rules;
+ *                @results the caller's array or @own_results.
+ * @any_unaligned: the backend reads @unaligned's parts instead of @objects (their results
+ *                are folded into @results by complete()).
+ * @pins:         registered buffers and targets it uses, unpinned when the job is freed
+ *                (its completion taken).
  * @defer_object_entries: post the per-object entries only once the whole batch is over,
  *                (for objects whose bytes are fixed up after the batch, see complete()).
  * Fields below @t_submit belong to the scheduler.
  */
 struct Job final : BatchSink {
+	Job(BufferTable &buffers, TargetTable &targets) noexcept : pins(buffers, targets) {}
+
 	uint64_t ticket = 0;
 	uint64_t user_data = 0;
 	uint32_t flags = 0;
@@ -64,10 +75,14 @@ struct Job final : BatchSink {
 	IoDir dir = IoDir::read;
 	kvblk_path path = KVBLK_PATH_HOST;
 	kvblk_backend backend = KVBLK_BACKEND_AUTO;
+	bool buffered = false;
 	std::vector<IoObject> objects;
+	std::vector<Geometry> geometry;
 	std::vector<kvblk_result> own_results;
 	kvblk_result *results = nullptr;
-	PinSet pins;
+	bool any_unaligned = false;
+	UnalignedBatch unaligned;
+	BatchPins pins;
 	bool defer_object_entries = false;
 
 	uint64_t t_submit = 0;
@@ -78,6 +93,7 @@ struct Job final : BatchSink {
 	int fatal = 0;					/* the backend could not start it */
 	std::string note;				/* staged path: the copy engine's reason */
 	uint32_t first_failed = 0;			/* index of the first failed object, or count */
+	uint64_t bytes_device = 0;			/* kvblk_batch_info.bytes_device */
 
 	/* Under Scheduler::mu_. */
 	enum class State : uint8_t { queued, running, completed } state = State::queued;
@@ -90,6 +106,13 @@ struct Job final : BatchSink {
 	std::condition_variable cv;	/* waiters: completed or taken */
 
 	[[nodiscard]] uint32_t count() const noexcept { return uint32_t(objects.size()); }
+	/* What the backend moves: the objects, or the aligned parts of an unaligned batch. */
+	[[nodiscard]] const IoObject *io_objects() const noexcept
+	{
+		return any_unaligned ? unaligned.parts() : objects.data();
+	}
+	[[nodiscard]] uint32_t io_count() const noexcept { return any_unaligned ? unaligned.part_count() : count(); }
+	[[nodiscard]] kvblk_result *io_results() noexcept { return any_unaligned ? unaligned.part_results() : results; }
 
 	void object_done(uint32_t i) noexcept override;
 	[[nodiscard]] bool cancelled() const noexcept override
@@ -105,13 +128,12 @@ struct Job final : BatchSink {
 class Scheduler {
 public:
 	/*
-	 * @run_sync serves a job on the dispatch thread: Backend::run() or Stager::run() on
-	 * job.batch, with the device's io lock held; returns what they return.
+	 * @run_sync serves a job on the dispatch thread: Backend::run() or (the staged path,
+	 * under the device's staging lock) Stager::run() on job.batch; returns what they return.
 	 */
 	using RunSync = std::function<int(Job &)>;
 
-	Scheduler(Backend &be, BufferTable &buffers, Stats &stats, bool buffered, uint32_t max_batches,
-		  RunSync run_sync);
+	Scheduler(Backend &be, Stats &stats, uint32_t max_batches, RunSync run_sync);
 	~Scheduler();
 	Scheduler(const Scheduler &) = delete;
 	Scheduler &operator=(const Scheduler &) = delete;
@@ -136,14 +158,17 @@ public:
 	 * @commands: commands issued.
 	 * @fatal:    the -errno with which the backend refused the whole batch, or 0.
 	 * @note:     @fatal's reason, or the staged path's copy note.
-	 * @first_failed, @failed_offset, @failed_length: the first failed object (if any).
+	 * @bytes_device: bytes moved on the targets (kvblk_batch_info.bytes_device).
+	 * @first_failed, @failed_target, @failed_offset, @failed_length: the first failed
+	 *            object (if any).
 	 */
 	struct Outcome {
 		kvblk_cqe entry;
 		uint64_t commands;
 		int fatal;
 		std::string note;
-		uint32_t first_failed;
+		uint64_t bytes_device;
+		uint32_t first_failed, failed_target;
 		uint64_t failed_offset, failed_length;
 	};
 	int wait(uint64_t ticket, int64_t timeout_ns, Outcome *out);
@@ -173,9 +198,7 @@ private:
 	void cancel_queued(Job &job) noexcept;
 
 	Backend &be_;
-	BufferTable &buffers_;
 	Stats &stats_;
-	const bool buffered_;
 	const uint32_t max_batches_;
 	RunSync run_sync_;
 	int efd_ = -1;

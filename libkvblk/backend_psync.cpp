@@ -18,7 +18,7 @@ public:
 	int run(Batch &b) noexcept override
 	{
 		std::atomic<uint64_t> inflight{0}, peak{0};
-		const PositionalIo pio{cfg_.fd, b.dir, kind(), cfg_.max_cmd_bytes, cfg_.eagain_retries,
+		const PositionalIo pio{b.dir, kind(), cfg_.max_cmd_bytes, cfg_.eagain_retries,
 				       testing::active(), &inflight, &peak};
 		for (uint32_t i = 0; i < b.count; i++) {
 			/* kvblk_cancel(): the objects not started yet end here. */

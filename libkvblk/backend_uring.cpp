@@ -11,7 +11,8 @@
 // served by plain reads/writes and counted once in stats.memlock_fallbacks.
 //
 // What is this backend's own: an SQE is a plain (or fixed-buffer) read or write of the rest
-// of a command, and a CQE's res is the byte count or -errno.
+// of a command on its object's fd (IoObject.fd, so one batch spans any number of targets),
+// and a CQE's res is the byte count or -errno.
 #include "backend.hpp"
 #include "last_error.hpp"
 #include "testing.hpp"
@@ -61,7 +62,7 @@ private:
 		uint8_t *mem = o.mem + c.cmd_off + c.done;
 		const uint64_t off = o.offset + c.cmd_off + c.done;
 		const unsigned len = unsigned(c.len - c.done);
-		const int fd = setup().fd;
+		const int fd = o.fd; /* the object's own target: one batch spans any number */
 		if (dir == IoDir::read) {
 			if (fixed)
 				io_uring_prep_read_fixed(sqe, fd, mem, len, off, o.fixed_index);

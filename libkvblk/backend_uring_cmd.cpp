@@ -17,12 +17,14 @@
 //
 // Batches go through the shared ring core (uring_core.hpp): `workers` rings of 128-byte
 // SQEs, one thread each, queue_depth commands in flight per ring, no fixed buffers. What is
-// this backend's own: an SQE carries a struct nvme_uring_cmd; a CQE's res is 0, a negative
+// this backend's own: an SQE carries a struct nvme_uring_cmd addressed to its object's
+// target (per-target char device, nsid and LBA shift, TargetSlots); a CQE's res is 0, a negative
 // errno, or a positive NVMe status (which fails the command's object with -EIO). A command
 // moves all of its bytes or fails: there are no short transfers.
 #include "backend.hpp"
 #include "sysfs.hpp"
 #include "last_error.hpp"
+#include "target_slots.hpp"
 #include "testing.hpp"
 #include "uring_core.hpp"
 
@@ -82,6 +84,13 @@ bool is_namespace_name(const std::string &s)
 		i++;
 	return i > d1 && i == s.size();
 }
+
+/* Where a target's commands go: its generic char device, namespace id and LBA size. */
+struct TargetNs {
+	int fd = -1;
+	uint32_t nsid = 0;
+	uint32_t lba_shift = 0;
+};
 
 class UringCmdBackend final : public UringCore {
 public:
@@ -179,8 +188,54 @@ public:
 			return err;
 		cfg.note = (S_ISBLK(st.st_mode) ? "mapped to " + ng_path_ + ", " : std::string()) + "nsid " +
 			   std::to_string(nsid_);
+		TargetNs *t0 = ns_.ensure(0);
+		if (!t0)
+			return fail(-ENOMEM, "uring_cmd: out of memory");
+		*t0 = TargetNs{fd_, nsid_, lba_shift_};
 		return 0;
 	}
+
+	/*
+	 * An added target must be an NVMe generic char device whose commands fit this device's
+	 * max_cmd_bytes (objects are split at it); each command carries its own nsid and LBA size.
+	 */
+	int add_target(uint32_t id, BackendConfig &t) noexcept override
+	{
+		const char *path = t.path.c_str();
+		struct stat st;
+		if (fstat(t.fd, &st) != 0 || !S_ISCHR(st.st_mode))
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s is not an NVMe generic char device (/dev/ngXnY): a uring_cmd "
+				    "device sends NVMe commands only, open another device for files and block devices",
+				    path);
+		const std::string ng = sysfs_name("char", st.st_rdev);
+		const int nsid = ioctl(t.fd, NVME_IOCTL_ID);
+		if (ng.compare(0, 2, "ng") != 0 || nsid <= 0)
+			return fail(-EOPNOTSUPP, "uring_cmd: %s is not an NVMe generic char device", path);
+		const uint32_t lbs = t.logical_block_size;
+		if (lbs == 0 || (lbs & (lbs - 1)) || cfg_.max_cmd_bytes % lbs)
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s has %u-byte LBAs; commands of this device are %llu bytes",
+				    path, lbs, ull(cfg_.max_cmd_bytes));
+		const std::string q = "/sys/block/nvme" + ng.substr(2) + "/queue/";
+		const uint64_t kb = read_sysfs_u64(q + "max_hw_sectors_kb");
+		const uint64_t segs = read_sysfs_u64(q + "max_segments");
+		const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+		if ((kb && (kb << 10) < cfg_.max_cmd_bytes) || (segs > 1 && (segs - 1) * page < cfg_.max_cmd_bytes) ||
+		    (kMaxNlb << __builtin_ctz(lbs)) < cfg_.max_cmd_bytes)
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s takes smaller commands than this device's %llu bytes (max_hw_sectors_kb "
+				    "%llu, max_segments %llu): open the device with a smaller max_cmd_bytes",
+				    path, ull(cfg_.max_cmd_bytes), ull(kb), ull(segs));
+		TargetNs *e = ns_.ensure(id);
+		if (!e)
+			return fail(-ENOMEM, "uring_cmd: out of memory");
+		*e = TargetNs{t.fd, uint32_t(nsid), uint32_t(__builtin_ctz(lbs))};
+		t.max_cmd_bytes = cfg_.max_cmd_bytes;
+		return 0;
+	}
+
+	void remove_target(uint32_t id) noexcept override { ns_[id] = TargetNs{}; }
 
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_URING_CMD; }
 
@@ -189,15 +244,16 @@ private:
 	{
 		(void)fixed;
 		std::memset(static_cast<void *>(sqe), 0, 2 * sizeof(*sqe)); /* one 128-byte SQE */
+		const TargetNs &t = ns_[o.target]; /* the object's namespace: its char device, nsid, LBA size */
 		sqe->opcode = IORING_OP_URING_CMD;
-		sqe->fd = fd_;
+		sqe->fd = t.fd;
 		sqe->cmd_op = NVME_URING_CMD_IO;
 
-		const uint64_t slba = (o.offset + c.cmd_off) >> lba_shift_;
-		const uint64_t nlb = c.len >> lba_shift_;
+		const uint64_t slba = (o.offset + c.cmd_off) >> t.lba_shift;
+		const uint64_t nlb = c.len >> t.lba_shift;
 		nvme_uring_cmd cmd{};
 		cmd.opcode = dir == IoDir::read ? kNvmeCmdRead : kNvmeCmdWrite;
-		cmd.nsid = nsid_;
+		cmd.nsid = t.nsid;
 		cmd.addr = uint64_t(uintptr_t(o.mem + c.cmd_off));
 		cmd.data_len = uint32_t(c.len);
 		cmd.cdw10 = uint32_t(slba);
@@ -275,6 +331,7 @@ private:
 	std::string ng_path_;
 	uint32_t nsid_ = 0;
 	uint32_t lba_shift_ = 0;
+	TargetSlots<TargetNs> ns_;	/* target 0 and the added generic char devices */
 };
 
 } // namespace

@@ -5,9 +5,9 @@
 #include "backend.hpp"
 #include "buffers.hpp"
 #include "device.hpp"
+#include "lanes.hpp"
 #include "last_error.hpp"
-#include "staging.hpp"
-#include "stats.hpp"
+#include "struct_size.hpp"
 #include "target.hpp"
 #include "testing.hpp"
 
@@ -42,9 +42,6 @@ constexpr const char *kBackendNames[KVBLK_BACKEND_MAX] = {
 constexpr const char *kKmodNode = "/dev/kvblk";
 
 constexpr const char *kPathNames[KVBLK_PATH_MAX] = {"host", "p2p", "staged"};
-
-/* Largest kvblk_dev_info a (newer) caller may pass; the bytes we do not know are zeroed. */
-constexpr size_t kMaxInfoSize = 64 << 10;
 
 /* The backend to serve the device and why. */
 struct BackendChoice {
@@ -135,7 +132,7 @@ int check_options(const kvblk_open_opts &o)
 		return fail(-EINVAL, "kvblk_open: max_batches %u is out of range 1..%u", o.max_batches,
 			    KVBLK_MAX_BATCHES);
 	if (o.reserved)
-		return fail(-EINVAL, "kvblk_open: reserved is 0x%x, must be 0", o.reserved);
+		return fail(-EINVAL, "kvblk_open: reserved is %u, must be 0", o.reserved);
 	return 0;
 }
 
@@ -186,19 +183,12 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	kvblk_open_opts o;
 	kvblk_open_opts_init(&o, sizeof(o));
 	if (user_opts) {
-		const size_t size = user_opts->opts_size;
-		if (size < KVBLK_OPEN_OPTS_SIZE_V0_2)
-			return fail(-EINVAL, "kvblk_open: opts_size %zu is smaller than %zu (use kvblk_open_opts_init)",
-				    size, size_t(KVBLK_OPEN_OPTS_SIZE_V0_2));
-		/* A newer caller's extra fields must be 0: this library does not know them. */
-		const auto *bytes = reinterpret_cast<const unsigned char *>(user_opts);
-		for (size_t i = sizeof(o); i < size; i++)
-			if (bytes[i])
-				return fail(-EINVAL, "kvblk_open: option byte %zu is beyond what this libkvblk "
-						     "knows and is not 0", i);
-		/* An older caller's struct ends early: the fields it lacks keep their defaults. */
-		std::memcpy(&o, user_opts, std::min(size, sizeof(o)));
-		o.opts_size = sizeof(o);
+		/* 0.2 callers pass the smaller size; a newer caller's extra fields must be 0. */
+		int ret = check_input_size("kvblk_open", "opts_size", user_opts, user_opts->opts_size,
+					   KVBLK_OPEN_OPTS_SIZE_V0_2, sizeof(o));
+		if (ret)
+			return ret;
+		copy_in(&o, sizeof(o), user_opts, user_opts->opts_size);
 	}
 	int ret = check_options(o);
 	if (ret)
@@ -209,18 +199,19 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		return ret;
 
 	auto dev = std::make_unique<kvblk_dev>();
-	ret = open_target(path, o.flags, o.create_bytes, &dev->target);
+	auto entry = std::make_unique<TargetEntry>();
+	ret = open_target(path, o.flags, o.create_bytes, &entry->t);
 	if (ret)
 		return ret;
-	const Target &t = dev->target;
+	entry->size = entry->t.capacity;
+	dev->targets.install0(std::move(entry)); /* closed with the device from here on */
+	const Target &t = dev->t0();
 	const bool automatic = choice.backend == KVBLK_BACKEND_AUTO;
 	if (automatic)
 		choose_auto_backend(t, &choice);
 	ret = check_backend_fits(choice.backend, t);
-	if (ret) {
-		close_target(&dev->target);
+	if (ret)
 		return ret;
-	}
 
 	BackendConfig cfg;
 	cfg.fd = t.fd;
@@ -263,10 +254,13 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		if (!ret)
 			dev->backend = create_backend(choice.backend, cfg, &ret);
 	}
-	if (ret) {
-		close_target(&dev->target);
+	if (ret)
 		return ret;
-	}
+	dev->targets.t0().max_cmd_bytes = cfg.max_cmd_bytes;
+	dev->config = cfg;
+	/* A kmod device serves the targets added later on lanes of their own (lanes.cpp). */
+	if (choice.backend == KVBLK_BACKEND_KMOD)
+		dev->backend = make_kmod_lanes(std::move(dev->backend), cfg);
 
 	kvblk_dev_info &info = dev->info;
 	info.info_size = sizeof(info);
@@ -288,22 +282,21 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	info.targets = 1;
 
 	kvblk_dev *d = dev.get();
+	/* The dispatch thread: a staged batch holds the staging pool (io_mutex) while it runs. */
 	auto run_sync = [d](Job &job) {
-		std::lock_guard<std::mutex> io(d->io_mutex);
 		if (job.path != KVBLK_PATH_STAGED)
 			return d->backend->run(job.batch);
+		std::lock_guard<std::mutex> io(d->io_mutex);
 		const int ret = d->stager.run(*d->backend, job.batch);
 		job.note = d->stager.copy_note();
 		return ret;
 	};
-	dev->sched = std::make_unique<Scheduler>(*dev->backend, dev->buffers, dev->stats, t.buffered,
-						 info.max_batches, run_sync);
+	dev->sched = std::make_unique<Scheduler>(*dev->backend, dev->stats, info.max_batches, run_sync);
 	ret = dev->sched->init();
 	if (ret) {
 		dev->sched.reset();
 		dev->backend.reset();
-		close_target(&dev->target);
-		return ret;
+		return ret; /* the targets close with the device */
 	}
 	*out = dev.release();
 	return 0;
@@ -335,8 +328,8 @@ int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, ui
 	if (ret)
 		return fail(ret, "kvblk_register_buffer: KVBLK_MEM_CUDA range %p + %llu: %s", static_cast<void *>(base),
 			    ull(len), bad.c_str());
-	ret = dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
-				      dev->target.mem_align);
+	ret = dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->t0().logical_block_size,
+				      dev->t0().mem_align);
 	if (ret)
 		return ret;
 	dev->staged_buffers++;
@@ -348,14 +341,6 @@ int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, ui
 		       slot, why.c_str(), dev->stager.buffers(), ull(dev->stager.buffer_bytes()),
 		       dev->stager.engine()->name().c_str());
 	return 0;
-}
-
-/* Copy @size bytes of @ours into a caller's struct of @caller_size bytes; zero the rest. */
-void copy_out(void *caller, size_t caller_size, const void *ours, size_t size)
-{
-	std::memcpy(static_cast<char *>(caller) + sizeof(size_t), static_cast<const char *>(ours) + sizeof(size_t),
-		    size - sizeof(size_t));
-	std::memset(static_cast<char *>(caller) + size, 0, caller_size - size);
 }
 
 } // namespace
@@ -444,18 +429,19 @@ void kvblk_close(kvblk_dev *dev) noexcept
 	dev->sched.reset();
 	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
-	close_target(&dev->target);
-	delete dev;
+	delete dev;	      /* closes every target */
 }
 
 int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
 {
 	if (!dev || !info)
 		return fail(-EINVAL, "kvblk_get_info: NULL %s", dev ? "info" : "dev");
-	if (info->info_size < KVBLK_DEV_INFO_SIZE_V0_2 || info->info_size > kMaxInfoSize)
-		return fail(-EINVAL, "kvblk_get_info: info_size %zu is out of range %zu..%zu", info->info_size,
-			    size_t(KVBLK_DEV_INFO_SIZE_V0_2), kMaxInfoSize);
-	copy_out(info, info->info_size, &dev->info, std::min(info->info_size, sizeof(*info)));
+	int ret = check_output_size("kvblk_get_info", "info_size", info->info_size, KVBLK_DEV_INFO_SIZE_V0_2);
+	if (ret)
+		return ret;
+	kvblk_dev_info i = dev->info;
+	i.targets = dev->targets.count();
+	copy_out(info, info->info_size, &i, sizeof(i));
 	return 0;
 }
 
@@ -560,16 +546,16 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) n
 	if (nb > KVBLK_MAX_STAGING_BUFFERS)
 		return fail(-EINVAL, "kvblk_set_staging: %u buffers is out of range 1..%u", nb,
 			    KVBLK_MAX_STAGING_BUFFERS);
-	if (bb < dev->target.logical_block_size || bb > KVBLK_MAX_STAGING_BUFFER_BYTES)
+	if (bb < dev->t0().logical_block_size || bb > KVBLK_MAX_STAGING_BUFFER_BYTES)
 		return fail(-EINVAL, "kvblk_set_staging: buffer_bytes %llu is out of range %u..%u", ull(bb),
-			    dev->target.logical_block_size, KVBLK_MAX_STAGING_BUFFER_BYTES);
+			    dev->t0().logical_block_size, KVBLK_MAX_STAGING_BUFFER_BYTES);
 	try {
 		std::lock_guard<std::mutex> io(dev->io_mutex);
 		dev->stager.release_pool(*dev->backend, dev->buffers);
 		dev->stager.configure(nb, bb);
 		if (dev->staged_buffers)
-			return dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
-						       dev->target.mem_align);
+			return dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->t0().logical_block_size,
+						       dev->t0().mem_align);
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "kvblk_set_staging: out of memory");
 	}
@@ -599,14 +585,14 @@ int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
 {
 	if (!dev || !stats)
 		return fail(-EINVAL, "kvblk_get_stats: NULL %s", dev ? "stats" : "dev");
-	if (stats->stats_size < KVBLK_STATS_SIZE_V0_1)
-		return fail(-EINVAL, "kvblk_get_stats: stats_size %zu is smaller than %zu", stats->stats_size,
-			    size_t(KVBLK_STATS_SIZE_V0_1));
+	int ret = check_output_size("kvblk_get_stats", "stats_size", stats->stats_size, KVBLK_STATS_SIZE_V0_1);
+	if (ret)
+		return ret;
 	kvblk_stats s{};
 	s.stats_size = sizeof(s);
 	dev->stats.snapshot(&s);
 	s.staging_pool_bytes = dev->stager.pool_bytes();
-	copy_out(stats, stats->stats_size, &s, std::min(stats->stats_size, sizeof(s)));
+	copy_out(stats, stats->stats_size, &s, sizeof(s));
 	return 0;
 }
 

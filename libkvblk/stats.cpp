@@ -17,8 +17,16 @@ void Stats::record_batch(const BatchSummary &s, const BatchCounters &c) noexcept
 	add(cq_overflows_, c.cq_overflows);
 	if (s.buffered)
 		add(buffered_batches_, 1);
-	if (unsigned(s.backend) < KVBLK_BACKEND_MAX)
+	/* A batch that several backends served (the kmod lanes) counts once for each. */
+	if (c.served_by) {
+		for (unsigned b = 0; b < KVBLK_BACKEND_MAX; b++)
+			if (c.served_by & (1u << b))
+				add(batches_by_backend_[b], 1);
+	} else if (unsigned(s.backend) < KVBLK_BACKEND_MAX) {
 		add(batches_by_backend_[s.backend], 1);
+	}
+	add(unaligned_objects_, s.unaligned_objects);
+	add(unaligned_extra_bytes_, s.unaligned_extra_bytes);
 	if (unsigned(s.path) < KVBLK_PATH_MAX)
 		add(batches_by_path_[s.path], 1);
 	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++)
@@ -71,6 +79,8 @@ void Stats::snapshot(kvblk_stats *out) const noexcept
 	out->priority_batches = get(priority_batches_);
 	out->cancelled_objects = get(cancelled_objects_);
 	out->outstanding_peak = get(outstanding_peak_);
+	out->unaligned_objects = get(unaligned_objects_);
+	out->unaligned_extra_bytes = get(unaligned_extra_bytes_);
 }
 
 void Stats::reset() noexcept
@@ -79,7 +89,7 @@ void Stats::reset() noexcept
 			   &rejected_batches_, &errors_io_, &errors_eagain_, &errors_other_,
 			   &eagain_retries_, &short_resubmits_, &memlock_fallbacks_, &buffered_batches_,
 			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_, &priority_batches_,
-			   &cancelled_objects_, &outstanding_peak_})
+			   &cancelled_objects_, &outstanding_peak_, &unaligned_objects_, &unaligned_extra_bytes_})
 		c->store(0, std::memory_order_relaxed);
 	for (Counter &c : batches_by_backend_)
 		c.store(0, std::memory_order_relaxed);

@@ -11,7 +11,7 @@
 
 namespace kvblk::detail {
 
-/* Outcome of one served batch, as core.cpp summarises it. */
+/* Outcome of one served batch, as the scheduler summarises it (async.cpp). */
 struct BatchSummary {
 	kvblk_backend backend;
 	IoDir dir;
@@ -24,6 +24,8 @@ struct BatchSummary {
 	uint32_t errors_other;
 	uint64_t elapsed_ns;
 	uint64_t bytes_by_path[KVBLK_PATH_MAX];	/* bytes_ok by each object's own path */
+	uint64_t unaligned_objects;	/* KVBLK_DESC_UNALIGNED objects that needed a bounced edge */
+	uint64_t unaligned_extra_bytes;	/* their covering bytes beyond what they wanted */
 };
 
 class Stats {
@@ -56,6 +58,7 @@ private:
 	Counter batches_by_path_[KVBLK_PATH_MAX];
 	Counter bytes_by_path_[KVBLK_PATH_MAX];
 	Counter staged_copies_, p2p_fallbacks_;
+	Counter unaligned_objects_, unaligned_extra_bytes_;
 	Counter priority_batches_, cancelled_objects_, outstanding_peak_;
 
 	static void raise(Counter &peak, uint64_t v) noexcept

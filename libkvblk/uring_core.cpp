@@ -396,6 +396,11 @@ void UringCore::complete(Ring &r, const io_uring_cqe *cqe, uint64_t now, const t
 		r.pending.push_back(id);
 		return;
 	}
+	if (res >= 0 && uint64_t(res) < c.len - c.done &&
+	    eof_is_complete(rb->b->objects[c.obj], c.cmd_off + c.done + uint64_t(res))) {
+		release(r, id, 0); /* the end of the file, with every byte wanted in */
+		return;
+	}
 	if (res > 0 && uint64_t(res) < c.len - c.done) {
 		c.done += uint64_t(res);
 		c.attempt++;

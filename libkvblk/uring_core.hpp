@@ -17,7 +17,9 @@
 //
 // Per command: a short transfer resubmits the rest (counted); -EAGAIN resubmits, at most
 // eagain_retries times (counted), then the object fails with -EAGAIN; 0 bytes fail the
-// object with -ENODATA; any other error fails its own object. A ring whose submission the
+// object with -ENODATA; a short read (0 bytes included) that meets the end of the file once
+// IoObject.min_length bytes are in completes the object, nothing resubmitted; any other
+// error fails its own object. A ring whose submission the
 // kernel refuses for good waits for what it had in flight, fails those commands, and is
 // rebuilt (fixed buffers and all) before it takes more; while it cannot be rebuilt, the
 // commands it takes fail with that error, so every batch still completes.
@@ -68,7 +70,8 @@ struct RingCmd {
 /**
  * struct RingSetup - what a backend asks of the core.
  * @kind:          enum kvblk_backend (reported in the test seams' CommandInfo).
- * @fd:            the file, block device or char device the commands address.
+ * @fd:            target 0's file, block device or char device (commands address their
+ *                 object's own IoObject.fd or, uring_cmd, its target's char device).
  * @rings:         rings, each with its own thread.
  * @queue_depth:   commands in flight per ring (SQ and CQ entries).
  * @overcommit:    > 1 (test seam uring_overcommit): overcommit * queue_depth in flight per

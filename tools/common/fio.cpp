@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -54,45 +56,84 @@ std::string find_program(const std::string &prog)
 	return {};
 }
 
-std::vector<std::string> fio_argv(const std::string &program, const FioConfig &cfg, uint32_t qd, bool fixedbufs,
-				  const std::string &json_out)
+std::string FioKnobs::name() const
 {
-	// fio separates file names with ':'; escape it in ours.
+	std::string s = fmt::format("{} QD {}", engine, iodepth);
+	if (numjobs > 1)
+		s += fmt::format(" x {} jobs", numjobs);
+	if (fixedbufs)
+		s += ", fixedbufs";
+	if (registerfiles)
+		s += ", registerfiles";
+	return s;
+}
+
+namespace {
+
+// fio separates file names with ':'; escape it in ours.
+std::string fio_file_name(const std::string &path)
+{
 	std::string file;
-	for (char c : cfg.path) {
+	for (char c : path) {
 		if (c == ':')
 			file += '\\';
 		file += c;
 	}
+	return file;
+}
+
+} // namespace
+
+std::vector<std::string> fio_argv(const std::string &program, const FioConfig &cfg, const FioKnobs &k,
+				  const std::string &json_out)
+{
 	std::vector<std::string> a = {
 		program,
-		"--name=kvblk-ceiling",
-		"--filename=" + file,
 		"--readonly",
-		"--rw=read",
-		"--ioengine=io_uring",
 		"--direct=1",
-		fmt::format("--bs={}", cfg.block_bytes),
-		fmt::format("--iodepth={}", qd),
-		"--numjobs=1",
-		"--offset=0",
-		fmt::format("--size={}", cfg.size),
+		"--thread",
+		"--group_reporting",
+		"--ioengine=" + k.engine,
+		fmt::format("--iodepth={}", k.iodepth),
 		fmt::format("--runtime={}", cfg.runtime_s),
 		"--output-format=json",
 		"--output=" + json_out,
 	};
-	if (fixedbufs)
-		a.push_back("--fixedbufs=1");
+	if (k.engine == "io_uring") {
+		if (k.fixedbufs)
+			a.push_back("--fixedbufs=1");
+		if (k.registerfiles)
+			a.push_back("--registerfiles=1");
+	}
+	if (!cfg.replays.empty()) {
+		// One job per log (global options above apply to every job): the
+		// jobs together issue exactly the commands of one kvblk pass.
+		auto it = cfg.replays.find(k.numjobs);
+		if (it == cfg.replays.end() || it->second.logs.size() != k.numjobs)
+			throw std::invalid_argument(fmt::format("no replay logs for {} fio jobs", k.numjobs));
+		for (size_t j = 0; j < it->second.logs.size(); j++) {
+			a.push_back(fmt::format("--name=kvblk-replay{}", j));
+			a.push_back("--read_iolog=" + it->second.logs[j]);
+		}
+		return a;
+	}
+	// Sequential mode (kvblkctl probe): one job reads the range.
+	if (k.numjobs != 1)
+		throw std::invalid_argument("sequential fio points run one job");
+	a.insert(a.end(), {
+				  "--name=kvblk-ceiling",
+				  "--filename=" + fio_file_name(cfg.path),
+				  "--rw=read",
+				  fmt::format("--bs={}", cfg.block_bytes),
+				  "--offset=0",
+				  fmt::format("--size={}", cfg.size),
+			  });
 	if (cfg.time_based)
 		a.push_back("--time_based");
-	if (cfg.batch && qd > 1) {
-		a.push_back(fmt::format("--iodepth_batch_submit={}", qd));
-		a.push_back("--iodepth_batch_complete_min=1");
-	}
 	return a;
 }
 
-bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version)
+bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version, double replay_cmd_bytes)
 {
 	// Older fio versions may print notes before the document.
 	size_t brace = text.find('{');
@@ -119,10 +160,13 @@ bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version)
 		return false;
 	}
 	const auto &rd = job["read"];
-	pt.bw_bytes = rd.value("bw_bytes", uint64_t(0));
 	pt.iops = rd.value("iops", 0.0);
 	pt.io_bytes = rd.value("io_bytes", uint64_t(0));
+	pt.total_ios = rd.value("total_ios", uint64_t(0));
 	pt.runtime_s = double(rd.value("runtime", uint64_t(0))) / 1e3; // ms
+	if (replay_cmd_bytes > 0)
+		pt.io_bytes = std::max(pt.io_bytes, uint64_t(double(pt.total_ios) * replay_cmd_bytes + 0.5));
+	pt.bw_bytes = pt.runtime_s > 0 ? uint64_t(double(pt.io_bytes) / pt.runtime_s) : rd.value("bw_bytes", uint64_t(0));
 	pt.gbps = double(pt.bw_bytes) / 1e9;
 	if (rd.contains("clat_ns") && rd["clat_ns"].is_object()) {
 		const auto &cl = rd["clat_ns"];
@@ -133,9 +177,6 @@ bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version)
 			pt.clat_p99_us = pc.value("99.000000", 0.0) / 1e3;
 		}
 	}
-	// usr_cpu/sys_cpu are percentages of one CPU over the job's runtime.
-	double cpu_s = (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) / 100.0 * pt.runtime_s;
-	pt.cpu_s_per_gb = pt.io_bytes ? cpu_s / (double(pt.io_bytes) / 1e9) : 0.0;
 	if (pt.bw_bytes == 0 || pt.io_bytes == 0) {
 		pt.error = "fio read nothing";
 		return false;
@@ -146,9 +187,10 @@ bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version)
 
 namespace {
 
-// Run @argv, return its exit status (or -errno if it could not start) and
-// its stdout+stderr in @output.
-int run_capture(const std::vector<std::string> &argv, std::string &output)
+// Run @argv, return its exit status (or -errno if it could not start), its
+// stdout+stderr in @output and its user + system CPU in @cpu_s (wait4(): the
+// process and every thread it ran).
+int run_capture(const std::vector<std::string> &argv, std::string &output, double &cpu_s)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) != 0)
@@ -188,8 +230,11 @@ int run_capture(const std::vector<std::string> &argv, std::string &output)
 	}
 	close(pfd[0]);
 	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+	struct rusage ru {};
+	while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
 	}
+	auto sec = [](const struct timeval &t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+	cpu_s = sec(ru.ru_utime) + sec(ru.ru_stime);
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -219,7 +264,7 @@ std::string last_lines(const std::string &s, size_t n)
 
 } // namespace
 
-FioSession::FioSession(const FioConfig &cfg) : cfg_(cfg), fixedbufs_(cfg.fixedbufs)
+FioSession::FioSession(const FioConfig &cfg) : cfg_(cfg)
 {
 	sweep_.program = find_program(cfg.fio);
 	if (sweep_.program.empty()) {
@@ -243,71 +288,85 @@ FioSession::~FioSession()
 	}
 }
 
-const FioPoint &FioSession::run(uint32_t qd)
+FioPoint FioSession::run(const FioKnobs &k, unsigned runtime_s)
 {
 	FioPoint pt;
-	pt.queue_depth = qd;
+	pt.knobs = k;
+	pt.queue_depth = k.iodepth;
+	pt.fixedbufs = k.engine == "io_uring" && k.fixedbufs;
 	if (!sweep_.available) {
 		pt.error = sweep_.note;
-		sweep_.points.push_back(pt);
-		return sweep_.points.back();
+		return pt;
 	}
 	if (cfg_.progress) {
-		std::fprintf(stderr, "\r\x1b[Kfio io_uring QD=%u bs=%llu ...", qd, (unsigned long long)cfg_.block_bytes);
+		std::fprintf(stderr, "\r\x1b[Kfio %s ...", k.name().c_str());
 		std::fflush(stderr);
 	}
+	FioConfig cfg = cfg_;
+	if (runtime_s)
+		cfg.runtime_s = runtime_s;
+	double cmd_bytes = 0;
+	if (auto it = cfg.replays.find(k.numjobs); it != cfg.replays.end() && it->second.commands)
+		cmd_bytes = double(it->second.bytes) / double(it->second.commands);
 	const std::string out = tmpdir_ + "/fio.json";
-	auto attempt = [&](bool fb) {
-		FioPoint p;
-		p.queue_depth = qd;
-		p.fixedbufs = fb;
-		::unlink(out.c_str());
-		std::string output;
-		int rc = run_capture(fio_argv(sweep_.program, cfg_, qd, fb, out), output);
-		std::ifstream in(out);
-		std::stringstream ss;
-		ss << in.rdbuf();
-		if (rc == 0 && parse_fio_json(ss.str(), p, sweep_.version.empty() ? &sweep_.version : nullptr))
-			return p;
+	::unlink(out.c_str());
+	std::string output;
+	double cpu_s = 0;
+	int rc;
+	try {
+		rc = run_capture(fio_argv(sweep_.program, cfg, k, out), output, cpu_s);
+	} catch (const std::invalid_argument &e) {
+		pt.error = e.what();
+		return pt;
+	}
+	std::ifstream in(out);
+	std::stringstream ss;
+	ss << in.rdbuf();
+	if (rc == 0 && parse_fio_json(ss.str(), pt, sweep_.version.empty() ? &sweep_.version : nullptr, cmd_bytes)) {
+		pt.cpu_s_per_gb = cpu_s / (double(pt.io_bytes) / 1e9);
+	} else {
 		if (rc != 0)
-			p.error = fmt::format("fio exited with {}: {}", rc < 0 ? std::strerror(-rc) : std::to_string(rc),
-					      last_lines(output, 3));
-		p.ok = false;
-		return p;
-	};
-	pt = attempt(fixedbufs_);
-	if (!pt.ok && fixedbufs_) {
-		// Registered buffers can be refused (RLIMIT_MEMLOCK); if fio works
-		// without them, the rest of the session runs without, and says so.
-		FioPoint plain = attempt(false);
-		if (plain.ok) {
-			sweep_.note = fmt::format("fio refused --fixedbufs=1 ({}); ceiling measured without it", pt.error);
-			fixedbufs_ = false;
-			pt = plain;
-		}
+			pt.error = fmt::format("fio exited with {}: {}", rc < 0 ? std::strerror(-rc) : std::to_string(rc),
+					       last_lines(output, 3));
+		pt.ok = false;
 	}
 	if (cfg_.progress) {
 		std::fputs("\r\x1b[K", stderr);
 		std::fflush(stderr);
 	}
-	sweep_.points.push_back(pt);
-	return sweep_.points.back();
-}
-
-FioSweep FioSession::sweep() const
-{
-	FioSweep s = sweep_;
-	if (s.available && s.best() < 0 && s.note.empty())
-		s.note = "every fio point failed: no device ceiling";
-	return s;
+	return pt;
 }
 
 FioSweep run_fio_sweep(const FioConfig &cfg)
 {
 	FioSession session(cfg);
-	for (uint32_t qd : cfg.queue_depths)
-		session.run(qd);
-	return session.sweep();
+	FioSweep s;
+	s.available = session.available();
+	s.program = session.program();
+	s.note = session.note();
+	bool fixedbufs = cfg.fixedbufs;
+	for (uint32_t qd : cfg.queue_depths) {
+		FioKnobs k;
+		k.iodepth = qd;
+		k.fixedbufs = fixedbufs;
+		FioPoint pt = session.run(k);
+		if (!pt.ok && fixedbufs) {
+			// Registered buffers can be refused (RLIMIT_MEMLOCK); if fio
+			// works without them, the rest of the sweep runs without.
+			k.fixedbufs = false;
+			FioPoint plain = session.run(k);
+			if (plain.ok) {
+				s.note = fmt::format("fio refused --fixedbufs=1 ({}); ceiling measured without it", pt.error);
+				fixedbufs = false;
+				pt = plain;
+			}
+		}
+		s.points.push_back(pt);
+	}
+	s.version = session.version();
+	if (s.available && s.best() < 0 && s.note.empty())
+		s.note = "every fio point failed: no device ceiling";
+	return s;
 }
 
 FioSweep median_sweep(const std::vector<FioSweep> &sweeps)

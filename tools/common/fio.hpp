@@ -2,41 +2,79 @@
 //
 // The device ceiling, shared by kvblk-bench and `kvblkctl probe`: fio (found
 // on PATH) reading the same file or device with the same command size,
-// O_DIRECT, io_uring, one job, over a queue-depth sweep. Its best point is the
-// ceiling every kvblk result is measured against.
+// O_DIRECT. One fio run is a point: an engine (io_uring or libaio), a queue
+// depth, a number of jobs, and io_uring's fixed buffers and registered files
+// on or off. It reads either a range of the target sequentially (kvblkctl
+// probe) or replays iologs, one per job, that hold the exact commands a kvblk
+// pass issues in the order it issues them (kvblk-bench).
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 namespace kvblk_tools {
 
+// The knobs of one fio point.
+struct FioKnobs {
+	std::string engine = "io_uring"; // io_uring or libaio
+	uint32_t iodepth = 1;		  // per job
+	uint32_t numjobs = 1;
+	bool fixedbufs = false;	    // io_uring: --fixedbufs=1 (registered buffers, as kvblk's uring backend)
+	bool registerfiles = false; // io_uring: --registerfiles=1
+
+	// Commands in flight across the jobs: the x axis kvblk settings share.
+	[[nodiscard]] uint32_t in_flight() const noexcept { return iodepth * numjobs; }
+	// "io_uring QD 32 x 2 jobs, fixedbufs": how the table names a point.
+	[[nodiscard]] std::string name() const;
+	bool operator==(const FioKnobs &o) const noexcept
+	{
+		return engine == o.engine && iodepth == o.iodepth && numjobs == o.numjobs &&
+		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles;
+	}
+	bool operator!=(const FioKnobs &o) const noexcept { return !(*this == o); }
+};
+
+// A set of replay logs: one per job, together exactly the commands of one
+// kvblk pass (see kvblk-bench's workload.hpp, which writes them).
+struct FioReplay {
+	std::vector<std::string> logs;
+	uint64_t bytes = 0;    // bytes of every command of every log
+	uint64_t commands = 0; // commands of every log
+};
+
 struct FioConfig {
 	std::string fio = "fio";   // program name or path (searched on PATH)
-	std::string path;	   // store file or block device (read only)
-	uint64_t size = 0;	   // bytes from offset 0: the store
+	std::string path;	   // sequential mode: file or block device (read only)
+	uint64_t size = 0;	   // sequential mode: bytes from offset 0 (split evenly between jobs)
 	uint64_t block_bytes = 0;  // --bs: the command size kvblk uses
-	std::vector<uint32_t> queue_depths;
-	unsigned runtime_s = 10;   // cap per point; a point also ends after @size bytes
-	bool fixedbufs = true;	   // --fixedbufs (registered buffers, as kvblk's uring backend)
-	bool batch = false;	   // submit all queued, reap >= 1 (as kvblk's uring backend)
-	bool time_based = false;   // run runtime_s, rereading @size as often as it takes
+	// Replay mode (used when not empty): numjobs -> its logs. Every numjobs a
+	// point asks for must be present.
+	std::map<uint32_t, FioReplay> replays;
+	std::vector<uint32_t> queue_depths; // run_fio_sweep(): io_uring, one job, these depths
+	unsigned runtime_s = 10;   // cap per point; a point also ends after its bytes
+	bool fixedbufs = true;	   // run_fio_sweep(): --fixedbufs
+	bool time_based = false;   // sequential mode: run runtime_s, rereading @size as often as it takes
 	bool progress = false;	   // one status line on stderr while fio runs
 };
 
 struct FioPoint {
-	uint32_t queue_depth = 0;
+	FioKnobs knobs;
+	uint32_t queue_depth = 0; // knobs.iodepth (kept for kvblkctl probe's JSON)
 	bool ok = false;
 	bool fixedbufs = false;	// run with --fixedbufs=1
-	double gbps = 0;	// read.bw_bytes / 1e9
+	double gbps = 0;	// bytes read / runtime, GB = 1e9 B
 	uint64_t bw_bytes = 0;	// bytes per second
 	double iops = 0;
-	uint64_t io_bytes = 0;
+	uint64_t io_bytes = 0;	// bytes read (replay: total_ios x mean command bytes, see parse_fio_json)
+	uint64_t total_ios = 0;
 	double runtime_s = 0;
 	double clat_mean_us = 0, clat_p50_us = 0, clat_p99_us = 0;
-	double cpu_s_per_gb = 0; // fio's usr+sys CPU per GB (its whole-process share)
-	std::vector<double> gbps_repeats; // every run of this point (median_sweep())
+	// User + system CPU of the whole fio process (wait4(), every job thread
+	// and fio's own setup) per GB read.
+	double cpu_s_per_gb = 0;
+	std::vector<double> gbps_repeats; // every run of this point (median_sweep(), kvblk-bench's rounds)
 	std::string error;
 };
 
@@ -54,19 +92,28 @@ struct FioSweep {
 // executable match on $PATH; "" when not found.
 std::string find_program(const std::string &prog);
 
-// Command line for one point (argv[0] = @program).
-std::vector<std::string> fio_argv(const std::string &program, const FioConfig &cfg, uint32_t qd,
-				  bool fixedbufs, const std::string &json_out);
+// Command line for one point (argv[0] = @program). Jobs run as threads of one
+// process (--thread), so that wait4() accounts all of fio's CPU; replay mode
+// gives each job its own log. Throws std::invalid_argument when replay mode
+// has no logs for k.numjobs.
+std::vector<std::string> fio_argv(const std::string &program, const FioConfig &cfg, const FioKnobs &k,
+				  const std::string &json_out);
 
-// Parse fio's --output-format=json for one job reading; fills @pt (not
-// queue_depth/fixedbufs). Returns false with pt.error set when the text is
-// not fio JSON, the job reports an error, or it read nothing.
-bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version = nullptr);
+// Parse fio's --output-format=json (one group-reported job); fills @pt's
+// bandwidth, latency and I/O fields (not knobs or CPU). @replay_cmd_bytes,
+// when not 0, is the mean command size of a replay: fio 3.33 leaves the
+// last iodepth-1 completions of a replayed log out of io_bytes (total_ios
+// counts them), which would understate the ceiling by up to 3% at QD 128,
+// so a replay's bytes are total_ios x that size. Returns false with
+// pt.error set when the text is not fio JSON, the job reports an error, or
+// it read nothing.
+bool parse_fio_json(const std::string &text, FioPoint &pt, std::string *version = nullptr,
+		    double replay_cmd_bytes = 0);
 
 // Runs fio points one at a time, so that the caller can interleave them
 // with its own runs. Never fails: a missing fio or a failing point is
-// recorded in the sweep. A refusal of --fixedbufs (RLIMIT_MEMLOCK) makes
-// the session retry that point, and run the rest, without it.
+// recorded in the point. A refusal of --fixedbufs (RLIMIT_MEMLOCK) is a
+// failed point like any other: the search keeps the points without it.
 class FioSession {
 public:
 	explicit FioSession(const FioConfig &cfg);
@@ -75,22 +122,25 @@ public:
 	~FioSession();
 
 	[[nodiscard]] bool available() const noexcept { return sweep_.available; }
-	const FioPoint &run(uint32_t queue_depth);	// one point, appended to the sweep
-	[[nodiscard]] FioSweep sweep() const;		// the points so far
+	[[nodiscard]] const std::string &note() const noexcept { return sweep_.note; }
+	[[nodiscard]] const std::string &version() const noexcept { return sweep_.version; }
+	[[nodiscard]] const std::string &program() const noexcept { return sweep_.program; }
+	// One point with a runtime cap of @runtime_s (0: the config's).
+	FioPoint run(const FioKnobs &k, unsigned runtime_s = 0);
 
 private:
 	FioConfig cfg_;
-	bool fixedbufs_;
 	std::string tmpdir_;
 	FioSweep sweep_;
 };
 
-// Every point of cfg.queue_depths, in order.
+// kvblkctl probe: io_uring, one job, every depth of cfg.queue_depths in
+// order, with cfg.fixedbufs (retried without it where fio refuses it).
 FioSweep run_fio_sweep(const FioConfig &cfg);
 
-// Combine repeated sweeps point by point (same queue depths, same order):
-// each point is the run with the median bandwidth among its successful runs
-// (the lower middle one for an even count), with every run's GB/s in
+// Combine repeated sweeps point by point (same points, same order): each
+// point is the run with the median bandwidth among its successful runs (the
+// lower middle one for an even count), with every run's GB/s in
 // gbps_repeats. A point with no successful run keeps the last error.
 FioSweep median_sweep(const std::vector<FioSweep> &sweeps);
 

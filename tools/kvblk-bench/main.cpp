@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: MIT
 //
-// kvblk-bench: load a store of KV-cache-sized objects with every libkvblk
-// backend, verify every byte, and compare with the device ceiling measured
-// by fio on the same file with the same command size. See docs/kvblk-bench.md.
+// kvblk-bench: load a workload of KV-cache-sized objects with every libkvblk
+// backend, verify every byte, and compare with the device ceiling: the best
+// of a search over fio configurations replaying the same commands in the
+// same order. See docs/kvblk-bench.md.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,12 +23,14 @@
 
 #include <kvblk/kvblk.h>
 
+#include "ceiling.hpp"
 #include "cuda_dest.hpp"
-#include "p2pdma_dest.hpp"
 #include "fio.hpp"
+#include "p2pdma_dest.hpp"
 #include "report.hpp"
 #include "runner.hpp"
 #include "store.hpp"
+#include "workload.hpp"
 
 using namespace kvblk_bench;
 using namespace kvblk_tools;
@@ -31,8 +39,9 @@ namespace {
 
 enum Exit {
 	kExitOk = 0,
-	kExitFailed = 1, // a load failed or an object did not verify
-	kExitSetup = 2,	 // bad arguments, store cannot be prepared, ...
+	kExitFailed = 1,    // a load failed or an object did not verify
+	kExitSetup = 2,	    // bad arguments, store cannot be prepared, ...
+	kExitNoCeiling = 3, // a kvblk figure above 1.05 x fio's best: the ceiling was not found
 };
 
 void err(const std::string &msg)
@@ -40,59 +49,122 @@ void err(const std::string &msg)
 	std::fprintf(stderr, "kvblk-bench: %s\n", msg.c_str());
 }
 
+// Writes the replay logs of one pass for each number of fio jobs the search
+// may use into a temporary directory, removed with the object.
+class ReplayLogs {
+public:
+	ReplayLogs() = default;
+	ReplayLogs(const ReplayLogs &) = delete;
+	ReplayLogs &operator=(const ReplayLogs &) = delete;
+	~ReplayLogs()
+	{
+		for (const auto &[jobs, r] : replays_)
+			for (const std::string &f : r.logs)
+				::unlink(f.c_str());
+		if (!dir_.empty())
+			::rmdir(dir_.c_str());
+	}
+
+	bool write(const Workload &wl, uint64_t cmd_bytes, const std::vector<uint32_t> &job_counts, std::string &why)
+	{
+		char tmpl[] = "/tmp/kvblk-replay.XXXXXX";
+		if (!mkdtemp(tmpl)) {
+			why = fmt::format("cannot create a directory for fio's replay logs: {}", std::strerror(errno));
+			return false;
+		}
+		dir_ = tmpl;
+		const std::vector<Command> cmds = pass_commands(wl, cmd_bytes);
+		uint64_t bytes = 0;
+		for (const Command &c : cmds)
+			bytes += c.length;
+		for (uint32_t jobs : job_counts) {
+			FioReplay &r = replays_[jobs];
+			r.bytes = bytes;
+			r.commands = cmds.size();
+			uint32_t j = 0;
+			for (auto [first, count] : split_jobs(cmds.size(), jobs)) {
+				r.logs.push_back(fmt::format("{}/jobs{}-{}.log", dir_, jobs, j++));
+				std::ofstream out(r.logs.back());
+				if (!write_iolog(out, wl, cmds, first, count, why))
+					return false;
+			}
+		}
+		return true;
+	}
+	[[nodiscard]] const std::map<uint32_t, FioReplay> &replays() const noexcept { return replays_; }
+
+private:
+	std::string dir_;
+	std::map<uint32_t, FioReplay> replays_;
+};
+
 } // namespace
+
 
 int main(int argc, char **argv)
 {
-	CLI::App app{"kvblk-bench: load a store of N objects with each libkvblk backend, verify every byte, and\n"
-		     "compare GB/s with the device ceiling that fio measures on the same file with the same\n"
-		     "command size. GB = 1e9 bytes. Exit status: 0 all verified, 1 a load failed or an object\n"
-		     "did not verify, 2 setup error.",
+	CLI::App app{"kvblk-bench: load a workload of objects with each libkvblk backend, verify every byte, and\n"
+		     "compare GB/s with the device ceiling: the best of a search over fio configurations that\n"
+		     "replay the same commands in the same order. GB = 1e9 bytes. Exit status: 0 all verified,\n"
+		     "1 a load failed or an object did not verify, 2 setup error, 3 ceiling not found (a kvblk\n"
+		     "figure above 1.05 x fio's best; 0 with --allow-no-ceiling).",
 		     "kvblk-bench"};
 	app.get_formatter()->column_width(36);
 
-	uint64_t objects = 128, object_mib = 16, object_kib = 0;
-	std::string path = "./kvblk-store.bin", device;
+	std::string workload = "large", order_opt, path, device;
+	uint64_t objects = 0, object_mib = 0, object_kib = 0, seed = 1;
 	bool overwrite_device = false;
 	std::vector<std::string> backends = {"psync", "threadpool", "uring"};
-	std::vector<uint32_t> workers, threads = {8}, rings = {1}, qds = {32, 64}, fio_qds = {1, 8, 32, 64};
+	std::vector<uint32_t> workers, threads = {8}, rings = {1}, qds = {32, 64}, fio_qds;
+	std::vector<std::string> fio_engines = {"io_uring", "libaio"};
 	uint64_t cmd_bytes = KVBLK_DEFAULT_MAX_CMD_BYTES;
-	uint32_t batch_objects = 16;
-	unsigned repeat = 1, fio_runtime = 10;
+	uint32_t batch_objects = 16, fio_max_jobs = 0;
+	unsigned repeat = 3, fio_runtime = 10, search_runtime = 1;
 	uint64_t buffer_mib = 4096;
-	bool no_fio = false, no_fio_fixedbufs = false, fio_batch = false, quiet = false, keep = false, recreate = false;
-	std::string output = "normal", dest = "host";
+	bool no_fio = false, allow_no_ceiling = false, quiet = false, keep = false, recreate = false;
+	std::string output = "normal", dest = "host", search_mode = "quick";
 	int latency = 0;
 
-	const std::string g_store = "Store", g_loads = "Loads", g_fio = "Ceiling (fio)", g_out = "Output";
-	app.add_option("-n,--objects", objects, "Objects in the store")
+	const std::string g_store = "Workload and store", g_loads = "Loads", g_fio = "Ceiling (fio search)",
+			  g_out = "Output";
+	std::string preset_names;
+	for (const WorkloadPreset &p : presets())
+		preset_names += fmt::format("{}{}: {}", preset_names.empty() ? "" : "; ", p.name, p.what);
+	app.add_option("--workload", workload, "Preset: " + preset_names)
+		->check(CLI::IsMember({"large", "small", "mixed", "chunks"}))
 		->capture_default_str()
-		->check(CLI::Range(uint64_t(1), uint64_t(1) << 24))
 		->group(g_store);
-	auto *mib = app.add_option("-s,--object-mib", object_mib, "Object size in MiB")
-			    ->capture_default_str()
+	auto *n_opt = app.add_option("-n,--objects", objects, "Objects (default: the workload's)")
+			      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 24))
+			      ->group(g_store);
+	auto *mib = app.add_option("-s,--object-mib", object_mib, "Object size in MiB (default: the workload's)")
 			    ->check(CLI::PositiveNumber)
 			    ->group(g_store);
-	app.add_option("--object-kib", object_kib, "Object size in KiB instead, e.g. 256")
-		->excludes(mib)
-		->check(CLI::PositiveNumber)
-		->group(g_store);
-	auto *path_opt = app.add_option("-f,--path", path, "Store file (created if absent) or block device")
-				 ->capture_default_str()
+	auto *kib = app.add_option("--object-kib", object_kib, "Object size in KiB instead, e.g. 256")
+			    ->excludes(mib)
+			    ->check(CLI::PositiveNumber)
+			    ->group(g_store);
+	auto *order_o = app.add_option("--order", order_opt, "Load order: file or random (default: the workload's)")
+				->check(CLI::IsMember({"file", "random"}))
+				->group(g_store);
+	app.add_option("--seed", seed, "Seed of the random order and of mixed sizes")->capture_default_str()->group(g_store);
+	auto *path_opt = app.add_option("-f,--path", path,
+					"Store file (created if absent) or block device; chunks: PATH.chunks/ "
+					"(default ./kvblk-store.bin, .bin.small, .bin.mixed)")
 				 ->group(g_store);
 	app.add_option("--device", device, "Store on this block device: read and verify only, unless --i-know-this-overwrites")
 		->excludes(path_opt)
 		->group(g_store);
 	app.add_flag("--i-know-this-overwrites", overwrite_device,
-		     "Allow writing the store onto a block device (destroys its first N x S bytes)")
+		     "Allow writing the store onto a block device (destroys its first bytes)")
 		->group(g_store);
 	auto *keep_opt = app.add_flag("--keep", keep, "Use the existing store as is; fail if it does not match")->group(g_store);
 	app.add_flag("--recreate", recreate, "Rewrite the store even if it matches")->excludes(keep_opt)->group(g_store);
 
-	app.add_option("--backends", backends, "Backends to run, in order: psync, threadpool, uring (auto, ...)")
-		->delimiter(',')
-		->capture_default_str()
-		->group(g_loads);
+	auto *backends_opt = app.add_option("--backends", backends, "Backends to run, in order: psync, threadpool, uring (auto, ...)")
+				     ->delimiter(',')
+				     ->capture_default_str()
+				     ->group(g_loads);
 	auto *w_opt = app.add_option("--workers", workers, "Sets both --threads and --rings")->delimiter(',')->group(g_loads);
 	app.add_option("--threads", threads, "threadpool thread counts to sweep")
 		->delimiter(',')
@@ -105,7 +177,7 @@ int main(int argc, char **argv)
 		->excludes(w_opt)
 		->group(g_loads);
 	app.add_option("--qd", qds, "uring queue depths (per ring) to sweep")->delimiter(',')->capture_default_str()->group(g_loads);
-	app.add_option("--cmd-size", cmd_bytes, "Largest command: kvblk max_cmd_bytes and fio --bs (128K, 1M, ...)")
+	app.add_option("--cmd-size", cmd_bytes, "Largest command: kvblk max_cmd_bytes and fio's commands (128K, 1M, ...)")
 		->transform(CLI::AsSizeValue(false))
 		->capture_default_str()
 		->group(g_loads);
@@ -129,24 +201,38 @@ int main(int argc, char **argv)
 		})
 		->capture_default_str()
 		->group(g_loads);
-	app.add_option("--repeat", repeat, "Rounds (fio sweep + one pass of every setting); medians are reported")
+	app.add_option("--repeat", repeat, "Rounds (fio finalists and settings alternating); medians are reported")
 		->capture_default_str()
 		->check(CLI::Range(1u, 1000u))
 		->group(g_loads);
 
-	auto *fio_qd_opt = app.add_option("--fio-qd", fio_qds, "fio queue depths to sweep; the best is the ceiling")
-				   ->delimiter(',')
-				   ->capture_default_str()
-				   ->group(g_fio);
-	app.add_option("--fio-runtime", fio_runtime, "Cap in seconds per fio point (each also ends after the store)")
+	app.add_option("--search", search_mode, "Ceiling search: quick (depths x4, 2 finalists) or thorough (x2, 3)")
+		->check(CLI::IsMember({"quick", "thorough"}))
+		->capture_default_str()
+		->group(g_fio);
+	app.add_option("--fio-qd", fio_qds, "Depths of the search's first stage instead of the mode's (1,4,16,64 / 1,2,..,128)")
+		->delimiter(',')
+		->group(g_fio);
+	app.add_option("--fio-engines", fio_engines, "fio engines to search")
+		->delimiter(',')
+		->check(CLI::IsMember({"io_uring", "libaio"}))
+		->capture_default_str()
+		->group(g_fio);
+	app.add_option("--fio-max-jobs", fio_max_jobs, "Most fio jobs to try (default: the most workers of --threads/--rings)")
+		->check(CLI::Range(1u, 64u))
+		->group(g_fio);
+	app.add_option("--search-runtime", search_runtime, "Cap in seconds per search point")
 		->capture_default_str()
 		->check(CLI::Range(1u, 3600u))
 		->group(g_fio);
-	app.add_flag("--no-fio-fixedbufs", no_fio_fixedbufs, "Run fio without --fixedbufs=1")->group(g_fio);
-	app.add_flag("--fio-batch", fio_batch,
-		     "fio submits everything queued at once and reaps >= 1 (iodepth_batch_submit=QD), as libkvblk does")
+	app.add_option("--fio-runtime", fio_runtime, "Cap in seconds per finalist run (each also ends after one pass)")
+		->capture_default_str()
+		->check(CLI::Range(1u, 3600u))
 		->group(g_fio);
-	app.add_flag("--no-fio", no_fio, "Skip the ceiling")->excludes(fio_qd_opt)->group(g_fio);
+	app.add_flag("--allow-no-ceiling", allow_no_ceiling,
+		     "Exit 0, not 3, when a kvblk figure is above 1.05 x fio's best (still printed as ceiling not found)")
+		->group(g_fio);
+	app.add_flag("--no-fio", no_fio, "Skip the ceiling")->group(g_fio);
 
 	app.add_option("-o,--output", output, "normal: table; json: one JSON document on stdout")
 		->check(CLI::IsMember({"normal", "json"}))
@@ -165,37 +251,46 @@ int main(int argc, char **argv)
 	}
 	if (!workers.empty())
 		threads = rings = workers;
-	std::vector<int> backend_ids;
-	for (const auto &b : backends) {
-		int id = kvblk_backend_from_name(b.c_str());
-		if (id < 0) {
-			err(fmt::format("unknown backend '{}' (psync, threadpool, uring, auto, kmod, uring_cmd)", b));
-			return kExitSetup;
-		}
-		backend_ids.push_back(id);
-	}
 	for (auto *list : {&threads, &rings, &qds, &fio_qds})
 		for (uint32_t v : *list)
 			if (v == 0) {
 				err("worker, ring and queue-depth counts must be > 0");
 				return kExitSetup;
 			}
+
+	// The workload: the preset, with any shape given on the command line.
+	const WorkloadPreset &preset = *find_preset(workload);
+	const bool custom = n_opt->count() || mib->count() || kib->count() || order_o->count();
+	const uint64_t n = n_opt->count() ? objects : preset.objects;
+	const uint64_t object_bytes = kib->count() ? object_kib << 10 : mib->count() ? object_mib << 20 : preset.object_bytes;
+	const Order order = order_o->count() ? (order_opt == "random" ? Order::random : Order::file) : preset.order;
 	if (!device.empty()) {
 		struct stat st;
+		if (preset.one_file_per_object) {
+			err("--device: the chunks workload is one file per chunk, not a device");
+			return kExitSetup;
+		}
 		if (::stat(device.c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) {
 			err(fmt::format("--device {}: not a block device", device));
 			return kExitSetup;
 		}
 		path = device;
 	}
-	const uint64_t object_bytes = object_kib ? object_kib << 10 : object_mib << 20;
+	if (path.empty())
+		path = workload == "large" || workload == "chunks" ? "./kvblk-store.bin" : "./kvblk-store.bin." + workload;
+	if (preset.one_file_per_object && object_bytes == 0) {
+		err("the chunks workload needs one chunk size");
+		return kExitSetup;
+	}
+	Workload wl = preset.one_file_per_object ? make_chunk_workload(chunk_dir(path), n, object_bytes)
+						 : make_store_workload(path, n, object_bytes, order, seed);
+	wl.name = custom ? "custom" : preset.name;
 	const bool progress = !quiet && isatty(STDERR_FILENO);
 
 	Report rep;
+	rep.wl = &wl;
 	rep.latency_level = latency;
-	rep.store.path = path;
-	rep.store.objects = objects;
-	rep.store.object_bytes = object_bytes;
+	rep.store.wl = &wl;
 	rep.store.batch_objects = batch_objects;
 	rep.store.cmd_bytes = cmd_bytes;
 	rep.store.mode = keep ? StoreSpec::Mode::keep
@@ -210,47 +305,55 @@ int main(int argc, char **argv)
 		return kExitSetup;
 	}
 	if (!quiet)
-		err(fmt::format("store {}: {} ({})", path, rep.store_state.created ? "written" : "reused",
+		err(fmt::format("workload {}: {} {} ({})", wl.name, wl.where(), rep.store_state.created ? "written" : "reused",
 				rep.store_state.reason));
-	rep.host = collect_host(path, rep.store_state.is_blockdev);
+	rep.host = collect_host(wl.paths[0], rep.store_state.is_blockdev);
 
-	rep.fio_enabled = !no_fio;
-	rep.fio_cfg.path = path;
-	rep.fio_cfg.size = objects * object_bytes;
-	rep.fio_cfg.block_bytes = cmd_bytes;
-	rep.fio_cfg.queue_depths = fio_qds;
-	rep.fio_cfg.runtime_s = fio_runtime;
-	rep.fio_cfg.fixedbufs = !no_fio_fixedbufs;
-	rep.fio_cfg.batch = fio_batch;
-	rep.fio_cfg.progress = progress;
+	// The settings. The chunk workload has no libkvblk setting yet: one
+	// batch cannot name several files until libkvblk has multi-target
+	// batches (kvblk_add_target(), kvblk_desc.target, being added). That
+	// leg plugs in here: a Setting per backend over every chunk file, run
+	// by run_pass() with descriptors naming their file. Until then the
+	// workload runs its serial leg and the fio ceiling over the same files.
+	std::vector<Setting> settings;
+	if (wl.files) {
+		settings.push_back({kBackendFileLoop, 1, 1});
+		rep.no_kvblk_leg = "one batch cannot name several files until libkvblk has multi-target batches "
+				   "(kvblk_add_target()); the serial file-loop leg and the fio ceiling over the same "
+				   "files ran";
+		if (backends_opt->count())
+			err("--backends is ignored by the chunks workload: " + rep.no_kvblk_leg);
+	} else {
+		for (const auto &b : backends) {
+			const int id = kvblk_backend_from_name(b.c_str());
+			if (id < 0) {
+				err(fmt::format("unknown backend '{}' (psync, threadpool, uring, auto, kmod, uring_cmd)", b));
+				return kExitSetup;
+			}
+			if (id == KVBLK_BACKEND_PSYNC) {
+				settings.push_back({id, 1, 1});
+			} else if (id == KVBLK_BACKEND_THREADPOOL) {
+				for (uint32_t t : threads)
+					settings.push_back({id, t, 0});
+			} else {
+				for (uint32_t w : rings)
+					for (uint32_t q : qds)
+						settings.push_back({id, w, q});
+			}
+		}
+	}
 
 	// The window: as many whole batches as fit in --buffer-mib (at least
-	// one), no more than the store needs.
-	const uint64_t per_batch = std::min<uint64_t>(batch_objects, objects);
-	const uint64_t batches_needed = (objects + per_batch - 1) / per_batch;
-	const uint64_t batches_fit = std::max<uint64_t>((buffer_mib << 20) / (per_batch * object_bytes), 1);
-	rep.run.path = path;
-	rep.run.objects = objects;
-	rep.run.object_bytes = object_bytes;
-	rep.run.batch_objects = batch_objects;
-	rep.run.window_objects = std::min(batches_needed, batches_fit) * per_batch;
+	// one), no more than the workload needs.
+	rep.run.wl = &wl;
+	rep.run.batch_objects = uint32_t(std::min<uint64_t>(batch_objects, wl.objects()));
 	rep.run.cmd_bytes = cmd_bytes;
 	rep.run.repeat = repeat;
 	rep.run.progress = progress;
+	const uint64_t batches_needed = (wl.objects() + rep.run.batch_objects - 1) / rep.run.batch_objects;
+	rep.run.window_batches =
+		std::min(batches_needed, std::max<uint64_t>((buffer_mib << 20) / slot_bytes(rep.run), 1));
 
-	std::vector<Setting> settings;
-	for (int b : backend_ids) {
-		if (b == KVBLK_BACKEND_PSYNC) {
-			settings.push_back({b, 1, 1});
-		} else if (b == KVBLK_BACKEND_THREADPOOL) {
-			for (uint32_t t : threads)
-				settings.push_back({b, t, 0});
-		} else {
-			for (uint32_t w : rings)
-				for (uint32_t q : qds)
-					settings.push_back({b, w, q});
-		}
-	}
 	rep.results.resize(settings.size());
 	for (size_t i = 0; i < settings.size(); i++)
 		init_result(rep.run, settings[i], rep.results[i]);
@@ -273,34 +376,87 @@ int main(int argc, char **argv)
 		rep.run.dest = dest_window.get();
 	}
 
-	// Rounds. In each, the fio points and the settings alternate (fio QD1,
-	// setting 1, fio QD8, setting 2, ...), so that the ceiling and the
-	// results are measured in the same stretch of time and a device whose
-	// speed drifts (a shared or virtual disk) moves both alike. --repeat
-	// rounds; medians are reported.
-	std::vector<FioSweep> sweeps;
-	for (unsigned round = 0; round < repeat; round++) {
-		std::optional<FioSession> fio;
-		if (!no_fio)
-			fio.emplace(rep.fio_cfg);
-		const size_t n_fio = fio && fio->available() ? fio_qds.size() : 0;
-		for (size_t i = 0; i < std::max(n_fio, rep.results.size()); i++) {
-			if (i < n_fio)
-				fio->run(fio_qds[i]);
-			if (i < rep.results.size() && run_pass(rep.run, buf, rep.results[i], round) < 0)
-				rep.results[i].failed_calls++;
+	// The ceiling search, over replay logs of one pass. fio's jobs go up to
+	// the most workers any kvblk setting uses.
+	rep.search_mode = search_mode == "thorough" ? SearchMode::thorough : SearchMode::quick;
+	const uint32_t max_jobs = fio_max_jobs ? fio_max_jobs
+					       : std::max(*std::max_element(threads.begin(), threads.end()),
+							  *std::max_element(rings.begin(), rings.end()));
+	SearchSpec spec = make_search_spec(rep.search_mode, max_jobs);
+	spec.engines = fio_engines;
+	if (!fio_qds.empty())
+		spec.depths = fio_qds;
+	rep.search = CeilingSearch(spec);
+	rep.fio_enabled = !no_fio;
+	ReplayLogs logs;
+	std::optional<FioSession> fio;
+	if (!no_fio) {
+		std::vector<uint32_t> job_counts = {1};
+		for (uint32_t j : geometric(2, spec.max_jobs, 2))
+			job_counts.push_back(j);
+		if (!logs.write(wl, cmd_bytes, job_counts, why)) {
+			err(fmt::format("fio replay logs: {}", why));
+			return kExitSetup;
 		}
-		if (fio)
-			sweeps.push_back(fio->sweep());
+		FioConfig fc;
+		fc.replays = logs.replays();
+		fc.runtime_s = fio_runtime;
+		fc.progress = progress;
+		fio.emplace(fc);
+		rep.fio_available = fio->available();
+		rep.fio_note = fio->note();
 	}
-	rep.fio = median_sweep(sweeps);
-	if (!rep.fio.note.empty() && !quiet)
-		err(fmt::format("fio: {}", rep.fio.note));
+	if (fio && fio->available()) {
+		const uint64_t t0 = now_ns();
+		for (auto stage = rep.search.next_stage(); !stage.empty(); stage = rep.search.next_stage()) {
+			for (const FioKnobs &k : stage)
+				rep.search.record(fio->run(k, search_runtime));
+			if (!quiet) {
+				const SearchPoint &last = rep.search.points().back();
+				double best = 0;
+				for (const SearchPoint &p : rep.search.points())
+					if (p.stage == last.stage && p.pt.ok)
+						best = std::max(best, p.pt.gbps);
+				err(fmt::format("fio search: stage {}: {} points, best {:.3f} GB/s", last.stage, stage.size(), best));
+			}
+		}
+		rep.search_seconds = double(now_ns() - t0) / 1e9;
+	}
+	const std::vector<FioKnobs> finalists = fio && fio->available() ? rep.search.finalists() : std::vector<FioKnobs>{};
+	if (fio && fio->available() && finalists.empty())
+		rep.fio_note = "every fio point of the search failed: no device ceiling";
+
+	// Rounds. In each, the fio finalists and the settings alternate (fio 1,
+	// setting 1, fio 2, setting 2, ...), so that the ceiling and the results
+	// are measured in the same stretch of time and a device whose speed
+	// drifts (a shared or virtual disk) moves both alike; medians are reported.
+	std::vector<FioSweep> rounds;
+	for (unsigned round = 0; round < repeat; round++) {
+		FioSweep sw;
+		for (size_t i = 0; i < std::max(finalists.size(), rep.results.size()); i++) {
+			if (i < finalists.size())
+				sw.points.push_back(fio->run(finalists[i]));
+			if (i >= rep.results.size())
+				continue;
+			RunResult &res = rep.results[i];
+			const int r = res.setting.backend == kBackendFileLoop ? run_file_loop_pass(rep.run, buf, res, round)
+									      : run_pass(rep.run, buf, res, round);
+			if (r < 0)
+				res.failed_calls++;
+		}
+		if (!finalists.empty())
+			rounds.push_back(std::move(sw));
+	}
+	if (!rounds.empty()) {
+		rep.finals = median_sweep(rounds);
+		rep.fio_version = fio->version();
+	}
 	bool failed = false;
 	for (RunResult &res : rep.results) {
 		summarize(res);
 		failed = failed || !res.verified;
 	}
+	rep.verdict = judge_ceiling(rep.finals, rep.results);
 
 	if (output == "json")
 		std::cout << render_json(rep).dump(2) << std::endl;
@@ -316,6 +472,13 @@ int main(int argc, char **argv)
 						x.queue_depth, x.failed_calls, x.failed_objects, x.mismatched_bytes,
 						x.error.empty() ? "" : ": ", x.error));
 		return kExitFailed;
+	}
+	if (rep.verdict.measured && !rep.verdict.found) {
+		err(fmt::format("ceiling not found: a kvblk setting reads {:.2f} x fio's best (limit {:.2f}){}",
+				rep.verdict.worst_ratio, kCeilingSlack,
+				allow_no_ceiling ? "; --allow-no-ceiling: exit 0" : "; exit 3 (--allow-no-ceiling: 0)"));
+		if (!allow_no_ceiling)
+			return kExitNoCeiling;
 	}
 	return kExitOk;
 }

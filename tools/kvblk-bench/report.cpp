@@ -54,8 +54,8 @@ std::string fmt_opt(const std::optional<double> &v, const char *spec = "{:.2f}")
 
 std::string setting_name(const RunResult &r)
 {
-	if (r.backend == "psync")
-		return "psync";
+	if (r.backend == "psync" || r.backend == "file-loop")
+		return r.backend;
 	if (r.backend == "threadpool")
 		return fmt::format("threadpool W={}", r.workers);
 	return fmt::format("{} W={} QD={}", r.backend, r.workers, r.queue_depth);
@@ -74,6 +74,8 @@ std::string runs_str(const std::vector<double> &v)
 
 std::string size_str(uint64_t bytes)
 {
+	if (bytes == 0)
+		return "mixed";
 	if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
 		return fmt::format("{} MiB", bytes >> 20);
 	if (bytes >= 1024 && bytes % 1024 == 0)
@@ -144,49 +146,67 @@ HostInfo collect_host(const std::string &path, bool is_blockdev)
 	return h;
 }
 
-std::optional<double> fraction_of_ceiling(const FioSweep &fio, double gbps)
+std::optional<double> fraction_of_ceiling(const CeilingVerdict &v, double gbps)
 {
-	int b = fio.best();
-	if (b < 0 || fio.points[size_t(b)].gbps <= 0)
+	if (!v.found || v.gbps <= 0)
 		return std::nullopt;
-	return gbps / fio.points[size_t(b)].gbps;
+	return gbps / v.gbps;
 }
 
-Ratios compute_ratios(const std::vector<RunResult> &results, const FioSweep &fio)
+Ratios compute_ratios(const std::vector<RunResult> &results, const CeilingVerdict &v,
+		      const std::vector<SearchPoint> &search)
 {
 	Ratios q;
+	auto better = [&](int cur, size_t i) { return cur < 0 || results[i].gbps > results[size_t(cur)].gbps; };
 	for (size_t i = 0; i < results.size(); i++) {
 		const RunResult &r = results[i];
 		if (r.failed_calls || r.gbps <= 0)
 			continue;
-		int idx = int(i);
-		if (r.backend == "uring" && (q.best_uring < 0 || r.gbps > results[size_t(q.best_uring)].gbps))
-			q.best_uring = idx;
-		if (r.backend == "threadpool" &&
-		    (q.best_threadpool < 0 || r.gbps > results[size_t(q.best_threadpool)].gbps))
-			q.best_threadpool = idx;
-		if (r.backend == "psync" && (q.psync < 0 || r.gbps > results[size_t(q.psync)].gbps))
-			q.psync = idx;
+		if (r.backend == "uring" && better(q.best_uring, i))
+			q.best_uring = int(i);
+		if (r.backend == "threadpool" && better(q.best_threadpool, i))
+			q.best_threadpool = int(i);
+		if (r.backend == "psync" && better(q.psync, i))
+			q.psync = int(i);
+		if (r.backend == "file-loop" && better(q.file_loop, i))
+			q.file_loop = int(i);
 	}
-	auto gb = [&](int i) { return results[size_t(i)].gbps; };
+	auto at = [&](int i) -> const RunResult & { return results[size_t(i)]; };
 	if (q.best_uring >= 0) {
-		q.uring_over_fio = fraction_of_ceiling(fio, gb(q.best_uring));
+		q.uring_over_fio = fraction_of_ceiling(v, at(q.best_uring).gbps);
 		if (q.psync >= 0)
-			q.uring_over_psync = gb(q.best_uring) / gb(q.psync);
+			q.uring_over_psync = at(q.best_uring).gbps / at(q.psync).gbps;
+		if (q.best_threadpool >= 0 && at(q.best_threadpool).cpu_s_per_gb > 0)
+			q.uring_cpu_over_threadpool = at(q.best_uring).cpu_s_per_gb / at(q.best_threadpool).cpu_s_per_gb;
 	}
 	if (q.best_threadpool >= 0) {
-		q.threadpool_over_fio = fraction_of_ceiling(fio, gb(q.best_threadpool));
+		q.threadpool_over_fio = fraction_of_ceiling(v, at(q.best_threadpool).gbps);
 		if (q.psync >= 0)
-			q.threadpool_over_psync = gb(q.best_threadpool) / gb(q.psync);
+			q.threadpool_over_psync = at(q.best_threadpool).gbps / at(q.psync).gbps;
 	}
-	const int best = fio.best();
-	for (const FioPoint &p : fio.points)
-		if (best >= 0 && p.ok && p.queue_depth == 1 && p.gbps > 0)
-			q.fio_best_over_qd1 = fio.points[size_t(best)].gbps / p.gbps;
-	if (q.uring_over_fio && q.uring_over_psync)
-		q.target_met = *q.uring_over_fio >= kTargetOverFio && *q.uring_over_psync >= kTargetOverPsync;
+	if (q.file_loop >= 0)
+		q.file_loop_over_fio = fraction_of_ceiling(v, at(q.file_loop).gbps);
+	double qd1 = 0;
+	for (const SearchPoint &p : search)
+		if (p.pt.ok && p.pt.knobs.in_flight() == 1)
+			qd1 = std::max(qd1, p.pt.gbps);
+	if (v.measured && qd1 > 0)
+		q.fio_best_over_qd1 = v.gbps / qd1;
 	return q;
 }
+
+namespace {
+
+std::string ceiling_cell(const CeilingVerdict &v, double gbps)
+{
+	if (!v.measured)
+		return "-";
+	if (!v.found)
+		return "not found";
+	return fmt::format("{:.2f}", gbps / v.gbps);
+}
+
+} // namespace
 
 std::string render_text(const Report &r)
 {
@@ -195,55 +215,66 @@ std::string render_text(const Report &r)
 		o += s;
 		o += '\n';
 	};
-	const uint64_t total = r.store.objects * r.store.object_bytes;
+	const Workload &wl = *r.wl;
+	const uint64_t total = wl.total_bytes();
 
 	line(fmt::format("kvblk-bench: libkvblk {}, {} ({} CPUs, kernel {})", r.host.libkvblk_version, r.host.hostname,
 			 r.host.cpus, r.host.kernel));
 	std::string where = r.host.target_kind == "file"
-				    ? fmt::format("regular file on {}{}", r.host.filesystem,
+				    ? fmt::format("regular file{} on {}{}", wl.files ? "s" : "", r.host.filesystem,
 						  r.host.block_device.empty() ? "" : ", " + r.host.block_device)
 				    : "block device";
-	line(fmt::format("Store: {} ({}), {} objects x {} = {:.3f} GB, {}", r.store.path, where, r.store.objects,
-			 size_str(r.store.object_bytes), double(total) / kGB,
+	line(fmt::format("Workload {}: {} objects x {} = {:.3f} GB, {} order{}", wl.name, wl.objects(),
+			 size_str(wl.mixed ? 0 : wl.length[0]), double(total) / kGB, order_name(wl.order_kind),
+			 wl.order_kind == Order::random || wl.mixed ? fmt::format(" (seed {})", wl.seed) : ""));
+	line(fmt::format("Store: {} ({}), {}", wl.where(), where,
 			 r.store_state.created
 				 ? fmt::format("written at {:.2f} GB/s ({})", r.store_state.write_gbps, r.store_state.reason)
 				 : fmt::format("reused ({})", r.store_state.reason)));
-	const uint64_t window = std::min<uint64_t>(r.run.window_objects, r.store.objects);
-	line(fmt::format("Loads: {} objects per kvblk_load_many() call, commands of at most {}, O_DIRECT, "
-			 "{} objects ({:.3f} GB) loaded back to back, then verified",
-			 std::min<uint64_t>(r.run.batch_objects, r.store.objects), size_str(r.run.cmd_bytes), window,
-			 double(window * r.store.object_bytes) / kGB));
+	line(fmt::format("Loads: {} objects per call, commands of at most {}, O_DIRECT, {} batches loaded back to "
+			 "back, then verified",
+			 std::min<uint64_t>(r.run.batch_objects, wl.objects()), size_str(r.run.cmd_bytes),
+			 r.run.window_batches));
 	line(r.run.dest ? "Destination: " + r.run.dest->describe() : std::string("Destination: host memory"));
-	line(fmt::format("Rounds: {} (fio points and settings alternate: fio, setting, fio, setting, ...){}",
+	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ...){}",
 			 r.run.repeat, r.run.repeat > 1 ? "; medians shown" : ""));
 	line("");
 
-	// The ceiling.
-	const int best = r.fio.best();
+	// The ceiling: the search, the finalists, the verdict.
+	const CeilingVerdict &v = r.verdict;
 	if (!r.fio_enabled) {
 		line("Device ceiling: not measured (--no-fio)");
-	} else if (!r.fio.available) {
-		line(fmt::format("Device ceiling: absent: {}", r.fio.note));
+	} else if (!r.fio_available) {
+		line(fmt::format("Device ceiling: absent: {}", r.fio_note));
 	} else {
-		line(fmt::format("Device ceiling: {}, ioengine=io_uring, direct=1, rw=read, bs={}, numjobs=1{}",
-				 r.fio.version.empty() ? "fio" : r.fio.version, size_str(r.fio_cfg.block_bytes),
-				 r.fio_cfg.fixedbufs ? ", fixedbufs" : "") +
-			     (r.fio_cfg.batch ? ", iodepth_batch_submit=QD, iodepth_batch_complete_min=1" : ""));
-		for (const FioPoint &p : r.fio.points) {
+		size_t ok = 0;
+		for (const SearchPoint &p : r.search.points())
+			ok += p.pt.ok;
+		line(fmt::format("Ceiling search ({}): {} fio points ({} ok) in {:.1f} s; {}, direct=1, replaying the "
+				 "commands of one kvblk pass in its order",
+				 r.search_mode == SearchMode::thorough ? "thorough" : "quick", r.search.points().size(), ok,
+				 r.search_seconds, r.fio_version.empty() ? "fio" : r.fio_version));
+		for (const FioPoint &p : r.finals.points) {
 			if (p.ok)
-				line(fmt::format("  fio QD {:>4}: {:8.3f} GB/s {:>10.0f} IOPS   clat p50 {:9.1f} us  "
-						 "p99 {:9.1f} us  CPU {:.3f} s/GB{}",
-						 p.queue_depth, p.gbps, p.iops, p.clat_p50_us, p.clat_p99_us, p.cpu_s_per_gb,
-						 p.fixedbufs == r.fio_cfg.fixedbufs ? "" : " (no fixedbufs)") +
+				line(fmt::format("  {:<44} {:8.3f} GB/s  clat p50 {:9.1f} us  p99 {:9.1f} us  CPU {:.3f} s/GB",
+						 p.knobs.name(), p.gbps, p.clat_p50_us, p.clat_p99_us, p.cpu_s_per_gb) +
 				     runs_str(p.gbps_repeats));
 			else
-				line(fmt::format("  fio QD {:>4}: failed: {}", p.queue_depth, p.error));
+				line(fmt::format("  {:<44} failed: {}", p.knobs.name(), p.error));
 		}
-		if (best >= 0)
-			line(fmt::format("  Ceiling: {:.3f} GB/s (fio, QD {})", r.fio.points[size_t(best)].gbps,
-					 r.fio.points[size_t(best)].queue_depth));
-		if (!r.fio.note.empty())
-			line(fmt::format("  Note: {}", r.fio.note));
+		if (v.measured && v.found)
+			line(fmt::format("  Ceiling: {:.3f} GB/s (fio {}, median of {})", v.gbps,
+					 r.finals.points[size_t(v.best)].knobs.name(),
+					 r.finals.points[size_t(v.best)].gbps_repeats.size()));
+		else if (v.measured)
+			line(fmt::format("  Ceiling: NOT FOUND: a kvblk setting reads {:.2f} x fio's best ({:.3f} GB/s, "
+					 "fio {}); above {:.2f} x the search did not find the device's ceiling, so no "
+					 "ratio against it is printed",
+					 v.worst_ratio, v.gbps, r.finals.points[size_t(v.best)].knobs.name(), kCeilingSlack));
+		else
+			line("  Ceiling: none: every fio finalist failed");
+		if (!r.fio_note.empty())
+			line(fmt::format("  Note: {}", r.fio_note));
 	}
 	line("");
 
@@ -256,15 +287,21 @@ std::string render_text(const Report &r)
 	line(std::string(hdr.size(), '='));
 	for (const RunResult &x : r.results) {
 		std::string backend = x.backend.empty() ? x.requested_backend : x.backend;
-		line(fmt::format("{:<11} {:<6} {:>7} {:>5} {:>8} {:>8.2f} {:>8.3f} {:>10.1f} {:>9.2f} {:>9.2f} "
+		line(fmt::format("{:<11} {:<6} {:>7} {:>5} {:>8} {:>8} {:>8.3f} {:>10.1f} {:>9.2f} {:>9.2f} "
 				 "{:>9.3f} {:>8.1f} {:>9} {:>8}",
-				 backend, x.path_mixed ? "mixed" : x.path.empty() ? "-" : x.path, x.workers, x.queue_depth, x.objects, double(x.object_bytes) / kMiB, x.gbps,
-				 x.objects_per_s, x.p50_ms, x.p99_ms, x.cpu_s_per_gb, x.peak_rss_mib,
-				 fmt_opt(fraction_of_ceiling(r.fio, x.gbps)), x.verified ? "yes" : "NO"));
+				 backend, x.path_mixed ? "mixed" : x.path.empty() ? "-" : x.path, x.workers, x.queue_depth,
+				 x.objects, x.object_bytes ? fmt::format("{:.2f}", double(x.object_bytes) / kMiB) : "mixed",
+				 x.gbps, x.objects_per_s, x.p50_ms, x.p99_ms, x.cpu_s_per_gb, x.peak_rss_mib,
+				 ceiling_cell(v, x.gbps), x.verified ? "yes" : "NO"));
 	}
 	line(std::string(hdr.size(), '='));
+	if (!r.no_kvblk_leg.empty())
+		line(fmt::format("! libkvblk settings not run: {}", r.no_kvblk_leg));
 
 	// What the table cannot show.
+	for (size_t i : v.over)
+		line(fmt::format("! {}: {:.3f} GB/s is {:.2f} x fio's best: ceiling not found", setting_name(r.results[i]),
+				 r.results[i].gbps, r.results[i].gbps / v.gbps));
 	for (const RunResult &x : r.results) {
 		if (!x.error.empty())
 			line(fmt::format("! {}: {}", setting_name(x), x.error));
@@ -316,50 +353,83 @@ std::string render_text(const Report &r)
 		}
 	}
 
-	// The ratios issue 2 asks about.
-	Ratios q = compute_ratios(r.results, r.fio);
+	// The ratios.
+	Ratios q = compute_ratios(r.results, v, r.search.points());
 	line("");
 	line("Ratios (this run):");
 	auto gb = [&](int i) { return r.results[size_t(i)].gbps; };
-	std::string ceiling_str = best >= 0 ? fmt::format("fio QD {} {:.3f} GB/s", r.fio.points[size_t(best)].queue_depth,
-							 r.fio.points[size_t(best)].gbps)
-					    : "no ceiling";
+	auto vs_ceiling = [&](const std::optional<double> &f) {
+		if (!v.measured)
+			return std::string("- (no ceiling)");
+		return f ? fmt::format("{:.2f}", *f) : std::string("ceiling not found");
+	};
+	const std::string ceiling_str =
+		v.measured ? fmt::format("fio {:.3f} GB/s", v.gbps) : std::string("no ceiling");
 	if (q.best_uring >= 0) {
-		line(fmt::format("  uring / fio best   = {}   ({} {:.3f} GB/s vs {})", fmt_opt(q.uring_over_fio),
+		line(fmt::format("  uring / fio best      = {}   ({} {:.3f} GB/s vs {})", vs_ceiling(q.uring_over_fio),
 				 setting_name(r.results[size_t(q.best_uring)]), gb(q.best_uring), ceiling_str));
-		line(fmt::format("  uring / psync      = {}   ({} vs {})", fmt_opt(q.uring_over_psync),
+		line(fmt::format("  uring / psync         = {}   ({} vs {})", fmt_opt(q.uring_over_psync),
 				 setting_name(r.results[size_t(q.best_uring)]),
 				 q.psync >= 0 ? fmt::format("psync {:.3f} GB/s", gb(q.psync)) : "no psync run"));
-	} else {
-		line("  uring: not run");
 	}
-	if (q.fio_best_over_qd1)
-		line(fmt::format("  fio best / fio QD 1 = {}   (what queue depth alone gains on this device)",
-				 fmt_opt(q.fio_best_over_qd1)));
 	if (q.best_threadpool >= 0) {
-		line(fmt::format("  threadpool / fio best = {}", fmt_opt(q.threadpool_over_fio)));
+		line(fmt::format("  threadpool / fio best = {}", vs_ceiling(q.threadpool_over_fio)));
 		line(fmt::format("  threadpool / psync    = {}", fmt_opt(q.threadpool_over_psync)));
 	}
+	if (q.uring_cpu_over_threadpool)
+		line(fmt::format("  uring CPU / threadpool CPU = {}   (CPU s/GB {:.3f} vs {:.3f})",
+				 fmt_opt(q.uring_cpu_over_threadpool), r.results[size_t(q.best_uring)].cpu_s_per_gb,
+				 r.results[size_t(q.best_threadpool)].cpu_s_per_gb));
+	if (q.file_loop >= 0)
+		line(fmt::format("  file-loop / fio best  = {}   (one chunk at a time, as LMCache's local disk today)",
+				 vs_ceiling(q.file_loop_over_fio)));
+	if (q.fio_best_over_qd1)
+		line(fmt::format("  fio best / fio at 1 in flight = {}   (what queue depth alone gains on this device)",
+				 fmt_opt(q.fio_best_over_qd1)));
 	bool all_verified = true;
 	for (const RunResult &x : r.results)
 		all_verified = all_verified && x.verified;
-	auto yn = [](std::optional<bool> b) { return b ? (*b ? "yes" : "NO") : "n/a"; };
-	line(fmt::format("Target (issue 2): uring >= {:.1f} x fio best: {}; uring >= {:.1f} x psync: {}; "
-			 "every object verified: {}",
-			 kTargetOverFio, yn(q.uring_over_fio ? std::optional<bool>(*q.uring_over_fio >= kTargetOverFio) : std::nullopt),
-			 kTargetOverPsync,
-			 yn(q.uring_over_psync ? std::optional<bool>(*q.uring_over_psync >= kTargetOverPsync) : std::nullopt),
-			 all_verified ? "yes" : "NO"));
-	line("GB = 1e9 bytes. GB/s and CPU s/GB cover the back-to-back kvblk_load_many() calls, not the "
-	     "verification;");
-	line("CPU is the whole process (library threads included); RSS is the peak resident set of each setting "
-	     "(the load window included).");
+	line(fmt::format("Every object verified: {}", all_verified ? "yes" : "NO"));
+	line("GB = 1e9 bytes. GB/s and CPU s/GB cover the back-to-back load calls, not the verification;");
+	line("CPU is the whole process (library threads included; fio: wait4() of its process); RSS is the peak "
+	     "resident set of each setting.");
 	return o;
 }
+
+namespace {
+
+nlohmann::json knobs_json(const FioKnobs &k)
+{
+	return {{"engine", k.engine},	      {"iodepth", k.iodepth},	  {"numjobs", k.numjobs},
+		{"in_flight", k.in_flight()}, {"fixedbufs", k.fixedbufs}, {"registerfiles", k.registerfiles},
+		{"name", k.name()}};
+}
+
+nlohmann::json fio_point_json(const FioPoint &p)
+{
+	nlohmann::json e = {{"config", knobs_json(p.knobs)}, {"ok", p.ok}};
+	if (p.ok) {
+		e["gbps"] = p.gbps;
+		e["iops"] = p.iops;
+		e["io_bytes"] = p.io_bytes;
+		e["runtime_s"] = p.runtime_s;
+		e["clat_mean_us"] = p.clat_mean_us;
+		e["clat_p50_us"] = p.clat_p50_us;
+		e["clat_p99_us"] = p.clat_p99_us;
+		e["cpu_s_per_gb"] = p.cpu_s_per_gb;
+		e["gbps_repeats"] = p.gbps_repeats;
+	} else {
+		e["error"] = p.error;
+	}
+	return e;
+}
+
+} // namespace
 
 nlohmann::json render_json(const Report &r)
 {
 	using nlohmann::json;
+	const Workload &wl = *r.wl;
 	json j;
 	j["schema_version"] = kSchemaVersion;
 	j["tool"] = "kvblk-bench";
@@ -373,17 +443,27 @@ nlohmann::json render_json(const Report &r)
 		{"libkvblk_version", r.host.libkvblk_version},
 	};
 	j["target"] = {
-		{"path", r.store.path},
-		{"kind", r.host.target_kind},
+		{"path", wl.where()},
+		{"kind", wl.files ? "files" : r.host.target_kind},
 		{"filesystem", r.host.target_kind == "file" ? json(r.host.filesystem) : json(nullptr)},
 		{"block_device", r.host.block_device.empty() ? json(nullptr) : json(r.host.block_device)},
 		{"rotational", r.host.rotational < 0 ? json(nullptr) : json(r.host.rotational == 1)},
 		{"capacity_bytes", r.store_state.capacity},
 	};
+	j["workload"] = {
+		{"name", wl.name},
+		{"objects", wl.objects()},
+		{"object_bytes", wl.mixed ? json(nullptr) : json(wl.length[0])},
+		{"mixed_sizes", wl.mixed},
+		{"total_bytes", wl.total_bytes()},
+		{"order", order_name(wl.order_kind)},
+		{"seed", wl.seed},
+		{"one_file_per_object", wl.files},
+	};
 	j["store"] = {
-		{"objects", r.store.objects},
-		{"object_bytes", r.store.object_bytes},
-		{"total_bytes", r.store.objects * r.store.object_bytes},
+		{"objects", wl.objects()},
+		{"total_bytes", wl.total_bytes()},
+		{"layout", wl.layout_id()},
 		{"pattern", kPatternName},
 		{"pattern_version", kPatternVersion},
 		{"action", r.store_state.created ? "created" : "reused"},
@@ -393,7 +473,7 @@ nlohmann::json render_json(const Report &r)
 	j["config"] = {
 		{"cmd_bytes", r.run.cmd_bytes},
 		{"batch_objects", r.run.batch_objects},
-		{"window_objects", std::min<uint64_t>(r.run.window_objects, r.store.objects)},
+		{"window_batches", r.run.window_batches},
 		{"repeat", r.run.repeat},
 		{"dest", r.run.dest ? r.run.dest->name() : std::string("host")},
 		{"cuda_runtime", dynamic_cast<const CudaWindow *>(r.run.dest)
@@ -401,45 +481,48 @@ nlohmann::json render_json(const Report &r)
 					 : json(nullptr)},
 	};
 
-	const int best = r.fio.best();
-	if (best >= 0)
-		j["ceiling"] = {{"tool", "fio"},
-				{"gbps", r.fio.points[size_t(best)].gbps},
-				{"queue_depth", r.fio.points[size_t(best)].queue_depth},
-				{"cmd_bytes", r.fio_cfg.block_bytes},
-				{"fixedbufs", r.fio.points[size_t(best)].fixedbufs},
-				{"batch", r.fio_cfg.batch}};
-	else
-		j["ceiling"] = nullptr;
-	json fio = json::array();
-	for (const FioPoint &p : r.fio.points) {
-		json e = {{"queue_depth", p.queue_depth}, {"ok", p.ok}, {"fixedbufs", p.fixedbufs}};
-		if (p.ok) {
-			e["gbps"] = p.gbps;
-			e["bw_bytes"] = p.bw_bytes;
-			e["iops"] = p.iops;
-			e["io_bytes"] = p.io_bytes;
-			e["runtime_s"] = p.runtime_s;
-			e["clat_mean_us"] = p.clat_mean_us;
-			e["clat_p50_us"] = p.clat_p50_us;
-			e["clat_p99_us"] = p.clat_p99_us;
-			e["cpu_s_per_gb"] = p.cpu_s_per_gb;
-			e["gbps_repeats"] = p.gbps_repeats;
-		} else {
-			e["error"] = p.error;
-		}
-		fio.push_back(e);
+	const CeilingVerdict &v = r.verdict;
+	json points = json::array();
+	for (const SearchPoint &p : r.search.points()) {
+		json e = fio_point_json(p.pt);
+		e["stage"] = p.stage;
+		points.push_back(e);
 	}
-	j["fio"] = fio;
-	j["fio_status"] = !r.fio_enabled ? "disabled" : !r.fio.available ? "absent" : best >= 0 ? "ok" : "failed";
-	j["fio_version"] = r.fio.version.empty() ? json(nullptr) : json(r.fio.version);
-	j["fio_note"] = r.fio.note.empty() ? json(nullptr) : json(r.fio.note);
+	json finals = json::array();
+	for (const FioPoint &p : r.finals.points)
+		finals.push_back(fio_point_json(p));
+	j["search"] = {
+		{"mode", r.search_mode == SearchMode::thorough ? "thorough" : "quick"},
+		{"points_run", r.search.points().size()},
+		{"seconds", r.search_seconds},
+		{"depths", r.search.spec().depths},
+		{"max_jobs", r.search.spec().max_jobs},
+		{"engines", r.search.spec().engines},
+		{"points", points},
+		{"finalists", finals},
+	};
+	j["ceiling"] = {
+		{"status", !r.fio_enabled	  ? "disabled"
+			   : !r.fio_available ? "absent"
+			   : !v.measured      ? "failed"
+			   : v.found	      ? "found"
+					      : "not_found"},
+		{"gbps", v.measured ? json(v.gbps) : json(nullptr)},
+		{"config", v.measured ? knobs_json(r.finals.points[size_t(v.best)].knobs) : json(nullptr)},
+		{"rounds", v.measured ? json(r.finals.points[size_t(v.best)].gbps_repeats.size()) : json(nullptr)},
+		{"cmd_bytes", r.run.cmd_bytes},
+		{"slack", kCeilingSlack},
+		{"worst_ratio", v.measured ? json(v.worst_ratio) : json(nullptr)},
+		{"fio_version", r.fio_version.empty() ? json(nullptr) : json(r.fio_version)},
+		{"note", r.fio_note.empty() ? json(nullptr) : json(r.fio_note)},
+	};
 
 	json results = json::array();
 	bool all_verified = true;
-	for (const RunResult &x : r.results) {
+	for (size_t i = 0; i < r.results.size(); i++) {
+		const RunResult &x = r.results[i];
 		all_verified = all_verified && x.verified;
-		auto frac = fraction_of_ceiling(r.fio, x.gbps);
+		auto frac = fraction_of_ceiling(v, x.gbps);
 		json lat_hist = json::array();
 		for (uint64_t c : x.cmd_lat_hist)
 			lat_hist.push_back(c);
@@ -454,15 +537,20 @@ nlohmann::json render_json(const Report &r)
 			{"dest_note", x.dest_note.empty() ? json(nullptr) : json(x.dest_note)},
 			{"workers", x.workers},
 			{"queue_depth", x.queue_depth},
+			{"in_flight", x.backend == "uring" || x.backend == "uring_cmd" || x.backend == "kmod"
+					      ? x.workers * x.queue_depth
+					      : x.queue_depth},
 			{"cmd_bytes", x.cmd_bytes},
-			{"object_bytes", x.object_bytes},
+			{"object_bytes", x.object_bytes ? json(x.object_bytes) : json(nullptr)},
 			{"objects", x.objects},
+			{"total_bytes", x.total_bytes},
 			{"batch_objects", x.batch_objects},
 			{"repeat", x.repeat},
 			{"gbps", x.gbps},
 			{"gbps_repeats", x.gbps_repeats},
 			{"objects_per_s", x.objects_per_s},
 			{"fraction_of_ceiling", frac ? json(*frac) : json(nullptr)},
+			{"above_ceiling", std::find(v.over.begin(), v.over.end(), i) != v.over.end()},
 			{"cpu_s_per_gb", x.cpu_s_per_gb},
 			{"p50_ms", x.p50_ms},
 			{"p99_ms", x.p99_ms},
@@ -488,28 +576,29 @@ nlohmann::json render_json(const Report &r)
 		});
 	}
 	j["results"] = results;
+	j["kvblk_multi_target"] = r.no_kvblk_leg.empty() ? json(nullptr) : json({{"run", false}, {"reason", r.no_kvblk_leg}});
 
-	Ratios q = compute_ratios(r.results, r.fio);
-	auto opt = [](const std::optional<double> &v) { return v ? json(*v) : json(nullptr); };
+	Ratios q = compute_ratios(r.results, v, r.search.points());
+	auto opt = [](const std::optional<double> &x) { return x ? json(*x) : json(nullptr); };
 	auto which = [&](int i) {
 		if (i < 0)
 			return json(nullptr);
 		const RunResult &x = r.results[size_t(i)];
 		return json{{"backend", x.backend}, {"workers", x.workers}, {"queue_depth", x.queue_depth},
-			    {"gbps", x.gbps}};
+			    {"gbps", x.gbps}, {"cpu_s_per_gb", x.cpu_s_per_gb}};
 	};
 	j["ratios"] = {
 		{"uring_over_fio_best", opt(q.uring_over_fio)},
 		{"uring_over_psync", opt(q.uring_over_psync)},
 		{"threadpool_over_fio_best", opt(q.threadpool_over_fio)},
 		{"threadpool_over_psync", opt(q.threadpool_over_psync)},
+		{"uring_cpu_over_threadpool_cpu", opt(q.uring_cpu_over_threadpool)},
+		{"file_loop_over_fio_best", opt(q.file_loop_over_fio)},
 		{"fio_best_over_fio_qd1", opt(q.fio_best_over_qd1)},
 		{"best_uring", which(q.best_uring)},
 		{"best_threadpool", which(q.best_threadpool)},
 		{"psync", which(q.psync)},
-		{"target_over_fio", kTargetOverFio},
-		{"target_over_psync", kTargetOverPsync},
-		{"target_met", q.target_met ? json(*q.target_met) : json(nullptr)},
+		{"file_loop", which(q.file_loop)},
 	};
 	j["all_verified"] = all_verified;
 	return j;

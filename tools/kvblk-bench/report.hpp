@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 //
 // kvblk-bench report: the text table (in the spirit of spdk_nvme_perf),
-// the ratios issue 2 asks about, and the -o json document.
+// the searched ceiling and its verdict, the ratios, and the -o json document.
 #pragma once
 
 #include <cstdint>
@@ -11,9 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ceiling.hpp"
 #include "fio.hpp"
 #include "runner.hpp"
 #include "store.hpp"
+#include "workload.hpp"
 
 namespace kvblk_bench {
 
@@ -22,11 +24,7 @@ using kvblk_tools::FioConfig;
 using kvblk_tools::FioPoint;
 using kvblk_tools::FioSweep;
 
-inline constexpr int kSchemaVersion = 1;
-
-// Targets of issue 2, measured in one run.
-inline constexpr double kTargetOverFio = 0.9;
-inline constexpr double kTargetOverPsync = 2.5;
+inline constexpr int kSchemaVersion = 2;
 
 struct HostInfo {
 	std::string hostname, kernel, machine, cpu_model, libkvblk_version;
@@ -41,31 +39,44 @@ struct HostInfo {
 
 HostInfo collect_host(const std::string &path, bool is_blockdev);
 
+// Ratios of the best setting of each backend (by GB/s), measured in one run.
+// Against the ceiling only when it was found (CeilingVerdict::found).
 struct Ratios {
-	int best_uring = -1, psync = -1, best_threadpool = -1; // indexes into results
+	int best_uring = -1, psync = -1, best_threadpool = -1, file_loop = -1; // indexes into results
 	std::optional<double> uring_over_fio, uring_over_psync, threadpool_over_psync, threadpool_over_fio;
-	// fio's best over fio at QD 1: how much queue depth alone gains on this
-	// device; uring / psync cannot be expected to exceed it by much.
+	std::optional<double> file_loop_over_fio;
+	// CPU s/GB of the best uring setting over the best threadpool setting's.
+	std::optional<double> uring_cpu_over_threadpool;
+	// fio's best point at one command in flight over the ceiling: what queue
+	// depth alone gains on this device; uring / psync cannot exceed it by much.
 	std::optional<double> fio_best_over_qd1;
-	std::optional<bool> target_met; // both uring ratios present and met
 };
 
-Ratios compute_ratios(const std::vector<RunResult> &results, const FioSweep &fio);
+Ratios compute_ratios(const std::vector<RunResult> &results, const CeilingVerdict &v,
+		      const std::vector<SearchPoint> &search);
 
 struct Report {
 	HostInfo host;
+	const Workload *wl = nullptr;
 	StoreSpec store;
 	StoreState store_state;
 	RunConfig run;
 	bool fio_enabled = true;
-	FioConfig fio_cfg;
-	FioSweep fio;
+	bool fio_available = false;
+	std::string fio_version, fio_note;
+	SearchMode search_mode = SearchMode::quick;
+	CeilingSearch search{SearchSpec{}};
+	double search_seconds = 0;
+	FioSweep finals; // the finalists, each the median of the rounds
+	CeilingVerdict verdict;
 	std::vector<RunResult> results;
+	// Chunk workloads: why libkvblk settings did not run (empty otherwise).
+	std::string no_kvblk_leg;
 	int latency_level = 0; // -L: batch-latency percentiles; -LL: plus command histogram
 };
 
-// Fraction of the ceiling, or nullopt without one.
-std::optional<double> fraction_of_ceiling(const FioSweep &fio, double gbps);
+// Fraction of the ceiling, or nullopt without one or when it was not found.
+std::optional<double> fraction_of_ceiling(const CeilingVerdict &v, double gbps);
 
 std::string render_text(const Report &r);
 nlohmann::json render_json(const Report &r);

@@ -8,11 +8,15 @@
 #include <cstring>
 #include <numeric>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/core.h>
 
 #include "dest_window.hpp"
 #include "progress.hpp"
 #include "store.hpp"
+#include "workload.hpp"
 
 namespace kvblk_bench {
 
@@ -47,6 +51,40 @@ void report(const RunConfig &cfg, RunResult &res, const std::string &msg)
 		std::fprintf(stderr, "kvblk-bench: %s: %s\n", res.requested_backend.c_str(), msg.c_str());
 }
 
+// Check the window's objects (positions w0 .. w0 + wcount - 1 of the load
+// order): their results, then every byte against the pattern. Objects of a
+// failed call (@call_ok false for their batch) were counted already.
+void verify_window(const RunConfig &cfg, const HostBuffer &buf, RunResult &res, uint64_t w0, uint64_t wcount,
+		   const std::vector<kvblk_result> &results, const std::vector<uint64_t> &where,
+		   const std::vector<char> &call_ok)
+{
+	const Workload &wl = *cfg.wl;
+	for (uint64_t i = 0; i < wcount; i++) {
+		if (!call_ok[i / res.batch_objects])
+			continue;
+		const uint64_t obj = wl.order[w0 + i];
+		const kvblk_result &kr = results[i];
+		if (kr.status != 0) {
+			res.failed_objects++;
+			report(cfg, res, fmt::format("object {}: {}", obj, std::strerror(-kr.status)));
+			continue;
+		}
+		if (kr.tag != obj || kr.bytes != wl.length[obj]) {
+			res.failed_objects++;
+			report(cfg, res, fmt::format("object {}: result has tag {} and {} bytes", obj, kr.tag, kr.bytes));
+			continue;
+		}
+		Mismatch m = verify_pattern(buf.data() + where[i], obj, 0, size_t(wl.length[obj]));
+		if (m.bytes) {
+			res.mismatched_bytes += m.bytes;
+			report(cfg, res,
+			       fmt::format("object {}: {} bytes differ from the pattern, first at byte {} "
+					   "(expected 0x{:02x}, read 0x{:02x})",
+					   obj, m.bytes, m.first_offset, m.expected, m.actual));
+		}
+	}
+}
+
 struct DevGuard {
 	kvblk_dev *d = nullptr;
 	std::vector<uint32_t> ids;
@@ -60,19 +98,33 @@ struct DevGuard {
 
 } // namespace
 
+uint64_t slot_bytes(const RunConfig &cfg)
+{
+	const Workload &wl = *cfg.wl;
+	uint64_t most = 0;
+	for (uint64_t b0 = 0; b0 < wl.objects(); b0 += cfg.batch_objects) {
+		uint64_t bytes = 0;
+		for (uint64_t p = b0; p < std::min<uint64_t>(b0 + cfg.batch_objects, wl.objects()); p++)
+			bytes += wl.length[wl.order[p]];
+		most = std::max(most, bytes);
+	}
+	return most;
+}
+
 uint64_t window_bytes(const RunConfig &cfg)
 {
-	return cfg.window_objects * cfg.object_bytes;
+	return cfg.window_batches * slot_bytes(cfg);
 }
 
 void init_result(const RunConfig &cfg, const Setting &s, RunResult &res)
 {
 	res = RunResult{};
 	res.setting = s;
-	res.requested_backend = kvblk_backend_name(s.backend);
-	res.objects = cfg.objects;
-	res.object_bytes = cfg.object_bytes;
-	res.batch_objects = uint32_t(std::min<uint64_t>(cfg.batch_objects, cfg.objects));
+	res.requested_backend = s.backend == kBackendFileLoop ? "file-loop" : kvblk_backend_name(s.backend);
+	res.objects = cfg.wl->objects();
+	res.object_bytes = cfg.wl->mixed ? 0 : cfg.wl->length[0];
+	res.total_bytes = cfg.wl->total_bytes();
+	res.batch_objects = uint32_t(std::min<uint64_t>(cfg.batch_objects, res.objects));
 	res.repeat = cfg.repeat;
 }
 
@@ -88,9 +140,10 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 	o.queue_depth = s.queue_depth;
 	o.max_cmd_bytes = cfg.cmd_bytes;
 	DevGuard dev;
-	int r = kvblk_open(cfg.path.c_str(), &o, &dev.d);
+	const Workload &wl = *cfg.wl;
+	int r = kvblk_open(wl.paths[0].c_str(), &o, &dev.d);
 	if (r < 0) {
-		report(cfg, res, fmt::format("kvblk_open({}, backend {}): {} ({})", cfg.path, res.requested_backend,
+		report(cfg, res, fmt::format("kvblk_open({}, backend {}): {} ({})", wl.paths[0], res.requested_backend,
 					     std::strerror(-r), kvblk_last_error()));
 		return r;
 	}
@@ -123,21 +176,20 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 
 	// One registered buffer per batch slot of the window, as an engine
 	// registers its KV pool in chunks (and io_uring caps one fixed buffer at 1 GiB).
-	const uint64_t per_batch = res.batch_objects;
-	const uint64_t slot_bytes = per_batch * cfg.object_bytes;
-	const uint64_t window = std::max<uint64_t>(cfg.window_objects / per_batch, 1) * per_batch;
-	const uint64_t slots = window / per_batch;
-	if (buf.size() < slots * slot_bytes) {
+	const uint64_t n = wl.objects(), per_batch = res.batch_objects;
+	const uint64_t slot = slot_bytes(cfg), slots = std::max<uint64_t>(cfg.window_batches, 1);
+	const uint64_t window = slots * per_batch; // objects per window
+	if (buf.size() < slots * slot) {
 		report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
-					     slots * slot_bytes));
+					     slots * slot));
 		return -EINVAL;
 	}
 	uint8_t *window_mem = cfg.dest ? cfg.dest->data() : reinterpret_cast<uint8_t *>(buf.data());
 	const int kind = cfg.dest ? cfg.dest->kind() : KVBLK_MEM_HOST;
 	for (uint64_t i = 0; i < slots; i++) {
 		uint32_t id = KVBLK_BUF_NONE;
-		if ((r = kvblk_register_buffer(dev.d, kind, window_mem + i * slot_bytes, slot_bytes, &id)) < 0) {
-			report(cfg, res, fmt::format("kvblk_register_buffer({} bytes{}): {} ({})", slot_bytes,
+		if ((r = kvblk_register_buffer(dev.d, kind, window_mem + i * slot, slot, &id)) < 0) {
+			report(cfg, res, fmt::format("kvblk_register_buffer({} bytes{}): {} ({})", slot,
 						     cfg.dest ? ", " + cfg.dest->name() : std::string(),
 						     std::strerror(-r), kvblk_last_error()));
 			return r;
@@ -153,23 +205,25 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 			pass.reg_fallbacks = st.memlock_fallbacks;
 	}
 
-	const uint64_t total = cfg.objects * cfg.object_bytes;
 	std::vector<kvblk_desc> descs(per_batch);
 	std::vector<kvblk_result> results(window);
+	std::vector<uint64_t> where(window); // each object's byte offset in the window
 	std::vector<char> call_ok(slots);
 	std::string label = fmt::format("{} W={} QD={}{}", res.backend, res.workers, res.queue_depth,
 					cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : std::string());
-	Progress bar(cfg.progress, label, total);
+	Progress bar(cfg.progress, label, res.total_bytes);
 	reset_peak_rss();
 	kvblk_reset_stats(dev.d);
 	int first_backend = -1, first_path = -1;
 	uint64_t done = 0;
 	std::string dest_err;
 
-	for (uint64_t w0 = 0; w0 < cfg.objects; w0 += window) {
-		const uint64_t wcount = std::min(window, cfg.objects - w0);
-		poison(buf.data(), size_t(wcount * cfg.object_bytes));
-		if (cfg.dest && cfg.dest->from_host(buf.data(), 0, wcount * cfg.object_bytes, &dest_err) < 0) {
+	// Windows of consecutive positions in the load order.
+	for (uint64_t w0 = 0; w0 < n; w0 += window) {
+		const uint64_t wcount = std::min(window, n - w0);
+		const uint64_t used = (wcount + per_batch - 1) / per_batch * slot;
+		poison(buf.data(), size_t(used));
+		if (cfg.dest && cfg.dest->from_host(buf.data(), 0, used, &dest_err) < 0) {
 			report(cfg, res, dest_err);
 			return -EIO;
 		}
@@ -177,15 +231,19 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 		// Load the window with back-to-back calls.
 		const uint64_t c0 = process_cpu_ns(), t0 = now_ns();
 		uint64_t t_end = t0;
-		for (uint64_t b0 = 0, slot = 0; b0 < wcount; b0 += per_batch, slot++) {
-			const uint64_t first = w0 + b0, count = std::min(per_batch, wcount - b0);
+		for (uint64_t b0 = 0, s = 0; b0 < wcount; b0 += per_batch, s++) {
+			const uint64_t count = std::min(per_batch, wcount - b0);
+			uint64_t addr = 0;
 			for (uint64_t k = 0; k < count; k++) {
+				const uint64_t obj = wl.order[w0 + b0 + k];
 				descs[k] = kvblk_desc{};
-				descs[k].offset = (first + k) * cfg.object_bytes;
-				descs[k].length = cfg.object_bytes;
-				descs[k].addr = k * cfg.object_bytes;
-				descs[k].buf_id = dev.ids[slot];
-				descs[k].tag = first + k;
+				descs[k].offset = wl.offset[obj];
+				descs[k].length = wl.length[obj];
+				descs[k].addr = addr;
+				descs[k].buf_id = dev.ids[s];
+				descs[k].tag = obj;
+				where[b0 + k] = s * slot + addr;
+				addr += wl.length[obj];
 			}
 			struct kvblk_batch_info bi;
 			std::memset(&bi, 0, sizeof(bi));
@@ -194,12 +252,12 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 			r = kvblk_load_many(dev.d, descs.data(), uint32_t(count), results.data() + b0, &bi);
 			t_end = now_ns();
 			pass.batch_ms.push_back(double(t_end - t1) / 1e6);
-			call_ok[slot] = r >= 0;
+			call_ok[s] = r >= 0;
 			if (r < 0) {
 				res.failed_calls++;
 				res.failed_objects += count;
-				report(cfg, res, fmt::format("kvblk_load_many(objects {}..{}): {} ({})", first,
-							     first + count - 1, std::strerror(-r), kvblk_last_error()));
+				report(cfg, res, fmt::format("kvblk_load_many(positions {}..{}): {} ({})", w0 + b0,
+							     w0 + b0 + count - 1, std::strerror(-r), kvblk_last_error()));
 			} else if (first_backend < 0) {
 				first_backend = int(bi.backend);
 				res.backend = kvblk_backend_name(first_backend);
@@ -212,55 +270,104 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 			} else if (r >= 0 && int(bi.path) != first_path) {
 				res.path_mixed = true;
 			}
-			done += count * cfg.object_bytes;
+			done += addr;
 			bar.update(done, pass.load_ns + (t_end - t0));
 		}
 		pass.load_ns += t_end - t0;
 		pass.cpu_ns += process_cpu_ns() - c0;
 
 		// Then verify it, outside the timed region (device memory: copied back first).
-		if (cfg.dest && cfg.dest->to_host(buf.data(), 0, wcount * cfg.object_bytes, &dest_err) < 0) {
+		if (cfg.dest && cfg.dest->to_host(buf.data(), 0, used, &dest_err) < 0) {
 			report(cfg, res, dest_err);
 			return -EIO;
 		}
-		for (uint64_t b0 = 0, slot = 0; b0 < wcount; b0 += per_batch, slot++) {
-			if (!call_ok[slot])
-				continue;
-			const uint64_t count = std::min(per_batch, wcount - b0);
-			for (uint64_t k = 0; k < count; k++) {
-				const uint64_t obj = w0 + b0 + k;
-				const kvblk_result &kr = results[b0 + k];
-				if (kr.status != 0) {
-					res.failed_objects++;
-					report(cfg, res, fmt::format("object {}: {}", obj, std::strerror(-kr.status)));
-					continue;
-				}
-				if (kr.tag != obj || kr.bytes != cfg.object_bytes) {
-					res.failed_objects++;
-					report(cfg, res, fmt::format("object {}: result has tag {} and {} bytes", obj,
-								     kr.tag, kr.bytes));
-					continue;
-				}
-				Mismatch m = verify_pattern(buf.data() + (b0 + k) * cfg.object_bytes, obj, 0,
-							    size_t(cfg.object_bytes));
-				if (m.bytes) {
-					res.mismatched_bytes += m.bytes;
-					report(cfg, res,
-					       fmt::format("object {}: {} bytes differ from the pattern, first at byte {} "
-							   "(expected 0x{:02x}, read 0x{:02x})",
-							   obj, m.bytes, m.first_offset, m.expected, m.actual));
-				}
-			}
-		}
+		verify_window(cfg, buf, res, w0, wcount, results, where, call_ok);
 	}
 	bar.finish();
 	pass.rss = peak_rss_bytes();
 	pass.stats.stats_size = sizeof(pass.stats);
 	kvblk_get_stats(dev.d, &pass.stats);
-	pass.gbps = pass.load_ns ? double(total) / double(pass.load_ns) : 0.0;
+	pass.gbps = pass.load_ns ? double(res.total_bytes) / double(pass.load_ns) : 0.0;
 	pass.ran = true;
 	if (res.backend_mixed && res.passes.empty())
 		report(cfg, res, fmt::format("batches were served by more than one backend (first: {})", res.backend));
+	res.passes.push_back(std::move(pass));
+	return 0;
+}
+
+int run_file_loop_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no)
+{
+	const Workload &wl = *cfg.wl;
+	const uint64_t n = wl.objects(), per_batch = res.batch_objects;
+	const uint64_t slot = slot_bytes(cfg), slots = std::max<uint64_t>(cfg.window_batches, 1);
+	const uint64_t window = slots * per_batch;
+	if (buf.size() < slots * slot) {
+		report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
+					     slots * slot));
+		return -EINVAL;
+	}
+	res.backend = res.requested_backend;
+	res.path = "host";
+	res.workers = res.queue_depth = 1;
+	res.cmd_bytes = wl.max_length(); // one pread per chunk
+
+	Pass pass;
+	std::vector<kvblk_result> results(window);
+	std::vector<uint64_t> where(window);
+	std::vector<char> call_ok(slots, 1);
+	Progress bar(cfg.progress,
+		     fmt::format("file-loop{}", cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : ""),
+		     res.total_bytes);
+	reset_peak_rss();
+	uint64_t done = 0;
+	for (uint64_t w0 = 0; w0 < n; w0 += window) {
+		const uint64_t wcount = std::min(window, n - w0);
+		poison(buf.data(), size_t((wcount + per_batch - 1) / per_batch * slot));
+		const uint64_t c0 = process_cpu_ns(), t0 = now_ns();
+		uint64_t t_end = t0;
+		for (uint64_t b0 = 0, s = 0; b0 < wcount; b0 += per_batch, s++) {
+			const uint64_t count = std::min(per_batch, wcount - b0), t1 = now_ns();
+			uint64_t addr = 0;
+			for (uint64_t k = 0; k < count; k++) {
+				const uint64_t obj = wl.order[w0 + b0 + k], len = wl.length[obj];
+				kvblk_result &kr = results[b0 + k];
+				kr = kvblk_result{};
+				kr.tag = obj;
+				where[b0 + k] = s * slot + addr;
+				unsigned char *dst = buf.data() + where[b0 + k];
+				int fd = ::open(wl.paths[obj].c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+				uint64_t got = 0;
+				while (fd >= 0 && got < len) {
+					ssize_t r = ::pread(fd, dst + got, size_t(len - got), off_t(wl.offset[obj] + got));
+					if (r < 0 && errno == EINTR)
+						continue;
+					if (r <= 0) {
+						kr.status = r < 0 ? -errno : -ENODATA;
+						break;
+					}
+					got += uint64_t(r);
+				}
+				if (fd < 0)
+					kr.status = -errno;
+				else
+					::close(fd);
+				kr.bytes = kr.status ? 0 : len;
+				addr += len;
+			}
+			t_end = now_ns();
+			pass.batch_ms.push_back(double(t_end - t1) / 1e6);
+			done += addr;
+			bar.update(done, pass.load_ns + (t_end - t0));
+		}
+		pass.load_ns += t_end - t0;
+		pass.cpu_ns += process_cpu_ns() - c0;
+		verify_window(cfg, buf, res, w0, wcount, results, where, call_ok);
+	}
+	bar.finish();
+	pass.rss = peak_rss_bytes();
+	pass.stats.commands = n;
+	pass.gbps = pass.load_ns ? double(res.total_bytes) / double(pass.load_ns) : 0.0;
+	pass.ran = true;
 	res.passes.push_back(std::move(pass));
 	return 0;
 }
@@ -283,7 +390,7 @@ void summarize(RunResult &res)
 	std::vector<const Pass *> order = ran;
 	std::sort(order.begin(), order.end(), [](const Pass *a, const Pass *b) { return a->gbps < b->gbps; });
 	const Pass &m = *order[(order.size() - 1) / 2];
-	const double gb = double(res.objects * res.object_bytes) / kGB;
+	const double gb = double(res.total_bytes) / kGB;
 	res.gbps = m.gbps;
 	res.load_seconds = double(m.load_ns) / 1e9;
 	res.objects_per_s = m.load_ns ? double(res.objects) * 1e9 / double(m.load_ns) : 0.0;

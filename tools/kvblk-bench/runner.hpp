@@ -26,12 +26,12 @@ namespace kvblk_bench {
 
 class DeviceWindow;
 
+struct Workload;
+
 struct RunConfig {
-	std::string path;
-	uint64_t objects = 0;
-	uint64_t object_bytes = 0;
-	uint32_t batch_objects = 16;   // objects per kvblk_load_many() call
-	uint64_t window_objects = 0;   // objects loaded back to back before verifying (multiple of batch)
+	const Workload *wl = nullptr;  // the objects and the order a pass loads them in
+	uint32_t batch_objects = 16;   // objects per kvblk_load_many() call (consecutive in wl->order)
+	uint64_t window_batches = 0;   // batches loaded back to back before verifying
 	uint64_t cmd_bytes = 0;	       // max_cmd_bytes; 0: library default
 	unsigned repeat = 1;
 	bool progress = false;
@@ -41,8 +41,12 @@ struct RunConfig {
 	const DeviceWindow *dest = nullptr;
 };
 
+// Setting::backend of the chunk workload's serial open+pread+close loop
+// (no libkvblk), named "file-loop" in the report.
+inline constexpr int kBackendFileLoop = -1;
+
 struct Setting {
-	int backend = KVBLK_BACKEND_URING; // requested (enum kvblk_backend)
+	int backend = KVBLK_BACKEND_URING; // requested (enum kvblk_backend), or kBackendFileLoop
 	uint32_t workers = 0;		    // rings or threads; 0: library default
 	uint32_t queue_depth = 0;	    // per ring (uring); 0: library default
 };
@@ -72,7 +76,8 @@ struct RunResult {
 	uint32_t queue_depth = 0;   // commands in flight per ring (uring), threads (threadpool), 1 (psync)
 	uint64_t cmd_bytes = 0;	    // effective max_cmd_bytes
 	uint64_t objects = 0;	    // per pass
-	uint64_t object_bytes = 0;
+	uint64_t object_bytes = 0;  // every object's size; 0: mixed sizes
+	uint64_t total_bytes = 0;   // per pass
 	uint32_t batch_objects = 0;
 	unsigned repeat = 0;
 	std::vector<Pass> passes;
@@ -108,14 +113,25 @@ struct RunResult {
 // Prepare @res for @s (no I/O).
 void init_result(const RunConfig &cfg, const Setting &s, RunResult &res);
 
+// Bytes of the largest batch of @cfg (a slot of the window).
+uint64_t slot_bytes(const RunConfig &cfg);
+
 // Bytes of the window buffer run_pass() needs.
 uint64_t window_bytes(const RunConfig &cfg);
 
 // One pass of @res.setting over @buf (window_bytes(cfg) bytes, page aligned):
-// opens the device, registers one buffer per batch slot, loads and verifies
-// the whole store, appends a Pass to res.passes and counts failures in @res.
+// opens the device, registers one buffer per batch slot, loads every object
+// in the workload's order and verifies it, appends a Pass to res.passes and
+// counts failures in @res.
 // Returns 0, or -errno when the setting could not start (res.error says why).
 int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no);
+
+// One pass of the chunk workload's serial leg, what LMCache's local disk
+// backend does today: for each chunk in order, open(2) its file (O_DIRECT),
+// pread(2) the whole chunk, close(2), one chunk at a time. Batches of
+// cfg.batch_objects chunks are timed like kvblk_load_many() calls; same
+// window, CPU accounting and verification as run_pass().
+int run_file_loop_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no);
 
 // Fill the median-pass fields and res.verified from res.passes.
 void summarize(RunResult &res);

@@ -22,6 +22,7 @@
 
 #include "progress.hpp"
 #include "util.hpp"
+#include "workload.hpp"
 
 namespace kvblk_bench {
 
@@ -79,6 +80,11 @@ std::string meta_path(const std::string &store_path)
 	return store_path + ".meta";
 }
 
+std::string chunk_dir(const std::string &store_path)
+{
+	return store_path + ".chunks";
+}
+
 namespace {
 
 constexpr size_t kSampleBytes = 4096;
@@ -96,32 +102,38 @@ struct Fd {
 	}
 };
 
+// The sidecar: next to the store file, or in the chunk directory.
+std::string sidecar(const Workload &wl)
+{
+	return wl.files ? wl.where() + "/kvblk-chunks.meta" : meta_path(wl.paths[0]);
+}
+
 // Read the first and last kSampleBytes (or the whole object when smaller)
 // of up to kMaxSamples objects spread over the store and check them.
 // Direct I/O when the file system allows it, so that a stale page cache
 // cannot vouch for bytes that are not on the disk.
-bool sample_matches(const StoreSpec &spec, std::string &why)
+bool sample_matches(const Workload &wl, std::string &why)
 {
-	int fd = ::open(spec.path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-	if (fd < 0 && errno == EINVAL)
-		fd = ::open(spec.path.c_str(), O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		why = fmt::format("cannot open {}: {}", spec.path, std::strerror(errno));
-		return false;
-	}
-	Fd guard(fd);
-	const size_t chunk = size_t(std::min<uint64_t>(kSampleBytes, spec.object_bytes));
 	HostBuffer buf(kSampleBytes);
 	if (!buf) {
 		why = "out of memory";
 		return false;
 	}
-	const uint64_t samples = std::min(kMaxSamples, spec.objects);
+	const uint64_t n = wl.objects(), samples = std::min(kMaxSamples, n);
 	for (uint64_t s = 0; s < samples; s++) {
-		uint64_t obj = samples > 1 ? s * (spec.objects - 1) / (samples - 1) : 0;
-		for (uint64_t in_obj : {uint64_t(0), spec.object_bytes - chunk}) {
-			uint64_t off = obj * spec.object_bytes + in_obj;
-			ssize_t r = ::pread(fd, buf.data(), chunk, off_t(off));
+		const uint64_t obj = samples > 1 ? s * (n - 1) / (samples - 1) : 0;
+		const std::string &path = wl.path_of(obj);
+		int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+		if (fd < 0 && errno == EINVAL)
+			fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			why = fmt::format("cannot open {}: {}", path, std::strerror(errno));
+			return false;
+		}
+		Fd guard(fd);
+		const size_t chunk = size_t(std::min<uint64_t>(kSampleBytes, wl.length[obj]));
+		for (uint64_t in_obj : {uint64_t(0), wl.length[obj] - chunk}) {
+			ssize_t r = ::pread(fd, buf.data(), chunk, off_t(wl.offset[obj] + in_obj));
 			if (r != ssize_t(chunk)) {
 				why = r < 0 ? fmt::format("reading object {}: {}", obj, std::strerror(errno))
 					    : fmt::format("object {} is short", obj);
@@ -140,16 +152,16 @@ bool sample_matches(const StoreSpec &spec, std::string &why)
 }
 
 // Does the sidecar describe this store?
-bool meta_matches(const StoreSpec &spec, uint64_t file_size, std::string &why)
+bool meta_matches(const Workload &wl, std::string &why)
 {
-	std::ifstream in(meta_path(spec.path));
+	std::ifstream in(sidecar(wl));
 	if (!in) {
-		why = fmt::format("no {}", meta_path(spec.path));
+		why = fmt::format("no {}", sidecar(wl));
 		return false;
 	}
 	nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
 	if (j.is_discarded() || !j.is_object()) {
-		why = fmt::format("{} is not valid JSON", meta_path(spec.path));
+		why = fmt::format("{} is not valid JSON", sidecar(wl));
 		return false;
 	}
 	auto num = [&](const char *k) { return j.contains(k) && j[k].is_number_unsigned() ? j[k].get<uint64_t>() : 0; };
@@ -157,19 +169,23 @@ bool meta_matches(const StoreSpec &spec, uint64_t file_size, std::string &why)
 		why = fmt::format("pattern version {} != {}", num("pattern_version"), kPatternVersion);
 		return false;
 	}
-	if (num("objects") != spec.objects || num("object_bytes") != spec.object_bytes) {
-		why = fmt::format("store has {} x {} bytes, asked for {} x {} bytes", num("objects"),
-				  num("object_bytes"), spec.objects, spec.object_bytes);
+	const std::string layout = j.contains("layout") && j["layout"].is_string() ? j["layout"].get<std::string>() : "";
+	if (layout != wl.layout_id()) {
+		why = fmt::format("store has layout '{}', asked for '{}'", layout, wl.layout_id());
 		return false;
 	}
-	if (file_size < spec.objects * spec.object_bytes) {
-		why = fmt::format("file is {} bytes, store needs {}", file_size, spec.objects * spec.object_bytes);
-		return false;
+	for (uint64_t i = 0; i < (wl.files ? wl.objects() : 1); i++) {
+		struct stat st;
+		const uint64_t need = wl.files ? wl.length[i] : wl.store_bytes();
+		if (::stat(wl.paths[i].c_str(), &st) != 0 || uint64_t(st.st_size) < need) {
+			why = fmt::format("{} is missing or shorter than {} bytes", wl.paths[i], need);
+			return false;
+		}
 	}
 	return true;
 }
 
-int write_meta(const StoreSpec &spec, std::string &err)
+int write_meta(const Workload &wl, std::string &err)
 {
 	char when[64] = "";
 	std::time_t t = std::time(nullptr);
@@ -178,12 +194,12 @@ int write_meta(const StoreSpec &spec, std::string &err)
 		{"tool", "kvblk-bench"},
 		{"pattern", kPatternName},
 		{"pattern_version", kPatternVersion},
-		{"objects", spec.objects},
-		{"object_bytes", spec.object_bytes},
-		{"total_bytes", spec.objects * spec.object_bytes},
+		{"layout", wl.layout_id()},
+		{"objects", wl.objects()},
+		{"total_bytes", wl.total_bytes()},
 		{"created", when},
 	};
-	std::string tmp = meta_path(spec.path) + ".tmp";
+	const std::string path = sidecar(wl), tmp = path + ".tmp";
 	{
 		std::ofstream out(tmp, std::ios::trunc);
 		out << j.dump(2) << '\n';
@@ -192,7 +208,7 @@ int write_meta(const StoreSpec &spec, std::string &err)
 			return -EIO;
 		}
 	}
-	if (std::rename(tmp.c_str(), meta_path(spec.path).c_str()) != 0) {
+	if (std::rename(tmp.c_str(), path.c_str()) != 0) {
 		int e = errno;
 		err = fmt::format("cannot rename {}: {}", tmp, std::strerror(e));
 		return -e;
@@ -229,16 +245,17 @@ int size_regular_file(const std::string &path, uint64_t total, std::string &err)
 // the next batch on a second thread while the current one is written.
 int write_store(const StoreSpec &spec, StoreState &state, std::string &err)
 {
+	const Workload &wl = *spec.wl;
+	const std::string &path = wl.paths[0];
 	struct kvblk_open_opts o;
 	kvblk_open_opts_init(&o, sizeof(o));
 	o.backend = KVBLK_BACKEND_URING;
 	o.flags = KVBLK_OPEN_WRITE;
 	o.max_cmd_bytes = spec.cmd_bytes;
 	kvblk_dev *dev = nullptr;
-	int r = kvblk_open(spec.path.c_str(), &o, &dev);
+	int r = kvblk_open(path.c_str(), &o, &dev);
 	if (r < 0) {
-		err = fmt::format("kvblk_open({}) for writing: {} ({})", spec.path, std::strerror(-r),
-				  kvblk_last_error());
+		err = fmt::format("kvblk_open({}) for writing: {} ({})", path, std::strerror(-r), kvblk_last_error());
 		return r;
 	}
 	struct DevGuard {
@@ -253,15 +270,21 @@ int write_store(const StoreSpec &spec, StoreState &state, std::string &err)
 		err = fmt::format("kvblk_get_info: {}", std::strerror(-r));
 		return r;
 	}
-	if (spec.object_bytes % info.logical_block_size) {
-		err = fmt::format("object size {} is not a multiple of the logical block size {} of {}",
-				  spec.object_bytes, info.logical_block_size, spec.path);
-		return -EINVAL;
-	}
+	for (uint64_t len : wl.length)
+		if (len % info.logical_block_size) {
+			err = fmt::format("object size {} is not a multiple of the logical block size {} of {}", len,
+					  info.logical_block_size, path);
+			return -EINVAL;
+		}
 
-	const uint64_t per_batch = std::min<uint64_t>(spec.batch_objects, spec.objects);
-	const size_t buf_bytes = size_t(per_batch * spec.object_bytes);
-	HostBuffer bufs[2] = {HostBuffer(buf_bytes), HostBuffer(buf_bytes)};
+	// Batches of objects in file order; the buffers hold the largest batch.
+	const uint64_t n = wl.objects(), per_batch = std::min<uint64_t>(spec.batch_objects, n);
+	uint64_t buf_bytes = 0;
+	for (uint64_t first = 0; first < n; first += per_batch) {
+		const uint64_t last = std::min(first + per_batch, n);
+		buf_bytes = std::max(buf_bytes, wl.offset[last - 1] + wl.length[last - 1] - wl.offset[first]);
+	}
+	HostBuffer bufs[2] = {HostBuffer(size_t(buf_bytes)), HostBuffer(size_t(buf_bytes))};
 	uint32_t ids[2] = {KVBLK_BUF_NONE, KVBLK_BUF_NONE};
 	for (int i = 0; i < 2; i++) {
 		if (!bufs[i]) {
@@ -274,31 +297,32 @@ int write_store(const StoreSpec &spec, StoreState &state, std::string &err)
 		}
 	}
 
+	// Objects of a batch lie back to back in the buffer as on the device.
 	auto fill = [&](int which, uint64_t first, uint64_t count) {
-		for (uint64_t k = 0; k < count; k++)
-			fill_pattern(bufs[which].data() + k * spec.object_bytes, first + k, 0, spec.object_bytes);
+		for (uint64_t k = first; k < first + count; k++)
+			fill_pattern(bufs[which].data() + (wl.offset[k] - wl.offset[first]), k, 0, wl.length[k]);
 	};
 
-	const uint64_t total = spec.objects * spec.object_bytes;
-	Progress bar(spec.progress, "writing store", total);
+	Progress bar(spec.progress, "writing store", wl.total_bytes());
 	std::vector<kvblk_desc> descs(per_batch);
 	std::vector<kvblk_result> results(per_batch);
 	uint64_t t0 = now_ns(), done = 0;
 	fill(0, 0, per_batch);
-	for (uint64_t first = 0, b = 0; first < spec.objects; first += per_batch, b++) {
+	for (uint64_t first = 0, b = 0; first < n; first += per_batch, b++) {
 		const int cur = int(b & 1);
-		const uint64_t count = std::min(per_batch, spec.objects - first);
+		const uint64_t count = std::min(per_batch, n - first);
 		const uint64_t next = first + count;
 		std::thread filler;
-		if (next < spec.objects)
-			filler = std::thread(fill, cur ^ 1, next, std::min(per_batch, spec.objects - next));
+		if (next < n)
+			filler = std::thread(fill, cur ^ 1, next, std::min(per_batch, n - next));
 		for (uint64_t k = 0; k < count; k++) {
 			descs[k] = kvblk_desc{};
-			descs[k].offset = (first + k) * spec.object_bytes;
-			descs[k].length = spec.object_bytes;
-			descs[k].addr = k * spec.object_bytes;
+			descs[k].offset = wl.offset[first + k];
+			descs[k].length = wl.length[first + k];
+			descs[k].addr = wl.offset[first + k] - wl.offset[first];
 			descs[k].buf_id = ids[cur];
 			descs[k].tag = first + k;
+			done += wl.length[first + k];
 		}
 		r = kvblk_store_many(dev, descs.data(), uint32_t(count), results.data(), nullptr);
 		if (filler.joinable())
@@ -314,22 +338,61 @@ int write_store(const StoreSpec &spec, StoreState &state, std::string &err)
 						  std::strerror(-results[k].status));
 				return results[k].status;
 			}
-		done += count * spec.object_bytes;
 		bar.update(done);
 	}
 	bar.finish();
 	// Make the data and the file's extent map durable before anything vouches for them.
 	{
-		Fd fd(::open(spec.path.c_str(), O_WRONLY | O_CLOEXEC));
+		Fd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
 		if (fd.fd < 0 || fsync(fd.fd) != 0) {
 			int e = errno;
-			err = fmt::format("fsync {}: {}", spec.path, std::strerror(e));
+			err = fmt::format("fsync {}: {}", path, std::strerror(e));
 			return -e;
 		}
 	}
 	uint64_t ns = now_ns() - t0;
 	state.write_seconds = double(ns) / 1e9;
-	state.write_gbps = ns ? double(total) / double(ns) : 0.0;
+	state.write_gbps = ns ? double(wl.total_bytes()) / double(ns) : 0.0;
+	return 0;
+}
+
+// Write one file per object (chunk workloads) with plain write(2) and
+// fsync(2): setup, not a measured path.
+int write_chunks(const StoreSpec &spec, StoreState &state, std::string &err)
+{
+	const Workload &wl = *spec.wl;
+	HostBuffer buf(size_t(wl.max_length()));
+	if (!buf) {
+		err = fmt::format("cannot allocate {} bytes of buffer", wl.max_length());
+		return -ENOMEM;
+	}
+	Progress bar(spec.progress, "writing chunks", wl.total_bytes());
+	const uint64_t t0 = now_ns();
+	uint64_t done = 0;
+	for (uint64_t i = 0; i < wl.objects(); i++) {
+		fill_pattern(buf.data(), i, 0, size_t(wl.length[i]));
+		Fd fd(::open(wl.paths[i].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+		uint64_t at = 0;
+		while (fd.fd >= 0 && at < wl.length[i]) {
+			ssize_t w = ::write(fd.fd, buf.data() + at, size_t(wl.length[i] - at));
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			at += uint64_t(w);
+		}
+		if (fd.fd < 0 || at != wl.length[i] || fsync(fd.fd) != 0) {
+			int e = errno ? errno : EIO;
+			err = fmt::format("writing {}: {}", wl.paths[i], std::strerror(e));
+			return -e;
+		}
+		done += wl.length[i];
+		bar.update(done);
+	}
+	bar.finish();
+	const uint64_t ns = now_ns() - t0;
+	state.write_seconds = double(ns) / 1e9;
+	state.write_gbps = ns ? double(wl.total_bytes()) / double(ns) : 0.0;
 	return 0;
 }
 
@@ -337,81 +400,99 @@ int write_store(const StoreSpec &spec, StoreState &state, std::string &err)
 
 int prepare_store(const StoreSpec &spec, StoreState &state, std::string &err)
 {
-	if (spec.objects == 0 || spec.object_bytes == 0 || spec.object_bytes % 8) {
-		err = "objects and object size must be > 0 and the size a multiple of 8 bytes";
+	const Workload &wl = *spec.wl;
+	if (wl.objects() == 0) {
+		err = "the workload has no objects";
 		return -EINVAL;
 	}
-	if (spec.objects > (uint64_t(1) << 24) || spec.object_bytes > (uint64_t(1) << 40)) {
+	for (uint64_t len : wl.length)
+		if (len == 0 || len % 8) {
+			err = "object sizes must be > 0 and multiples of 8 bytes";
+			return -EINVAL;
+		}
+	if (wl.objects() > (uint64_t(1) << 24) || wl.max_length() > (uint64_t(1) << 40)) {
 		err = "the pattern supports at most 2^24 objects of at most 1 TiB";
 		return -EINVAL;
 	}
-	const uint64_t total = spec.objects * spec.object_bytes;
 
-	struct stat st;
-	bool exists = ::stat(spec.path.c_str(), &st) == 0;
-	if (!exists && errno != ENOENT) {
-		int e = errno;
-		err = fmt::format("{}: {}", spec.path, std::strerror(e));
-		return -e;
-	}
-	if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-		err = fmt::format("{} is neither a regular file nor a block device", spec.path);
-		return -ENOTSUP;
-	}
-	state.is_blockdev = exists && S_ISBLK(st.st_mode);
-	state.capacity = exists ? uint64_t(st.st_size) : 0;
-	if (state.is_blockdev) {
-		Fd fd(::open(spec.path.c_str(), O_RDONLY | O_CLOEXEC));
-		uint64_t cap = 0;
-		if (fd.fd < 0 || ioctl(fd.fd, BLKGETSIZE64, &cap) != 0) {
+	if (wl.files) {
+		const std::string dir = wl.where();
+		if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
 			int e = errno;
-			err = fmt::format("{}: cannot read the device size: {}", spec.path, std::strerror(e));
+			err = fmt::format("cannot create {}: {}", dir, std::strerror(e));
 			return -e;
 		}
-		state.capacity = cap;
-		if (total > cap) {
-			err = fmt::format("{} holds {} bytes; the store needs {}", spec.path, cap, total);
-			return -ENOSPC;
+		state.capacity = wl.total_bytes();
+	} else {
+		const std::string &path = wl.paths[0];
+		struct stat st;
+		if (::stat(path.c_str(), &st) != 0) {
+			if (errno != ENOENT) {
+				int e = errno;
+				err = fmt::format("{}: {}", path, std::strerror(e));
+				return -e;
+			}
+		} else if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+			err = fmt::format("{} is neither a regular file nor a block device", path);
+			return -ENOTSUP;
+		} else {
+			state.is_blockdev = S_ISBLK(st.st_mode);
+			state.capacity = uint64_t(st.st_size);
+		}
+		if (state.is_blockdev) {
+			Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+			uint64_t cap = 0;
+			if (fd.fd < 0 || ioctl(fd.fd, BLKGETSIZE64, &cap) != 0) {
+				int e = errno;
+				err = fmt::format("{}: cannot read the device size: {}", path, std::strerror(e));
+				return -e;
+			}
+			state.capacity = cap;
+			if (wl.store_bytes() > cap) {
+				err = fmt::format("{} holds {} bytes; the store needs {}", path, cap, wl.store_bytes());
+				return -ENOSPC;
+			}
 		}
 	}
 
 	// Decide between reuse and (re)write.
 	std::string why;
 	bool matches = false;
-	if (spec.mode != StoreSpec::Mode::recreate && exists) {
-		if (state.is_blockdev || meta_matches(spec, state.capacity, why))
-			matches = sample_matches(spec, why);
-	} else if (!exists) {
-		why = "no store yet";
-	} else {
+	if (spec.mode == StoreSpec::Mode::recreate)
 		why = "--recreate";
-	}
+	else if (state.is_blockdev || meta_matches(wl, why))
+		matches = sample_matches(wl, why);
 	if (matches) {
 		state.reason = why;
 		return 0;
 	}
 	if (spec.mode == StoreSpec::Mode::keep) {
-		err = fmt::format("{}: the store does not match and --keep forbids rewriting it: {}", spec.path, why);
+		err = fmt::format("{}: the store does not match and --keep forbids rewriting it: {}",
+				  wl.files ? wl.where() : wl.paths[0], why);
 		return -ENODATA;
 	}
 	if (state.is_blockdev && !spec.allow_device_write) {
 		err = fmt::format("{}: block device without the kvblk-bench pattern ({}); refusing to write "
 				  "without --i-know-this-overwrites (it destroys the first {} bytes)",
-				  spec.path, why, total);
+				  wl.paths[0], why, wl.store_bytes());
 		return -ENODATA;
 	}
 
-	if (!state.is_blockdev) {
-		::unlink(meta_path(spec.path).c_str()); // no stale sidecar may vouch for a half-written store
-		int r = size_regular_file(spec.path, total, err);
-		if (r < 0)
-			return r;
-		state.capacity = total;
+	::unlink(sidecar(wl).c_str()); // no stale sidecar may vouch for a half-written store
+	int r;
+	if (wl.files) {
+		r = write_chunks(spec, state, err);
+	} else {
+		if (!state.is_blockdev) {
+			if ((r = size_regular_file(wl.paths[0], wl.store_bytes(), err)) < 0)
+				return r;
+			state.capacity = wl.store_bytes();
+		}
+		r = write_store(spec, state, err);
 	}
-	int r = write_store(spec, state, err);
 	if (r < 0)
 		return r;
-	if (!state.is_blockdev && (r = write_meta(spec, err)) < 0)
+	if (!state.is_blockdev && (r = write_meta(wl, err)) < 0)
 		return r;
 	state.created = true;
 	state.reason = why;

@@ -7,7 +7,8 @@
 // Pattern (version 1): the 8-byte little-endian word at byte offset o
 // (o a multiple of 8) of object i is splitmix64((i << 40) ^ o). Any byte of
 // any object can be generated or checked without state, so a store is
-// verified object by object, batch by batch, in any order.
+// verified object by object, batch by batch, in any order. Objects of a
+// store lie back to back (all one size, or mixed sizes), or one per file.
 #pragma once
 
 #include <cstddef>
@@ -53,10 +54,12 @@ Mismatch verify_pattern(const void *buf, uint64_t object, uint64_t offset, size_
 
 // ------------------------------------------------------------------ store
 
+struct Workload;
+
 struct StoreSpec {
-	std::string path;	 // regular file (created if absent) or block device
-	uint64_t objects = 0;	 // N
-	uint64_t object_bytes = 0; // S, multiple of the logical block size
+	// Where the objects lie and how big they are: one store file or block
+	// device (wl->paths[0], objects at wl->offset), or one file per object.
+	const Workload *wl = nullptr;
 	uint32_t batch_objects = 16; // objects per kvblk_store_many() while writing
 	uint64_t cmd_bytes = 0;	 // max_cmd_bytes for writing (0: library default)
 	enum class Mode {
@@ -77,13 +80,17 @@ struct StoreState {
 	double write_seconds = 0;
 };
 
-// Make sure @spec.path holds the store: reuse it when the sidecar
-// (<path>.meta, regular files only) matches and a sample of objects carries
-// the pattern; otherwise write it with kvblk_store_many() (uring backend).
-// Returns 0 or -errno with @err describing the failure.
+// Make sure the store holds the workload's objects: reuse it when the
+// sidecar (regular files only: <path>.meta, or <dir>/kvblk-chunks.meta for
+// one file per object) matches and a sample of objects carries the pattern;
+// otherwise write it: a store with kvblk_store_many() (uring backend), chunk
+// files with plain writes. Returns 0 or -errno with @err describing the failure.
 int prepare_store(const StoreSpec &spec, StoreState &state, std::string &err);
 
 // Path of the sidecar file describing a regular-file store.
 std::string meta_path(const std::string &store_path);
+
+// Directory of the chunk files of a chunk workload whose store option is @store_path.
+std::string chunk_dir(const std::string &store_path);
 
 } // namespace kvblk_bench

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "fio.hpp"
 
@@ -19,6 +20,7 @@ const char *kFioJson = R"({
       "read" : {
         "io_bytes" : 2147483648,
         "bw_bytes" : 2013265920,
+        "total_ios" : 16384,
         "iops" : 15360.5,
         "runtime" : 1066,
         "clat_ns" : {
@@ -41,16 +43,33 @@ TEST(FioParse, reads_bandwidth_latency_and_cpu)
 	ASSERT_TRUE(parse_fio_json(kFioJson, pt, &version)) << pt.error;
 	EXPECT_TRUE(pt.ok);
 	EXPECT_EQ(version, "fio-3.33");
-	EXPECT_EQ(pt.bw_bytes, 2013265920u);
-	EXPECT_DOUBLE_EQ(pt.gbps, 2.01326592);
+	// Bytes over fio's runtime (ms resolution, as fio's own bw_bytes).
+	EXPECT_EQ(pt.bw_bytes, uint64_t(2147483648.0 / 1.066));
+	EXPECT_DOUBLE_EQ(pt.gbps, double(pt.bw_bytes) / 1e9);
 	EXPECT_EQ(pt.io_bytes, 2147483648u);
+	EXPECT_EQ(pt.total_ios, 16384u);
 	EXPECT_DOUBLE_EQ(pt.iops, 15360.5);
 	EXPECT_DOUBLE_EQ(pt.runtime_s, 1.066);
 	EXPECT_DOUBLE_EQ(pt.clat_mean_us, 2080.0);
 	EXPECT_DOUBLE_EQ(pt.clat_p50_us, 1990.656);
 	EXPECT_DOUBLE_EQ(pt.clat_p99_us, 4882.432);
-	// 20% of one CPU for 1.066 s over 2.147483648 GB.
-	EXPECT_NEAR(pt.cpu_s_per_gb, 0.2 * 1.066 / 2.147483648, 1e-12);
+	// CPU comes from wait4() of the fio process, not from the document.
+	EXPECT_EQ(pt.cpu_s_per_gb, 0.0);
+}
+
+TEST(FioParse, replay_counts_every_completed_command)
+{
+	// fio 3.33 replaying a log at QD 32 reports io_bytes short by 31
+	// commands while total_ios counts all of them.
+	const std::string doc = R"({"jobs":[{"error":0,"read":{"io_bytes":532807680,"bw_bytes":1,)"
+				R"("total_ios":4096,"runtime":457}}]})";
+	FioPoint pt;
+	ASSERT_TRUE(parse_fio_json(doc, pt, nullptr, 131072.0)) << pt.error;
+	EXPECT_EQ(pt.io_bytes, 4096u * 131072u);
+	EXPECT_EQ(pt.bw_bytes, uint64_t(4096.0 * 131072.0 / 0.457));
+	FioPoint seq;
+	ASSERT_TRUE(parse_fio_json(doc, seq)) << seq.error;
+	EXPECT_EQ(seq.io_bytes, 532807680u);
 }
 
 TEST(FioParse, tolerates_notes_before_the_document)
@@ -58,7 +77,7 @@ TEST(FioParse, tolerates_notes_before_the_document)
 	FioPoint pt;
 	std::string text = std::string("fio: note: something\n") + kFioJson;
 	EXPECT_TRUE(parse_fio_json(text, pt)) << pt.error;
-	EXPECT_EQ(pt.bw_bytes, 2013265920u);
+	EXPECT_EQ(pt.io_bytes, 2147483648u);
 }
 
 TEST(FioParse, rejects_garbage_errors_and_empty_reads)
@@ -74,36 +93,82 @@ TEST(FioParse, rejects_garbage_errors_and_empty_reads)
 	EXPECT_FALSE(d.ok);
 }
 
-TEST(FioArgv, same_command_size_direct_io_uring_read_only)
+namespace {
+
+bool has(const std::vector<std::string> &a, const std::string &s)
+{
+	return std::find(a.begin(), a.end(), s) != a.end();
+}
+
+} // namespace
+
+TEST(FioArgv, sequential_same_command_size_direct_read_only)
 {
 	FioConfig cfg;
 	cfg.path = "/data/a:b.bin";
 	cfg.size = 1u << 30;
 	cfg.block_bytes = 131072;
 	cfg.runtime_s = 7;
-	auto a = fio_argv("/usr/bin/fio", cfg, 32, true, "/tmp/x.json");
-	auto has = [&](const std::string &s) { return std::find(a.begin(), a.end(), s) != a.end(); };
+	FioKnobs k;
+	k.iodepth = 32;
+	k.fixedbufs = true;
+	auto a = fio_argv("/usr/bin/fio", cfg, k, "/tmp/x.json");
 	EXPECT_EQ(a[0], "/usr/bin/fio");
-	EXPECT_TRUE(has("--filename=/data/a\\:b.bin"));
-	EXPECT_TRUE(has("--readonly"));
-	EXPECT_TRUE(has("--rw=read"));
-	EXPECT_TRUE(has("--direct=1"));
-	EXPECT_TRUE(has("--ioengine=io_uring"));
-	EXPECT_TRUE(has("--bs=131072"));
-	EXPECT_TRUE(has("--iodepth=32"));
-	EXPECT_TRUE(has("--numjobs=1"));
-	EXPECT_TRUE(has("--size=1073741824"));
-	EXPECT_TRUE(has("--runtime=7"));
-	EXPECT_TRUE(has("--output-format=json"));
-	EXPECT_TRUE(has("--output=/tmp/x.json"));
-	EXPECT_TRUE(has("--fixedbufs=1"));
-	EXPECT_FALSE(has("--iodepth_batch_submit=32"));
-	auto b = fio_argv("fio", cfg, 1, false, "o");
-	EXPECT_EQ(std::count(b.begin(), b.end(), std::string("--fixedbufs=1")), 0);
-	cfg.batch = true;
-	auto c = fio_argv("fio", cfg, 64, true, "o");
-	EXPECT_EQ(std::count(c.begin(), c.end(), std::string("--iodepth_batch_submit=64")), 1);
-	EXPECT_EQ(std::count(c.begin(), c.end(), std::string("--iodepth_batch_complete_min=1")), 1);
+	for (const char *s : {"--filename=/data/a\\:b.bin", "--readonly", "--rw=read", "--direct=1", "--thread",
+			      "--ioengine=io_uring", "--bs=131072", "--iodepth=32", "--size=1073741824", "--runtime=7",
+			      "--output-format=json", "--output=/tmp/x.json", "--fixedbufs=1"})
+		EXPECT_TRUE(has(a, s)) << s;
+	EXPECT_FALSE(has(a, "--registerfiles=1"));
+	k.fixedbufs = false;
+	k.registerfiles = true;
+	auto b = fio_argv("fio", cfg, k, "o");
+	EXPECT_FALSE(has(b, "--fixedbufs=1"));
+	EXPECT_TRUE(has(b, "--registerfiles=1"));
+	// libaio has neither knob.
+	k.engine = "libaio";
+	k.fixedbufs = true;
+	auto c = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(c, "--ioengine=libaio"));
+	EXPECT_FALSE(has(c, "--fixedbufs=1"));
+	EXPECT_FALSE(has(c, "--registerfiles=1"));
+	k.numjobs = 2;
+	EXPECT_THROW(fio_argv("fio", cfg, k, "o"), std::invalid_argument);
+}
+
+TEST(FioArgv, replay_gives_each_job_its_log)
+{
+	FioConfig cfg;
+	cfg.replays[1] = {{"/t/all.log"}, 1 << 20, 8};
+	cfg.replays[2] = {{"/t/j0.log", "/t/j1.log"}, 1 << 20, 8};
+	FioKnobs k;
+	k.engine = "libaio";
+	k.iodepth = 16;
+	k.numjobs = 2;
+	auto a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iodepth=16"));
+	EXPECT_TRUE(has(a, "--group_reporting"));
+	EXPECT_FALSE(has(a, "--rw=read"));
+	auto n0 = std::find(a.begin(), a.end(), "--name=kvblk-replay0");
+	auto n1 = std::find(a.begin(), a.end(), "--name=kvblk-replay1");
+	ASSERT_NE(n0, a.end());
+	ASSERT_NE(n1, a.end());
+	EXPECT_EQ(*(n0 + 1), "--read_iolog=/t/j0.log");
+	EXPECT_EQ(*(n1 + 1), "--read_iolog=/t/j1.log");
+	// Global options come before the first job.
+	EXPECT_LT(std::find(a.begin(), a.end(), "--iodepth=16"), n0);
+	k.numjobs = 4;
+	EXPECT_THROW(fio_argv("fio", cfg, k, "o"), std::invalid_argument);
+}
+
+TEST(FioKnobs, names_and_in_flight)
+{
+	FioKnobs k;
+	k.iodepth = 32;
+	EXPECT_EQ(k.name(), "io_uring QD 32");
+	k.numjobs = 2;
+	k.fixedbufs = k.registerfiles = true;
+	EXPECT_EQ(k.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles");
+	EXPECT_EQ(k.in_flight(), 64u);
 }
 
 TEST(FioSweepBest, picks_highest_successful_point)

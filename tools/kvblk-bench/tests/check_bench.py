@@ -57,7 +57,7 @@ def expected_commands(backend):
 
 
 def check_results(doc, backends, what):
-    check(doc.get("schema_version") == 1, f"{what}: schema_version")
+    check(doc.get("schema_version") == 2, f"{what}: schema_version")
     res = doc["results"]
     seen = [r["backend"] for r in res]
     for b in backends:
@@ -85,8 +85,9 @@ def smoke(bench, tmp):
     check(doc["store"]["action"] == "created", "first run did not create the store")
     check(os.path.getsize(store) == OBJECTS * OBJECT_BYTES, "store size")
     meta = json.load(open(store + ".meta"))
-    check(meta["objects"] == OBJECTS and meta["object_bytes"] == OBJECT_BYTES, "sidecar contents")
-    check(doc["ceiling"] is None and doc["fio_status"] == "disabled", "--no-fio still has a ceiling")
+    check(meta["objects"] == OBJECTS and meta["layout"] == f"uniform {OBJECTS} x {OBJECT_BYTES}", "sidecar contents")
+    check(doc["ceiling"]["status"] == "disabled" and doc["ceiling"]["gbps"] is None, "--no-fio still has a ceiling")
+    check(doc["workload"]["objects"] == OBJECTS and doc["workload"]["order"] == "file", "workload shape")
     check_results(doc, BACKENDS, "create run")
     check(len(doc["results"]) == 1 + 1 + 2, f"expected 4 settings, got {len(doc['results'])}")
     check(all(r["fraction_of_ceiling"] is None for r in doc["results"]), "fraction without a ceiling")
@@ -99,29 +100,99 @@ def smoke(bench, tmp):
     # A load window smaller than the store (several windows, each loaded then verified).
     doc = run_json(bench, base_args(store) + ["--backends", "psync,uring", "--qd", "8", "--batch-objects", "3",
                                               "--buffer-mib", "1", "--repeat", "2", "--no-fio"])
-    check(doc["config"]["window_objects"] == 3, f"window of {doc['config']['window_objects']} objects, expected 3")
+    check(doc["config"]["window_batches"] == 1, f"window of {doc['config']['window_batches']} batches, expected 1")
     check_results(doc, ["psync", "uring"], "windowed run")
     check(all(len(r["gbps_repeats"]) == 2 for r in doc["results"]), "--repeat 2 did not run two passes")
 
     # Text output carries the table and the ratios.
     p = run(bench, args)
-    for s in ["Backend", "Verified", "uring / fio best", "uring / psync", "Target (issue 2)"]:
+    for s in ["Backend", "Verified", "uring / fio best", "uring / psync", "Every object verified"]:
         check(s in p.stdout, f"text output lacks '{s}':\n{p.stdout}")
 
-    # With fio on PATH the ceiling is measured with the same command size.
+    # Random order and mixed sizes: every object verified wherever it lands.
+    doc = run_json(bench, ["--workload", "mixed", "-n", "12", "-f", os.path.join(tmp, "mixed.bin"), "-q",
+                           "--backends", "psync,uring", "--qd", "8", "--batch-objects", "5", "--repeat", "1",
+                           "--no-fio"])
+    # -n changes the preset's shape: the workload is then named custom.
+    check(doc["workload"]["name"] == "custom" and doc["workload"]["mixed_sizes"] is True, "mixed workload")
+    check(doc["workload"]["order"] == "random", "mixed workload order")
+    for r in doc["results"]:
+        check(r["verified"] and r["total_bytes"] == doc["workload"]["total_bytes"], f"mixed {r['backend']}")
+
     if shutil.which("fio"):
-        doc = run_json(bench, base_args(store) + ["--backends", "uring", "--qd", "8", "--fio-qd", "1,4",
-                                                  "--fio-runtime", "5"])
-        check(doc["fio_status"] == "ok", f"fio status {doc['fio_status']}: {doc.get('fio_note')} {doc['fio']}")
-        check([p["queue_depth"] for p in doc["fio"]] == [1, 4], "fio points")
-        check(all(p["ok"] and p["gbps"] > 0 for p in doc["fio"]), f"fio points failed: {doc['fio']}")
-        best = max(doc["fio"], key=lambda p: p["gbps"])
-        check(doc["ceiling"]["tool"] == "fio" and doc["ceiling"]["gbps"] == best["gbps"]
-              and doc["ceiling"]["queue_depth"] == best["queue_depth"], "ceiling is not fio's best point")
-        check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
-        r = doc["results"][0]
-        check(abs(r["fraction_of_ceiling"] - r["gbps"] / best["gbps"]) < 1e-9, "fraction_of_ceiling")
-        check_results(doc, ["uring"], "fio run")
+        fio_checks(bench, tmp, store)
+    print("kvblk-bench smoke: ok")
+
+
+def check_ceiling(doc, rc):
+    """The verdict, the ratios and the exit status agree with the figures."""
+    c = doc["ceiling"]
+    check(c["status"] in ("found", "not_found"), f"ceiling status {c['status']}: {c.get('note')}")
+    fin = [f for f in doc["search"]["finalists"] if f["ok"]]
+    check(fin, "no finalist succeeded")
+    check(c["gbps"] == max(f["gbps"] for f in fin), "the ceiling is not the best finalist median")
+    for f in fin:
+        runs = sorted(f["gbps_repeats"])
+        check(len(runs) == doc["config"]["repeat"], f"finalist {f['config']['name']}: {len(runs)} runs")
+        check(f["gbps"] == runs[(len(runs) - 1) // 2], f"finalist {f['config']['name']} is not its median run")
+    over = [r for r in doc["results"] if r["gbps"] > c["slack"] * c["gbps"]]
+    check((c["status"] == "not_found") == bool(over), f"status {c['status']} with {len(over)} results above")
+    for r in doc["results"]:
+        if over:
+            check(r["fraction_of_ceiling"] is None, "a ratio against a ceiling that was not found")
+        else:
+            check(abs(r["fraction_of_ceiling"] - r["gbps"] / c["gbps"]) < 1e-9, "fraction_of_ceiling")
+        check(r["above_ceiling"] == (r in over), "above_ceiling")
+    check(rc == (3 if over else 0), f"exit {rc} with ceiling {c['status']}")
+
+
+def fio_checks(bench, tmp, store):
+    # A tiny search: both engines, depths 1 and 4, up to 2 jobs; 3 rounds.
+    args = base_args(store) + ["--backends", "psync,uring", "--qd", "8", "--fio-qd", "1,4", "--fio-max-jobs", "2",
+                               "--search-runtime", "1", "--fio-runtime", "5", "--repeat", "3", "-o", "json"]
+    p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    check(p.returncode in (0, 3), f"exit {p.returncode}: {p.stderr}")
+    doc = json.loads(p.stdout)
+    s = doc["search"]
+    check(s["points_run"] == len(s["points"]) > 0 and s["seconds"] > 0, "search bookkeeping")
+    stages = {pt["stage"] for pt in s["points"]}
+    check(stages == {"depth", "jobs", "refine"}, f"search stages {stages}")
+    engines = {pt["config"]["engine"] for pt in s["points"]}
+    check(engines == {"io_uring", "libaio"}, f"search engines {engines}")
+    check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
+    check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
+              if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")
+    check(len(s["finalists"]) == 2, "quick search: 2 finalists")
+    check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
+    check_ceiling(doc, p.returncode)
+    check_results(doc, ["psync", "uring"], "fio run")
+
+    # A search held to one command in flight cannot be the ceiling of uring
+    # at QD 64 on a 64 MiB store: "ceiling not found", exit 3, no ratio; with
+    # --allow-no-ceiling the same verdict and exit 0.
+    big = os.path.join(tmp, "big.bin")
+    args = ["-n", "64", "-s", "1", "-f", big, "-q", "--backends", "uring", "--qd", "64", "--fio-qd", "1",
+            "--fio-engines", "libaio", "--fio-max-jobs", "1", "--repeat", "3", "-o", "json"]
+    p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
+    doc = json.loads(p.stdout)
+    check(doc["ceiling"]["status"] == "not_found", f"QD 1 ceiling vs uring QD 64: {doc['ceiling']}")
+    check_ceiling(doc, p.returncode)
+    check("ceiling not found" in p.stderr, f"stderr does not say so: {p.stderr}")
+    p = run(bench, args[:-2] + ["--allow-no-ceiling"])
+    check("ceiling not found" in p.stdout and "uring / fio best      = ceiling not found" in p.stdout,
+          f"text output:\n{p.stdout}")
+
+    # Chunks: one file per chunk, the serial loop and the ceiling over the same files.
+    doc = run_json(bench, ["--workload", "chunks", "-n", "6", "--object-kib", "512", "-f", os.path.join(tmp, "c.bin"),
+                           "-q", "--fio-qd", "1,4", "--fio-max-jobs", "1", "--repeat", "3", "--allow-no-ceiling"])
+    check(doc["workload"]["one_file_per_object"] and doc["target"]["kind"] == "files", "chunk files")
+    check(len(os.listdir(os.path.join(tmp, "c.bin.chunks"))) == 6 + 1, "6 chunk files and a sidecar")
+    check([r["backend"] for r in doc["results"]] == ["file-loop"], "chunks: the file-loop leg only")
+    check(doc["results"][0]["verified"] and doc["results"][0]["commands"] == 6, "file-loop verified")
+    check(doc["kvblk_multi_target"]["run"] is False and "kvblk_add_target" in doc["kvblk_multi_target"]["reason"],
+          "the multi-target seam is not reported")
+    check(doc["ceiling"]["status"] in ("found", "not_found"), "no ceiling over the chunk files")
+
     print("kvblk-bench smoke: ok")
 
 
@@ -145,7 +216,9 @@ def corruption(bench, tmp):
     for r in doc["results"]:
         tag = f"{r['backend']}"
         check(r["verified"] is False, f"{tag}: a flipped byte verified")
-        check(r["mismatched_bytes"] == 1, f"{tag}: {r['mismatched_bytes']} mismatched bytes, expected 1")
+        # One flipped byte, found once in every pass (round).
+        passes = doc["config"]["repeat"]
+        check(r["mismatched_bytes"] == passes, f"{tag}: {r['mismatched_bytes']} mismatched bytes, expected {passes}")
         check(r["failed_objects"] == 0, f"{tag}: failed objects")
         check("object 5" in (r["error"] or "") and "byte 100000" in r["error"], f"{tag}: error '{r['error']}'")
     check(doc["all_verified"] is False, "all_verified")

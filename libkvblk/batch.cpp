@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// A batch's checks, the same for kvblk_submit(), kvblk_load_many()/kvblk_store_many() and
+// the KVBLK_0.1 entry points: every descriptor against its target and buffer, the pins that
+// keep both alive until the batch's completion is taken, the batch's path, and unaligned
+// objects expanded into aligned parts. The result is a Job the scheduler runs (async.hpp).
+#include "device.hpp"
+#include "last_error.hpp"
+
+#include <cerrno>
+
+namespace kvblk::detail {
+namespace {
+
+/* Fill every result of a rejected call (if there are results): @bad gets @err, the others -ECANCELED. */
+int reject(kvblk_dev *dev, const DescView &descs, uint32_t n, kvblk_result *results, int err, int32_t bad,
+	   int32_t *bad_out)
+{
+	if (results)
+		for (uint32_t i = 0; i < n; i++)
+			results[i] = kvblk_result{i == uint32_t(bad) ? err : -ECANCELED, 0, 0, descs[i].tag};
+	dev->stats.record_rejected();
+	*bad_out = bad;
+	return err;
+}
+
+} // namespace
+
+int prepare_batch(kvblk_dev *dev, const char *fn, IoDir dir, const DescView &descs, uint32_t n,
+		  kvblk_result *results, std::unique_ptr<Job> *out, int32_t *bad)
+{
+	*bad = -1;
+	if (n > dev->info.max_descs) {
+		set_last_error("%s: %u descriptors exceed max_descs %u", fn, n, dev->info.max_descs);
+		return reject(dev, descs, n, results, -E2BIG, -1, bad);
+	}
+	/* Rejections below drop the job, and with it every pin taken so far. */
+	auto job = std::make_unique<Job>(dev->buffers, dev->targets);
+	job->dir = dir;
+	job->backend = dev->backend->kind_for(dir);
+	job->objects.resize(n);
+	job->geometry.resize(n);
+	BatchCheck check{dir, dev->targets.next_serial(), &dev->targets, &dev->buffers, job->objects.data(),
+			 job->geometry.data(), &job->pins.buffer_ids, &job->pins.target_ids, false, false};
+	kvblk_path path = dev->backend->path();
+	{
+		auto tlock = dev->targets.lock();
+		auto block = dev->buffers.lock();
+		int32_t b = -1;
+		int ret = validate_descs(descs, n, &check, &b);
+		if (ret == -EBADF) /* a store to a read-only target: the whole call, as in 0.2 */
+			b = -1;
+		if (ret)
+			return reject(dev, descs, n, results, ret, b, bad);
+		/* The batch's path: STAGED over P2P over the backend's own. */
+		for (uint32_t i = 0; i < n; i++) {
+			const uint32_t p = job->objects[i].path;
+			if (p == KVBLK_PATH_HOST)
+				continue;
+			if (dir == IoDir::write) {
+				set_last_error("%s: descriptor %u: stores from device memory (buffer %u) are not "
+					       "supported", fn, i, descs[i].buf_id);
+				return reject(dev, descs, n, results, -EOPNOTSUPP, int32_t(i), bad);
+			}
+			if (p == KVBLK_PATH_STAGED || path != KVBLK_PATH_STAGED)
+				path = kvblk_path(p);
+		}
+		dev->buffers.pin_locked(job->pins.buffer_ids);
+		job->pins.buffers_pinned();
+	}
+	job->path = path;
+	job->buffered = check.any_buffered;
+
+	/* Unaligned objects become aligned parts; the backend sees only those. */
+	if (check.any_unaligned) {
+		int32_t b = -1;
+		int ret = job->unaligned.expand(job->objects.data(), job->geometry.data(), n, &b);
+		if (ret)
+			return reject(dev, descs, n, results, ret, b, bad);
+		job->any_unaligned = true;
+		job->defer_object_entries = true;
+	}
+	if (!results) {
+		job->own_results.resize(n);
+		results = job->own_results.data();
+	}
+	job->results = results;
+	for (uint32_t i = 0; i < n; i++)
+		results[i] = kvblk_result{0, 0, 0, descs[i].tag};
+	*out = std::move(job);
+	return 0;
+}
+
+} // namespace kvblk::detail

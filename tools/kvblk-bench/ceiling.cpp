@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: MIT
+#include "ceiling.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runner.hpp"
+
+namespace kvblk_bench {
+
+std::vector<uint32_t> geometric(uint32_t lo, uint32_t hi, uint32_t factor)
+{
+	std::vector<uint32_t> v;
+	for (uint64_t d = lo; d <= hi && factor > 1; d *= factor)
+		v.push_back(uint32_t(d));
+	return v;
+}
+
+SearchSpec make_search_spec(SearchMode mode, uint32_t max_jobs, uint32_t max_depth)
+{
+	SearchSpec s;
+	s.depth_factor = mode == SearchMode::thorough ? 2 : 4;
+	s.depths = geometric(1, max_depth, s.depth_factor);
+	s.max_jobs = std::max(max_jobs, 1u);
+	s.finalists = mode == SearchMode::thorough ? 3 : 2;
+	return s;
+}
+
+bool CeilingSearch::seen(const FioKnobs &k) const
+{
+	return std::any_of(points_.begin(), points_.end(), [&](const SearchPoint &p) { return p.pt.knobs == k; });
+}
+
+template <class Pred>
+int CeilingSearch::best_where(Pred pred) const
+{
+	int b = -1;
+	for (size_t i = 0; i < points_.size(); i++)
+		if (points_[i].pt.ok && pred(points_[i].pt.knobs) &&
+		    (b < 0 || points_[i].pt.gbps > points_[size_t(b)].pt.gbps))
+			b = int(i);
+	return b;
+}
+
+void CeilingSearch::record(const FioPoint &pt)
+{
+	points_.push_back({pt, stage_name_});
+}
+
+std::vector<FioKnobs> CeilingSearch::next_stage()
+{
+	std::vector<FioKnobs> next;
+	auto add = [&](const FioKnobs &k) {
+		if (!seen(k) && std::find(next.begin(), next.end(), k) == next.end())
+			next.push_back(k);
+	};
+	// A stage whose points were all measured already is skipped.
+	while (next.empty() && stage_ < 3) {
+		switch (stage_++) {
+		case 0:
+			stage_name_ = "depth";
+			for (const std::string &e : spec_.engines)
+				for (uint32_t d : spec_.depths) {
+					FioKnobs k;
+					k.engine = e;
+					k.iodepth = d;
+					add(k);
+				}
+			break;
+		case 1:
+			stage_name_ = "jobs";
+			for (const std::string &e : spec_.engines) {
+				const int b = best_where([&](const FioKnobs &k) { return k.engine == e && k.numjobs == 1; });
+				if (b < 0)
+					continue;
+				const uint32_t d = points_[size_t(b)].pt.knobs.iodepth;
+				for (uint32_t j : geometric(2, spec_.max_jobs, 2))
+					for (uint32_t qd : {std::max(1u, d / j), d}) {
+						FioKnobs k;
+						k.engine = e;
+						k.iodepth = qd;
+						k.numjobs = j;
+						add(k);
+					}
+			}
+			break;
+		case 2: {
+			stage_name_ = "refine";
+			const int b = best_where([](const FioKnobs &) { return true; });
+			if (b < 0)
+				break;
+			const FioKnobs best = points_[size_t(b)].pt.knobs;
+			// Halfway to the neighbouring depths, geometrically.
+			const double half = std::sqrt(double(spec_.depth_factor));
+			for (double d : {double(best.iodepth) / half, double(best.iodepth) * half}) {
+				FioKnobs k = best;
+				k.iodepth = uint32_t(std::lround(d));
+				if (k.iodepth >= 1)
+					add(k);
+			}
+			// io_uring's own knobs, on its best point.
+			const int u = best_where([](const FioKnobs &k) { return k.engine == "io_uring"; });
+			if (u >= 0)
+				for (auto [fb, rf] : {std::pair{true, false}, {false, true}, {true, true}}) {
+					FioKnobs k = points_[size_t(u)].pt.knobs;
+					k.fixedbufs = fb;
+					k.registerfiles = rf;
+					add(k);
+				}
+			break;
+		}
+		}
+	}
+	return next;
+}
+
+std::vector<FioKnobs> CeilingSearch::finalists() const
+{
+	std::vector<const SearchPoint *> ok;
+	for (const SearchPoint &p : points_)
+		if (p.pt.ok)
+			ok.push_back(&p);
+	std::stable_sort(ok.begin(), ok.end(),
+			 [](const SearchPoint *a, const SearchPoint *b) { return a->pt.gbps > b->pt.gbps; });
+	std::vector<FioKnobs> f;
+	for (const SearchPoint *p : ok)
+		if (f.size() < spec_.finalists && std::find(f.begin(), f.end(), p->pt.knobs) == f.end())
+			f.push_back(p->pt.knobs);
+	return f;
+}
+
+CeilingVerdict judge_ceiling(const FioSweep &finals, const std::vector<RunResult> &results)
+{
+	CeilingVerdict v;
+	v.best = finals.best();
+	if (v.best < 0)
+		return v;
+	v.measured = true;
+	v.gbps = finals.points[size_t(v.best)].gbps;
+	for (size_t i = 0; i < results.size(); i++) {
+		const double r = results[i].gbps / v.gbps;
+		v.worst_ratio = std::max(v.worst_ratio, r);
+		if (r > kCeilingSlack)
+			v.over.push_back(i);
+	}
+	v.found = v.over.empty();
+	return v;
+}
+
+} // namespace kvblk_bench

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+//
+// kvblk-bench's ceiling: a search over fio configurations, not one
+// configuration. A full cross product (2 engines x fixed buffers x
+// registered files x numjobs x 8 depths) at a second or two per point is too
+// slow for a small machine, so the search runs in stages, each from what the
+// previous one measured:
+//
+//   depth   each engine (io_uring, libaio), one job, plain (no fixed buffers,
+//           no registered files), iodepth over a geometric list
+//           (thorough: 1, 2, 4, .. 128; quick: 1, 4, 16, 64);
+//   jobs    each engine at its best depth D of stage 1: numjobs 2, 4, .. up to
+//           the workers kvblk uses, at iodepth D / numjobs (same commands in
+//           flight) and at D (more);
+//   refine  around the best point so far: the depths halfway (geometrically)
+//           to its neighbours in the depth list; and on the best io_uring
+//           point, fixed buffers, registered files, and both.
+//
+// Every point is a separate fio run over the same replay logs (the same
+// commands in the same order as one kvblk pass), capped at a short runtime.
+// The best `finalists` distinct points are then measured again in rounds
+// interleaved with the kvblk settings; the median of each is its figure and
+// the best median is the ceiling (see judge_ceiling()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fio.hpp"
+
+namespace kvblk_bench {
+
+using kvblk_tools::FioKnobs;
+using kvblk_tools::FioPoint;
+using kvblk_tools::FioSweep;
+
+enum class SearchMode { quick, thorough };
+
+struct SearchSpec {
+	std::vector<std::string> engines = {"io_uring", "libaio"};
+	std::vector<uint32_t> depths; // stage 1, geometric, ascending
+	uint32_t depth_factor = 2;    // ratio of neighbouring depths
+	uint32_t max_jobs = 1;	      // numjobs up to this (the workers kvblk uses)
+	unsigned finalists = 3;	      // points measured again in the rounds
+};
+
+// @mode's depths up to @max_depth (thorough x2 from 1, quick x4 from 1),
+// @finalists 3 (thorough) or 2 (quick).
+SearchSpec make_search_spec(SearchMode mode, uint32_t max_jobs, uint32_t max_depth = 128);
+
+// lo, lo*f, lo*f^2, .. <= hi.
+std::vector<uint32_t> geometric(uint32_t lo, uint32_t hi, uint32_t factor);
+
+struct SearchPoint {
+	FioPoint pt;
+	std::string stage; // depth, jobs, refine
+};
+
+class CeilingSearch {
+public:
+	explicit CeilingSearch(SearchSpec spec) : spec_(std::move(spec)) {}
+
+	// The points of the next stage, never one measured before; empty when
+	// the search is over. The caller measures each and record()s it.
+	std::vector<FioKnobs> next_stage();
+	void record(const FioPoint &pt);
+
+	// The best `finalists` successful points, best first.
+	[[nodiscard]] std::vector<FioKnobs> finalists() const;
+	[[nodiscard]] const std::vector<SearchPoint> &points() const noexcept { return points_; }
+	[[nodiscard]] const SearchSpec &spec() const noexcept { return spec_; }
+
+private:
+	[[nodiscard]] bool seen(const FioKnobs &k) const;
+	// Index of the best successful point matching @pred, or -1.
+	template <class Pred>
+	[[nodiscard]] int best_where(Pred pred) const;
+
+	SearchSpec spec_;
+	int stage_ = 0;
+	std::string stage_name_;
+	std::vector<SearchPoint> points_;
+};
+
+// ------------------------------------------------------------ the verdict
+
+// A kvblk figure above this multiple of the ceiling means the search did not
+// find the device's ceiling: no ratio against it is printed.
+inline constexpr double kCeilingSlack = 1.05;
+
+struct CeilingVerdict {
+	bool measured = false; // at least one finalist succeeded
+	int best = -1;	       // index of the winning finalist
+	double gbps = 0;       // its median
+	bool found = false;    // measured, and no kvblk figure above kCeilingSlack x gbps
+	double worst_ratio = 0; // highest kvblk GB/s / gbps (0 without a ceiling)
+	std::vector<size_t> over; // results above the limit
+};
+
+struct RunResult;
+CeilingVerdict judge_ceiling(const FioSweep &finals, const std::vector<RunResult> &results);
+
+} // namespace kvblk_bench

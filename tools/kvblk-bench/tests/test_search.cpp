@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+// The ceiling search plan, and the workload's commands and fio replay logs
+// against the descriptors the runner builds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "ceiling.hpp"
+#include "workload.hpp"
+
+using namespace kvblk_bench;
+
+namespace {
+
+// A device model: bandwidth rises with commands in flight up to 32, libaio a
+// little ahead, and fixed buffers help io_uring.
+FioPoint measure(const FioKnobs &k)
+{
+	FioPoint p;
+	p.knobs = k;
+	p.ok = true;
+	const double in_flight = std::min<double>(k.in_flight(), 32);
+	p.gbps = std::log2(1 + in_flight) * (k.engine == "libaio" ? 1.02 : 1.0) + (k.fixedbufs ? 0.2 : 0.0);
+	if (k.in_flight() > 32)
+		p.gbps -= 0.01 * double(k.in_flight() - 32) / 32.0;
+	p.bw_bytes = uint64_t(p.gbps * 1e9);
+	return p;
+}
+
+std::vector<SearchPoint> run(CeilingSearch &s)
+{
+	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
+		for (const FioKnobs &k : stage)
+			s.record(measure(k));
+	return s.points();
+}
+
+} // namespace
+
+TEST(SearchPlan, geometric_depths_per_mode)
+{
+	EXPECT_EQ(geometric(1, 128, 2), (std::vector<uint32_t>{1, 2, 4, 8, 16, 32, 64, 128}));
+	EXPECT_EQ(geometric(2, 8, 2), (std::vector<uint32_t>{2, 4, 8}));
+	EXPECT_TRUE(geometric(2, 1, 2).empty());
+	EXPECT_EQ(make_search_spec(SearchMode::quick, 8).depths, (std::vector<uint32_t>{1, 4, 16, 64}));
+	EXPECT_EQ(make_search_spec(SearchMode::thorough, 8).depths.size(), 8u);
+	EXPECT_EQ(make_search_spec(SearchMode::quick, 8).finalists, 2u);
+	EXPECT_EQ(make_search_spec(SearchMode::thorough, 8).finalists, 3u);
+}
+
+TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
+{
+	CeilingSearch s(make_search_spec(SearchMode::thorough, 4));
+	auto pts = run(s);
+	std::set<std::string> stages;
+	std::vector<FioKnobs> seen;
+	for (const SearchPoint &p : pts) {
+		stages.insert(p.stage);
+		EXPECT_EQ(std::count(seen.begin(), seen.end(), p.pt.knobs), 0) << "measured twice: " << p.pt.knobs.name();
+		seen.push_back(p.pt.knobs);
+		// Only io_uring has fixed buffers and registered files.
+		if (p.pt.knobs.engine == "libaio") {
+			EXPECT_FALSE(p.pt.knobs.fixedbufs || p.pt.knobs.registerfiles);
+		}
+	}
+	EXPECT_EQ(stages, (std::set<std::string>{"depth", "jobs", "refine"}));
+	// Stage 1: both engines, one job, every depth, plain.
+	size_t depth = 0;
+	for (const SearchPoint &p : pts)
+		if (p.stage == "depth") {
+			depth++;
+			EXPECT_EQ(p.pt.knobs.numjobs, 1u);
+			EXPECT_FALSE(p.pt.knobs.fixedbufs || p.pt.knobs.registerfiles);
+		}
+	EXPECT_EQ(depth, 16u);
+	// Stage 2: jobs 2 and 4 at the engine's best depth (32) split and whole.
+	for (const char *e : {"io_uring", "libaio"})
+		for (auto [qd, jobs] : {std::pair{16u, 2u}, {32u, 2u}, {8u, 4u}, {32u, 4u}}) {
+			FioKnobs k;
+			k.engine = e;
+			k.iodepth = qd;
+			k.numjobs = jobs;
+			EXPECT_EQ(std::count(seen.begin(), seen.end(), k), 1) << k.name();
+		}
+	// Stage 3: depths halfway to the neighbours of the best (libaio QD 32),
+	// and io_uring's knobs on io_uring's best point.
+	std::vector<FioKnobs> refine;
+	for (const SearchPoint &p : pts)
+		if (p.stage == "refine")
+			refine.push_back(p.pt.knobs);
+	FioKnobs lo, hi;
+	lo.engine = hi.engine = "libaio";
+	lo.iodepth = 23; // 32 / sqrt(2)
+	hi.iodepth = 45; // 32 * sqrt(2)
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), lo), 1);
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), hi), 1);
+	size_t toggles = 0;
+	for (const FioKnobs &k : refine)
+		if (k.fixedbufs || k.registerfiles) {
+			toggles++;
+			EXPECT_EQ(k.engine, "io_uring");
+			EXPECT_EQ(k.in_flight(), 32u);
+		}
+	EXPECT_EQ(toggles, 3u);
+	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 3u);
+	EXPECT_TRUE(s.next_stage().empty());
+
+	// Finalists: the three best distinct points, best first.
+	auto f = s.finalists();
+	ASSERT_EQ(f.size(), 3u);
+	EXPECT_EQ(f[0].engine, "io_uring"); // QD 32 + fixedbufs: 5.04 + 0.2 > libaio 5.15
+	EXPECT_TRUE(f[0].fixedbufs);
+	EXPECT_GE(measure(f[1]).gbps, measure(f[2]).gbps);
+}
+
+TEST(SearchPlan, one_worker_skips_the_jobs_stage_and_failures_are_not_finalists)
+{
+	SearchSpec spec = make_search_spec(SearchMode::quick, 1);
+	spec.engines = {"io_uring"};
+	CeilingSearch s(spec);
+	auto stage = s.next_stage();
+	ASSERT_EQ(stage.size(), 4u);
+	for (const FioKnobs &k : stage) {
+		FioPoint p = measure(k);
+		p.ok = k.iodepth != 16; // the best depth fails
+		s.record(p);
+	}
+	stage = s.next_stage();
+	ASSERT_FALSE(stage.empty());
+	for (const FioKnobs &k : stage) {
+		EXPECT_EQ(k.numjobs, 1u);
+		EXPECT_EQ(k.engine, "io_uring");
+		s.record(measure(k));
+	}
+	EXPECT_EQ(s.points().back().stage, "refine");
+	for (const FioKnobs &k : s.finalists())
+		EXPECT_NE(k.iodepth, 16u);
+}
+
+TEST(Workload, permutation_is_seeded_and_complete)
+{
+	auto a = permutation(4096, 1), b = permutation(4096, 1), c = permutation(4096, 2);
+	EXPECT_EQ(a, b);
+	EXPECT_NE(a, c);
+	std::vector<uint64_t> sorted = a;
+	std::sort(sorted.begin(), sorted.end());
+	for (uint64_t i = 0; i < sorted.size(); i++)
+		ASSERT_EQ(sorted[i], i);
+	EXPECT_NE(a[0] + 1, a[1]); // not the identity
+}
+
+TEST(Workload, presets_of_issue_13)
+{
+	const WorkloadPreset *l = find_preset("large"), *s = find_preset("small"), *c = find_preset("chunks");
+	ASSERT_TRUE(l && s && c && find_preset("mixed"));
+	EXPECT_EQ(l->objects * l->object_bytes, 128ull << 24);
+	EXPECT_EQ(l->order, Order::file);
+	EXPECT_EQ(s->objects, 4096u);
+	EXPECT_EQ(s->object_bytes, 256u << 10);
+	EXPECT_EQ(s->order, Order::random);
+	EXPECT_TRUE(c->one_file_per_object);
+	EXPECT_FALSE(find_preset("nope"));
+	Workload m = make_store_workload("m.bin", 256, 0, Order::random, 1);
+	std::set<uint64_t> sizes(m.length.begin(), m.length.end());
+	EXPECT_EQ(sizes.size(), std::size(kMixedSizes));
+	for (uint64_t i = 1; i < m.objects(); i++)
+		EXPECT_EQ(m.offset[i], m.offset[i - 1] + m.length[i - 1]);
+	EXPECT_EQ(m.store_bytes(), m.total_bytes());
+}
+
+namespace {
+
+struct LogLine {
+	std::string file, op;
+	uint64_t offset = 0, length = 0;
+	bool operator==(const LogLine &o) const
+	{
+		return file == o.file && op == o.op && offset == o.offset && length == o.length;
+	}
+};
+
+std::vector<LogLine> reads_of(const std::string &log)
+{
+	std::istringstream in(log);
+	std::string line;
+	std::getline(in, line);
+	EXPECT_EQ(line, "fio version 2 iolog");
+	std::vector<LogLine> v;
+	while (std::getline(in, line)) {
+		std::istringstream ls(line);
+		LogLine l;
+		ls >> l.file >> l.op;
+		if (l.op == "read") {
+			ls >> l.offset >> l.length;
+			v.push_back(l);
+		}
+	}
+	return v;
+}
+
+// What the runner and libkvblk issue: descriptors in load order (the
+// runner's loop), each split at cmd_bytes from its start (uring, psync).
+std::vector<LogLine> kvblk_commands(const Workload &wl, uint64_t cmd_bytes)
+{
+	std::vector<LogLine> v;
+	for (uint64_t pos = 0; pos < wl.objects(); pos++) {
+		const uint64_t obj = wl.order[pos];
+		for (uint64_t at = 0; at < wl.length[obj]; at += cmd_bytes)
+			v.push_back({wl.path_of(obj), "read", wl.offset[obj] + at, std::min(cmd_bytes, wl.length[obj] - at)});
+	}
+	return v;
+}
+
+} // namespace
+
+TEST(Iolog, same_offsets_in_the_same_order_as_kvblk)
+{
+	for (uint64_t object_bytes : {uint64_t(256) << 10, uint64_t(0)}) {
+		Workload wl = make_store_workload("/data/store.bin", 300, object_bytes, Order::random, 7);
+		const auto cmds = pass_commands(wl, 128 << 10);
+		std::ostringstream out;
+		std::string err;
+		ASSERT_TRUE(write_iolog(out, wl, cmds, 0, cmds.size(), err)) << err;
+		EXPECT_EQ(reads_of(out.str()), kvblk_commands(wl, 128 << 10));
+		EXPECT_NE(out.str().find("/data/store.bin add\n/data/store.bin open\n"), std::string::npos);
+		EXPECT_NE(out.str().find("/data/store.bin close\n"), std::string::npos);
+	}
+}
+
+TEST(Iolog, jobs_split_the_pass_into_contiguous_slices)
+{
+	EXPECT_EQ(split_jobs(10, 3), (std::vector<std::pair<size_t, size_t>>{{0, 4}, {4, 3}, {7, 3}}));
+	EXPECT_EQ(split_jobs(4, 1), (std::vector<std::pair<size_t, size_t>>{{0, 4}}));
+	Workload wl = make_store_workload("s.bin", 64, 1 << 20, Order::file, 1);
+	const auto cmds = pass_commands(wl, 128 << 10);
+	std::vector<LogLine> all;
+	for (auto [first, count] : split_jobs(cmds.size(), 4)) {
+		std::ostringstream out;
+		std::string err;
+		ASSERT_TRUE(write_iolog(out, wl, cmds, first, count, err)) << err;
+		for (const LogLine &l : reads_of(out.str()))
+			all.push_back(l);
+	}
+	EXPECT_EQ(all, kvblk_commands(wl, 128 << 10));
+}
+
+TEST(Iolog, chunk_files_are_named_and_opened)
+{
+	Workload wl = make_chunk_workload("/d/x.chunks", 3, 256 << 10);
+	const auto cmds = pass_commands(wl, 128 << 10);
+	std::ostringstream out;
+	std::string err;
+	ASSERT_TRUE(write_iolog(out, wl, cmds, 0, cmds.size(), err)) << err;
+	EXPECT_EQ(reads_of(out.str()), kvblk_commands(wl, 128 << 10));
+	EXPECT_NE(out.str().find("/d/x.chunks/chunk-00002.bin open\n"), std::string::npos);
+	Workload bad = make_store_workload("/a b/s.bin", 1, 4096, Order::file, 1);
+	const auto c2 = pass_commands(bad, 4096);
+	EXPECT_FALSE(write_iolog(out, bad, c2, 0, c2.size(), err));
+	EXPECT_NE(err.find("whitespace"), std::string::npos);
+}
