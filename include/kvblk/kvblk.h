@@ -744,8 +744,8 @@ void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) KVBLK_N
  *
  * Return: 0. Errors (nothing queued): those of kvblk_load_many() for the
  * batch (opts->bad_index names a bad descriptor); -EINVAL unknown flag, or
- * opts_size below sizeof(struct kvblk_submit_opts) of 0.3 or larger with
- * non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
+ * opts_size below sizeof(struct kvblk_submit_opts) of 0.3, above 64 KiB, or
+ * larger with non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
  * max_batches are outstanding; -EBADF a store on a target not opened for
  * writing.
  */
