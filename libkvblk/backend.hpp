@@ -2,14 +2,17 @@
 // The internal backend interface: everything a backend (psync, threadpool, uring today;
 // kmod and uring_cmd later) needs to know about libkvblk, and nothing more.
 //
-// A backend receives batches that core.cpp has already validated and normalised: every
-// object is in range, block aligned, its memory is resolved to a host pointer, and its
-// registered buffer (if any) is pinned against unregistration for the whole call. The
+// A backend receives batches that batch.cpp has already validated and normalised: every
+// object is in range, block aligned (unaligned loads arrive as their aligned parts), its
+// memory is resolved to a host pointer, and its registered buffer and target are pinned
+// against unregistration and removal until the batch's completion is taken. The
 // backend moves the bytes, fills one result per object and counts what it did.
 //
 // To add a backend: derive from Backend, implement kind() and run() (and the buffer hooks if
 // the backend maps registered memory itself), add a factory below and a case in
-// create_backend() (core.cpp).
+// create_backend() (core.cpp). Such a backend is served asynchronously by the device's
+// dispatch thread (async.hpp), one batch after another. A backend that can keep several
+// batches in flight itself reports KVBLK_ASYNC_NATIVE and implements start() and cancel().
 #pragma once
 
 #include <kvblk/kvblk.h>
@@ -112,14 +115,38 @@ struct BatchCounters {
 	}
 };
 
+/*
+ * class BatchSink - who is told about a batch's progress (the scheduler's job, async.hpp).
+ * Every method may be called from any I/O thread, concurrently for different objects.
+ */
+class BatchSink {
+public:
+	/* Result @i is written (status and bytes); at most once per object. */
+	virtual void object_done(uint32_t i) noexcept = 0;
+	/* kvblk_cancel() asked the batch to end: objects not yet issued end with -ECANCELED. */
+	[[nodiscard]] virtual bool cancelled() const noexcept = 0;
+	/*
+	 * start() only: every result is written and the counters are final; @err as run()
+	 * returns it. The backend does not touch the batch afterwards.
+	 */
+	virtual void batch_done(int err) noexcept = 0;
+
+protected:
+	~BatchSink() = default;
+};
+
 /**
- * struct Batch - one load_many/store_many call as a backend sees it.
+ * struct Batch - one batch (kvblk_submit(), kvblk_load_many(), ...) as a backend sees it.
  * @dir:      read (load) or write (store).
  * @objects:  @count validated objects.
  * @results:  @count results. On entry: tag set, status 0, bytes 0. The backend writes
  *            status (0 or -errno) and bytes (length on success, else 0) of every object
  *            exactly once.
  * @counters: zero on entry; the backend fills it.
+ * @sink:     nullptr, or told of every object as its result is written (backends that
+ *            cannot say it per object leave that to the caller) and asked for cancellation.
+ * @id:       the batch's ticket (what cancel() names); 0 for batches nobody can cancel.
+ * @priority: KVBLK_SUBMIT_PRIORITY: its commands go ahead of those of other batches.
  */
 struct Batch {
 	IoDir dir;
@@ -127,6 +154,18 @@ struct Batch {
 	uint32_t count;
 	kvblk_result *results;
 	BatchCounters counters;
+	BatchSink *sink = nullptr;
+	uint64_t id = 0;
+	bool priority = false;
+
+	/* Result @i is written: tell the sink. */
+	void object_done(uint32_t i) noexcept
+	{
+		if (sink)
+			sink->object_done(i);
+	}
+	/* Whether objects not yet issued should end with -ECANCELED. */
+	[[nodiscard]] bool cancelled() const noexcept { return sink && sink->cancelled(); }
 };
 
 /**
@@ -180,9 +219,12 @@ struct BackendConfig {
 /**
  * class Backend - serves the batches of one device.
  *
- * Calls of run() are serialised by the caller (one batch at a time per device).
- * register_buffer()/unregister_buffer() may run on other threads concurrently with run();
- * a buffer is never unregistered while a batch that uses it is running.
+ * Calls of run() are serialised by the caller (the device's dispatch thread runs one batch
+ * at a time). A KVBLK_ASYNC_NATIVE backend also takes start() from any thread, concurrently
+ * with run() and with other start() calls: it keeps the commands of every started batch in
+ * flight together. register_buffer()/unregister_buffer() may run on other threads
+ * concurrently with both; a buffer is never unregistered while a batch that uses it is
+ * outstanding.
  */
 class Backend {
 public:
@@ -212,6 +254,27 @@ public:
 	 * marks every object -ECANCELED.
 	 */
 	virtual int run(Batch &batch) noexcept = 0;
+
+	/*
+	 * How batches progress after kvblk_submit(): KVBLK_ASYNC_THREAD (the default) means the
+	 * device's dispatch thread calls run() for one batch after another; KVBLK_ASYNC_NATIVE
+	 * means start() and cancel() below are used instead.
+	 */
+	[[nodiscard]] virtual kvblk_async async_mode() const noexcept { return KVBLK_ASYNC_THREAD; }
+
+	/*
+	 * KVBLK_ASYNC_NATIVE: take @batch (@batch.sink set) and return at once; the backend calls
+	 * batch.sink->batch_done() exactly once, from any thread, when every result is written.
+	 * @batch stays valid until then. The default serves it synchronously.
+	 */
+	virtual void start(Batch &batch) noexcept { batch.sink->batch_done(run(batch)); }
+
+	/*
+	 * KVBLK_ASYNC_NATIVE: end the objects of the started batch @id none of whose commands
+	 * were issued with -ECANCELED (their object_done() and possibly batch_done() are called,
+	 * possibly on this thread). Unknown or fully issued batches: nothing happens.
+	 */
+	virtual void cancel(uint64_t id) noexcept { (void)id; }
 
 	/*
 	 * A buffer was registered as id @id (< kMaxBuffers, unique among live buffers).

@@ -4,6 +4,7 @@
 #include "backend.hpp"
 #include "positional_io.hpp"
 
+#include <cerrno>
 
 namespace kvblk::detail {
 namespace {
@@ -20,9 +21,11 @@ public:
 		const PositionalIo pio{b.dir, kind(), cfg_.max_cmd_bytes, cfg_.eagain_retries,
 				       testing::active(), &inflight, &peak};
 		for (uint32_t i = 0; i < b.count; i++) {
-			int32_t st = move_object(pio, b.objects[i], i, &b.counters);
+			/* kvblk_cancel(): the objects not started yet end here. */
+			const int32_t st = b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &b.counters);
 			b.results[i].status = st;
 			b.results[i].bytes = st ? 0 : b.objects[i].length;
+			b.object_done(i);
 		}
 		b.counters.inflight_peak = peak.load();
 		return 0;

@@ -5,6 +5,7 @@
 #include "last_error.hpp"
 #include "positional_io.hpp"
 
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
@@ -85,9 +86,10 @@ private:
 				uint32_t i = next_.fetch_add(1, std::memory_order_relaxed);
 				if (i >= b.count)
 					break;
-				int32_t st = move_object(pio, b.objects[i], i, &mine);
+				const int32_t st = b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &mine);
 				b.results[i].status = st;
 				b.results[i].bytes = st ? 0 : b.objects[i].length;
+				b.object_done(i);
 			}
 
 			lk.lock();

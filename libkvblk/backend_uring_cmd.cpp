@@ -15,17 +15,18 @@
 // start on a page boundary still fits the driver's segment table. The effective size is
 // kvblk_dev_info.max_cmd_bytes.
 //
-// A batch is a list of commands (every object split at max_cmd_bytes) shared by
-// `workers` rings, ring 0 driven by the calling thread and ring i by persistent thread i;
-// each ring keeps up to queue_depth commands in flight. The CQE's res is 0, a negative
-// errno, or a positive NVMe status (any of which fails the command's object with -EIO).
-// -EAGAIN is resubmitted at most eagain_retries times.
+// Batches go through the shared ring core (uring_core.hpp): `workers` rings of 128-byte
+// SQEs, one thread each, queue_depth commands in flight per ring, no fixed buffers. What is
+// this backend's own: an SQE carries a struct nvme_uring_cmd addressed to its object's
+// target (per-target char device, nsid and LBA shift, TargetSlots); a CQE's res is 0, a negative
+// errno, or a positive NVMe status (which fails the command's object with -EIO). A command
+// moves all of its bytes or fails: there are no short transfers.
 #include "backend.hpp"
 #include "sysfs.hpp"
 #include "last_error.hpp"
-#include "ring_workers.hpp"
 #include "target_slots.hpp"
 #include "testing.hpp"
+#include "uring_core.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -52,9 +53,6 @@ using ull = unsigned long long;
 constexpr uint8_t kNvmeCmdWrite = 0x01;
 constexpr uint8_t kNvmeCmdRead = 0x02;
 constexpr uint64_t kMaxNlb = 65536; /* NLB is a 0-based 16-bit field */
-
-/* Submissions refused for lack of resources (-EAGAIN, -EBUSY, ...) in a row before giving up. */
-constexpr unsigned kMaxTransientRefusals = 10000;
 
 /* Last path component of the sysfs entry of a device number, or "". */
 std::string sysfs_name(const char *cls, dev_t rdev, std::string *real_out = nullptr)
@@ -87,11 +85,6 @@ bool is_namespace_name(const std::string &s)
 	return i > d1 && i == s.size();
 }
 
-struct ObjectState {
-	std::atomic<uint64_t> pending;
-	std::atomic<int32_t> status;
-};
-
 /* Where a target's commands go: its generic char device, namespace id and LBA size. */
 struct TargetNs {
 	int fd = -1;
@@ -99,287 +92,11 @@ struct TargetNs {
 	uint32_t lba_shift = 0;
 };
 
-/* One batch, shared by all rings. */
-struct Work {
-	IoDir dir;
-	const IoObject *objs;
-	uint32_t n;
-	kvblk_result *results;
-	uint64_t max_cmd;
-	uint32_t eagain_retries;
-	const testing::Seams *seams;
-	const uint64_t *first_cmd;
-	ObjectState *state;
-	const TargetSlots<TargetNs> *ns;	/* by IoObject.target */
-	std::atomic<uint64_t> next_cmd{0};
-	std::atomic<uint64_t> inflight{0};
-	std::atomic<uint64_t> peak{0};
-	std::atomic<int> fatal{0};
-
-	uint64_t total() const noexcept { return first_cmd[n]; }
-
-	uint32_t object_of(uint64_t c) const noexcept
-	{
-		return uint32_t(std::upper_bound(first_cmd, first_cmd + n + 1, c) - first_cmd - 1);
-	}
-
-	bool grab(uint32_t *obj, uint64_t *off, uint64_t *len) noexcept
-	{
-		const uint64_t c = next_cmd.fetch_add(1, std::memory_order_relaxed);
-		if (c >= total())
-			return false;
-		*obj = object_of(c);
-		*off = (c - first_cmd[*obj]) * max_cmd;
-		*len = std::min(max_cmd, objs[*obj].length - *off);
-		return true;
-	}
-
-	void inflight_add() noexcept
-	{
-		const uint64_t now = inflight.fetch_add(1, std::memory_order_relaxed) + 1;
-		uint64_t p = peak.load(std::memory_order_relaxed);
-		while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed))
-			;
-	}
-
-	void finish_command(uint32_t obj, int32_t err) noexcept
-	{
-		ObjectState &s = state[obj];
-		if (err) {
-			int32_t zero = 0;
-			s.status.compare_exchange_strong(zero, err, std::memory_order_relaxed);
-		}
-		if (s.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-			const int32_t st = s.status.load(std::memory_order_relaxed);
-			results[obj].status = st;
-			results[obj].bytes = st ? 0 : objs[obj].length;
-		}
-	}
-};
-
-struct Slot {
-	uint32_t obj;
-	bool in_use;
-	uint32_t attempt;
-	uint64_t cmd_off;
-	uint64_t len;
-	uint64_t t_submit;
-};
-
-/* One SQE128/CQE32 ring and the commands it has in flight. */
-class CmdRing {
-public:
-	~CmdRing() { exit(); }
-
-	int init(int fd, uint32_t nsid, uint32_t lba_shift, uint32_t queue_depth)
-	{
-		fd_ = fd;
-		nsid_ = nsid;
-		lba_shift_ = lba_shift;
-		io_uring_params p{};
-		p.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
-		const int ret = io_uring_queue_init_params(queue_depth, &ring_, &p);
-		if (ret < 0)
-			return ret;
-		live_ = true;
-		broken_ = false;
-		cap_ = queue_depth;
-		slots_.assign(cap_, Slot{});
-		free_.reserve(cap_);
-		resubmit_.reserve(cap_);
-		return 0;
-	}
-
-	void exit() noexcept
-	{
-		if (live_)
-			io_uring_queue_exit(&ring_);
-		live_ = false;
-	}
-
-	[[nodiscard]] bool broken() const noexcept { return broken_; }
-
-	/* Serve commands of @w until none is left for this ring. 0 or a fatal -errno. */
-	int run(Work &w, BatchCounters &c) noexcept
-	{
-		uint32_t used = 0;
-		uint64_t in_kernel = 0;
-		bool more = true;
-		unsigned refusals = 0;
-		int fatal = 0;
-
-		free_.clear();
-		for (uint32_t i = cap_; i-- > 0;) {
-			slots_[i].in_use = false;
-			free_.push_back(i);
-		}
-		resubmit_.clear();
-
-		for (;;) {
-			while (!resubmit_.empty() && io_uring_sq_space_left(&ring_)) {
-				prep(w, resubmit_.back());
-				resubmit_.pop_back();
-				c.commands++;
-			}
-			while (more && resubmit_.empty() && used < cap_ && io_uring_sq_space_left(&ring_)) {
-				uint32_t obj;
-				uint64_t off, len;
-				if (!w.grab(&obj, &off, &len)) {
-					more = false;
-					break;
-				}
-				const uint32_t id = free_.back();
-				free_.pop_back();
-				slots_[id] = Slot{obj, true, 0, off, len, 0};
-				used++;
-				w.inflight_add();
-				prep(w, id);
-				c.commands++;
-			}
-			if (used == 0)
-				break;
-
-			const int ret = io_uring_submit_and_wait(&ring_, 1);
-			if (ret >= 0) {
-				in_kernel += unsigned(ret);
-				refusals = 0;
-			} else if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY || ret == -ENOMEM) {
-				if (++refusals > kMaxTransientRefusals) {
-					fatal = ret;
-					break;
-				}
-				if (in_kernel == 0)
-					usleep(1000);
-			} else {
-				fatal = ret;
-				break;
-			}
-			reap(w, c, &used, &in_kernel);
-		}
-		if (fatal)
-			abandon(w, c, fatal, &used, &in_kernel);
-		return fatal;
-	}
-
-private:
-	void prep(Work &w, uint32_t id) noexcept
-	{
-		Slot &s = slots_[id];
-		const IoObject &o = w.objs[s.obj];
-		io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
-		if (!sqe)
-			__builtin_unreachable(); /* callers checked SQ space */
-		std::memset(static_cast<void *>(sqe), 0, 2 * sizeof(*sqe)); /* one 128-byte SQE */
-		const TargetNs &t = (*w.ns)[o.target];
-		sqe->opcode = IORING_OP_URING_CMD;
-		sqe->fd = t.fd;
-		sqe->cmd_op = NVME_URING_CMD_IO;
-		io_uring_sqe_set_data64(sqe, id);
-
-		const uint64_t slba = (o.offset + s.cmd_off) >> t.lba_shift;
-		const uint64_t nlb = s.len >> t.lba_shift;
-		nvme_uring_cmd cmd{};
-		cmd.opcode = w.dir == IoDir::read ? kNvmeCmdRead : kNvmeCmdWrite;
-		cmd.nsid = t.nsid;
-		cmd.addr = uint64_t(uintptr_t(o.mem + s.cmd_off));
-		cmd.data_len = uint32_t(s.len);
-		cmd.cdw10 = uint32_t(slba);
-		cmd.cdw11 = uint32_t(slba >> 32);
-		cmd.cdw12 = uint32_t(nlb - 1);
-		static_assert(sizeof(cmd) <= 80, "struct nvme_uring_cmd must fit the big SQE's command area");
-		std::memcpy(sqe->cmd, &cmd, sizeof(cmd));
-		s.t_submit = now_ns();
-	}
-
-	void complete(Work &w, BatchCounters &c, const io_uring_cqe *cqe, uint64_t now, uint32_t *used) noexcept
-	{
-		const uint32_t id = uint32_t(io_uring_cqe_get_data64(cqe));
-		Slot &s = slots_[id];
-		/* 0, -errno, or a positive NVMe status (status code type and code). */
-		int64_t res = cqe->res > 0 ? -EIO : cqe->res;
-		if (w.seams) {
-			const testing::CommandInfo info{KVBLK_BACKEND_URING_CMD, w.dir == IoDir::write, s.obj,
-							s.cmd_off, s.len, 0, s.attempt, w.objs[s.obj].offset};
-			res = testing::filter_completion(w.seams, info, res == 0 ? int64_t(s.len) : res);
-			res = res < 0 ? res : uint64_t(res) == s.len ? 0 : -EIO;
-		}
-		c.cmd_lat_hist[lat_bucket(now - s.t_submit)]++;
-		if (res == -EAGAIN && s.attempt < w.eagain_retries) {
-			s.attempt++;
-			c.eagain_retries++;
-			resubmit_.push_back(id);
-			return;
-		}
-		release(w, id, int32_t(res), used);
-	}
-
-	void release(Work &w, uint32_t id, int32_t err, uint32_t *used) noexcept
-	{
-		Slot &s = slots_[id];
-		w.finish_command(s.obj, err);
-		s.in_use = false;
-		free_.push_back(id);
-		(*used)--;
-		w.inflight.fetch_sub(1, std::memory_order_relaxed);
-	}
-
-	void reap(Work &w, BatchCounters &c, uint32_t *used, uint64_t *in_kernel) noexcept
-	{
-		unsigned head, seen = 0;
-		io_uring_cqe *cqe;
-		const uint64_t now = now_ns();
-		io_uring_for_each_cqe(&ring_, head, cqe) {
-			complete(w, c, cqe, now, used);
-			seen++;
-		}
-		io_uring_cq_advance(&ring_, seen);
-		*in_kernel -= seen;
-		if (io_uring_cq_has_overflow(&ring_))
-			c.cq_overflows++;
-	}
-
-	/*
-	 * The kernel refused a submission for good: wait for what it accepted (it may still
-	 * move data), fail what this ring still holds, and have the ring rebuilt.
-	 */
-	void abandon(Work &w, BatchCounters &c, int err, uint32_t *used, uint64_t *in_kernel) noexcept
-	{
-		while (*in_kernel > 0) {
-			io_uring_cqe *cqe;
-			const int ret = io_uring_wait_cqe(&ring_, &cqe);
-			if (ret == -EINTR)
-				continue;
-			if (ret < 0)
-				break;
-			reap(w, c, used, in_kernel);
-		}
-		for (uint32_t id = 0; id < cap_; id++)
-			if (slots_[id].in_use)
-				release(w, id, err, used);
-		resubmit_.clear();
-		int zero = 0;
-		w.fatal.compare_exchange_strong(zero, err);
-		broken_ = true;
-	}
-
-	int fd_ = -1;
-	uint32_t nsid_ = 0;
-	uint32_t lba_shift_ = 0;
-	io_uring ring_{};
-	bool live_ = false;
-	bool broken_ = false;
-	uint32_t cap_ = 0;
-	std::vector<Slot> slots_;
-	std::vector<uint32_t> free_;
-	std::vector<uint32_t> resubmit_;
-};
-
-class UringCmdBackend final : public Backend {
+class UringCmdBackend final : public UringCore {
 public:
 	~UringCmdBackend() override
 	{
-		workers_.stop();
-		rings_.clear();
+		stop_rings();
 		if (own_fd_ >= 0)
 			close(own_fd_);
 	}
@@ -446,29 +163,29 @@ public:
 		cfg.max_cmd_bytes = limit;
 		cfg_.max_cmd_bytes = limit;
 
-		for (uint32_t i = 0; i < cfg.workers; i++) {
-			auto r = std::make_unique<CmdRing>();
-			const int ret = r->init(fd_, nsid_, lba_shift_, cfg.queue_depth);
-			if (ret == -ENOSYS || ret == -EPERM)
-				return fail(-ENOSYS,
-					    "io_uring is not available: io_uring_setup failed with %s "
-					    "(see the sysctl kernel.io_uring_disabled)",
-					    errno_text(ret).c_str());
-			if (ret == -EINVAL)
-				return fail(-EOPNOTSUPP,
-					    "uring_cmd: this kernel's io_uring refuses 128-byte SQEs and 32-byte CQEs "
-					    "(IORING_SETUP_SQE128 | IORING_SETUP_CQE32 need Linux 5.19)");
-			if (ret < 0)
-				return fail(ret, "uring_cmd: io_uring_queue_init(%u entries): %s", cfg.queue_depth,
-					    errno_text(ret).c_str());
-			rings_.push_back(std::move(r));
-		}
-		try {
-			workers_.start(cfg.workers);
-		} catch (const std::system_error &e) {
-			return fail(-(e.code().value() ? e.code().value() : EAGAIN),
-				    "uring_cmd: cannot start %u ring threads: %s", cfg.workers - 1, e.what());
-		}
+		RingSetup rs;
+		rs.kind = KVBLK_BACKEND_URING_CMD;
+		rs.fd = fd_;
+		rs.rings = cfg.workers;
+		rs.queue_depth = cfg.queue_depth;
+		rs.max_cmd_bytes = limit;
+		rs.eagain_retries = cfg.eagain_retries;
+		rs.ring_flags = IORING_SETUP_SQE128 | IORING_SETUP_CQE32;
+		const int ret = create_rings(rs);
+		if (ret == -ENOSYS || ret == -EPERM)
+			return fail(-ENOSYS,
+				    "io_uring is not available: io_uring_setup failed with %s "
+				    "(see the sysctl kernel.io_uring_disabled)",
+				    errno_text(ret).c_str());
+		if (ret == -EINVAL)
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: this kernel's io_uring refuses 128-byte SQEs and 32-byte CQEs "
+				    "(IORING_SETUP_SQE128 | IORING_SETUP_CQE32 need Linux 5.19)");
+		if (ret < 0)
+			return fail(ret, "uring_cmd: io_uring_queue_init(%u entries): %s", cfg.queue_depth,
+				    errno_text(ret).c_str());
+		if (int err = start_threads())
+			return err;
 		cfg.note = (S_ISBLK(st.st_mode) ? "mapped to " + ng_path_ + ", " : std::string()) + "nsid " +
 			   std::to_string(nsid_);
 		TargetNs *t0 = ns_.ensure(0);
@@ -522,56 +239,44 @@ public:
 
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_URING_CMD; }
 
-	int run(Batch &b) noexcept override
+private:
+	void prep(io_uring_sqe *sqe, const RingCmd &c, const IoObject &o, IoDir dir, bool fixed) noexcept override
 	{
-		int ret = rebuild_broken_rings();
-		if (ret)
-			return ret;
-		try {
-			first_cmd_.resize(size_t(b.count) + 1);
-			if (state_cap_ < b.count) {
-				state_.reset(new ObjectState[b.count]);
-				state_cap_ = b.count;
-			}
-		} catch (const std::bad_alloc &) {
-			return fail(-ENOMEM, "uring_cmd: out of memory for a batch of %u objects", b.count);
-		}
-		const uint64_t max_cmd = cfg_.max_cmd_bytes;
-		first_cmd_[0] = 0;
-		for (uint32_t i = 0; i < b.count; i++) {
-			const uint64_t cmds = (b.objects[i].length + max_cmd - 1) / max_cmd;
-			first_cmd_[i + 1] = first_cmd_[i] + cmds;
-			state_[i].pending.store(cmds, std::memory_order_relaxed);
-			state_[i].status.store(0, std::memory_order_relaxed);
-		}
+		(void)fixed;
+		std::memset(static_cast<void *>(sqe), 0, 2 * sizeof(*sqe)); /* one 128-byte SQE */
+		const TargetNs &t = ns_[o.target]; /* the object's namespace: its char device, nsid, LBA size */
+		sqe->opcode = IORING_OP_URING_CMD;
+		sqe->fd = t.fd;
+		sqe->cmd_op = NVME_URING_CMD_IO;
 
-		Work w;
-		w.dir = b.dir;
-		w.objs = b.objects;
-		w.n = b.count;
-		w.results = b.results;
-		w.max_cmd = max_cmd;
-		w.eagain_retries = cfg_.eagain_retries;
-		w.seams = testing::active();
-		w.first_cmd = first_cmd_.data();
-		w.state = state_.get();
-		w.ns = &ns_;
-
-		counters_.assign(rings_.size(), BatchCounters{});
-		auto job = [&](uint32_t i) { rings_[i]->run(w, counters_[i]); };
-		workers_.run(job);
-		/* Every ring gave up: fail the commands nobody took, so every object completes. */
-		if (const int err = w.fatal.load()) {
-			for (uint64_t c; (c = w.next_cmd.fetch_add(1)) < w.total();)
-				w.finish_command(w.object_of(c), err);
-		}
-		for (const BatchCounters &c : counters_)
-			b.counters.merge(c);
-		b.counters.inflight_peak = w.peak.load();
-		return 0;
+		const uint64_t slba = (o.offset + c.cmd_off) >> t.lba_shift;
+		const uint64_t nlb = c.len >> t.lba_shift;
+		nvme_uring_cmd cmd{};
+		cmd.opcode = dir == IoDir::read ? kNvmeCmdRead : kNvmeCmdWrite;
+		cmd.nsid = t.nsid;
+		cmd.addr = uint64_t(uintptr_t(o.mem + c.cmd_off));
+		cmd.data_len = uint32_t(c.len);
+		cmd.cdw10 = uint32_t(slba);
+		cmd.cdw11 = uint32_t(slba >> 32);
+		cmd.cdw12 = uint32_t(nlb - 1);
+		static_assert(sizeof(cmd) <= 80, "struct nvme_uring_cmd must fit the big SQE's command area");
+		std::memcpy(sqe->cmd, &cmd, sizeof(cmd));
 	}
 
-private:
+	/* 0, -errno, or a positive NVMe status (status code type and code): all bytes, or -errno. */
+	int64_t result(const io_uring_cqe *cqe, const RingCmd &c, const IoObject &o, IoDir dir,
+		       const testing::Seams *seams) noexcept override
+	{
+		int64_t res = cqe->res > 0 ? -EIO : cqe->res;
+		if (seams) {
+			const testing::CommandInfo info{KVBLK_BACKEND_URING_CMD, dir == IoDir::write, c.obj,
+							c.cmd_off, c.len, 0, c.attempt, o.offset};
+			res = testing::filter_completion(seams, info, res == 0 ? int64_t(c.len) : res);
+			res = res < 0 ? res : uint64_t(res) == c.len ? 0 : -EIO;
+		}
+		return res < 0 ? res : int64_t(c.len);
+	}
+
 	/* The generic char device of block device @rdev (a whole NVMe namespace); opens it. */
 	int map_blockdev(const BackendConfig &cfg, dev_t rdev, std::string *disk)
 	{
@@ -620,33 +325,12 @@ private:
 		return 0;
 	}
 
-	int rebuild_broken_rings() noexcept
-	{
-		for (auto &ring : rings_) {
-			if (!ring->broken())
-				continue;
-			ring->exit();
-			const int ret = ring->init(fd_, nsid_, lba_shift_, cfg_.queue_depth);
-			if (ret < 0)
-				return fail(ret, "uring_cmd: cannot rebuild a ring after a failed submission: %s",
-					    errno_text(ret).c_str());
-		}
-		return 0;
-	}
-
 	BackendConfig cfg_;
 	int fd_ = -1;		/* the generic char device */
 	int own_fd_ = -1;	/* fd_ when this backend opened it (block device target) */
 	std::string ng_path_;
 	uint32_t nsid_ = 0;
 	uint32_t lba_shift_ = 0;
-	std::vector<std::unique_ptr<CmdRing>> rings_;
-	std::vector<BatchCounters> counters_;
-	RingWorkers workers_; /* batch dispatch to the ring threads */
-
-	std::vector<uint64_t> first_cmd_;
-	std::unique_ptr<ObjectState[]> state_;
-	uint32_t state_cap_ = 0;
 	TargetSlots<TargetNs> ns_;	/* target 0 and the added generic char devices */
 };
 

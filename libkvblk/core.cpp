@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The C API of libkvblk: open/close, backend choice, buffer registration, load/store
-// batches (validate, hand to the backend, account) and the small query functions.
+// The C API of libkvblk: open/close, backend choice, buffer registration and the small
+// query functions. Batches (kvblk_submit() and the calls built on it) are in submit.cpp.
+#include "async.hpp"
 #include "backend.hpp"
+#include "buffers.hpp"
 #include "device.hpp"
 #include "lanes.hpp"
 #include "last_error.hpp"
@@ -272,10 +274,30 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	info.queue_depth = cfg.queue_depth;
 	info.workers = cfg.workers;
 	info.max_descs = o.max_descs ? o.max_descs : KVBLK_DEFAULT_MAX_DESCS;
-	info.max_batches = o.max_batches ? o.max_batches : KVBLK_DEFAULT_MAX_BATCHES;
 	if (!cfg.note.empty())
 		choice.reason += "; " + cfg.note;
 	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
+	info.async = dev->backend->async_mode();
+	info.max_batches = o.max_batches ? o.max_batches : KVBLK_DEFAULT_MAX_BATCHES;
+	info.targets = 1;
+
+	kvblk_dev *d = dev.get();
+	/* The dispatch thread: a staged batch holds the staging pool (io_mutex) while it runs. */
+	auto run_sync = [d](Job &job) {
+		if (job.path != KVBLK_PATH_STAGED)
+			return d->backend->run(job.batch);
+		std::lock_guard<std::mutex> io(d->io_mutex);
+		const int ret = d->stager.run(*d->backend, job.batch);
+		job.note = d->stager.copy_note();
+		return ret;
+	};
+	dev->sched = std::make_unique<Scheduler>(*dev->backend, dev->stats, info.max_batches, run_sync);
+	ret = dev->sched->init();
+	if (ret) {
+		dev->sched.reset();
+		dev->backend.reset();
+		return ret; /* the targets close with the device */
+	}
 	*out = dev.release();
 	return 0;
 }
@@ -402,6 +424,9 @@ void kvblk_close(kvblk_dev *dev) noexcept
 {
 	if (!dev)
 		return;
+	/* Queued batches end -ECANCELED, batches in flight are waited for; then the threads go. */
+	dev->sched->shutdown();
+	dev->sched.reset();
 	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
 	delete dev;	      /* closes every target */

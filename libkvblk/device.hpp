@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // struct kvblk_dev: one handle of the C API, shared by the files that implement it (core.cpp:
-// open, close, buffers; batch.cpp: load/store; targets_api.cpp: kvblk_add_target() and
+// open, close, buffers, queries; batch.cpp: a batch's checks (prepare); submit.cpp:
+// kvblk_submit() and the calls built on it; targets_api.cpp: kvblk_add_target() and
 // friends; compat.cpp: the KVBLK_0.1 entry points).
 #pragma once
 
+#include "async.hpp"
 #include "backend.hpp"
 #include "buffers.hpp"
 #include "staging.hpp"
@@ -15,7 +17,6 @@
 
 #include <memory>
 #include <mutex>
-#include <vector>
 
 /**
  * struct kvblk_dev - an open device.
@@ -26,10 +27,12 @@
  * @backend:        serves every batch (on a kmod device: the lanes, lanes.cpp).
  * @buffers:        registered buffers.
  * @stats:          counters.
- * @io_mutex:       one batch at a time; also guards @objects, @geometry and the stager's pool.
- * @objects, @geometry: the batch being served.
+ * @io_mutex:       the staged path's pool: a staged batch runs under it (on the dispatch
+ *                  thread), and kvblk_set_staging()/kvblk_register_buffer() change the pool
+ *                  under it; also guards @staged_buffers. Other batches never take it.
  * @stager:         the staged path (CUDA destinations without P2P).
- * @staged_buffers: live staged buffers (under io_mutex).
+ * @staged_buffers: live staged buffers.
+ * @sched:          the outstanding batches (async.hpp); destroyed first, in kvblk_close().
  */
 struct kvblk_dev {
 	kvblk::detail::TargetTable targets;
@@ -39,10 +42,9 @@ struct kvblk_dev {
 	kvblk::detail::BufferTable buffers;
 	kvblk::detail::Stats stats;
 	std::mutex io_mutex;
-	std::vector<kvblk::detail::IoObject> objects;
-	std::vector<kvblk::detail::Geometry> geometry;
 	kvblk::detail::Stager stager;
 	uint32_t staged_buffers = 0;
+	std::unique_ptr<kvblk::detail::Scheduler> sched;
 
 	[[nodiscard]] kvblk::detail::Target &t0() noexcept { return targets.t0().t; }
 };
@@ -50,8 +52,21 @@ struct kvblk_dev {
 namespace kvblk::detail {
 
 /*
- * One load_many/store_many call (batch.cpp). @descs: 0.3 descriptors, or 0.2 ones from the
- * KVBLK_0.1 entry points (compat.cpp).
+ * Check a batch (argument rules, max_descs, every descriptor against its target and buffer)
+ * and turn it into a Job: its objects (unaligned ones expanded into parts), its pins of
+ * buffers and targets, its path, its results (@results, or the job's own array when NULL)
+ * initialised with the tags. 0 and *job; or -errno with kvblk_last_error() set, @results
+ * (when given) filled as for a rejected call (the bad descriptor its error, the others
+ * -ECANCELED), *bad_index the rejected descriptor (-1: the whole call), nothing pinned and
+ * the rejection counted. batch.cpp.
+ */
+int prepare_batch(kvblk_dev *dev, const char *fn, IoDir dir, const DescView &descs, uint32_t n,
+		  kvblk_result *results, std::unique_ptr<Job> *job, int32_t *bad_index);
+
+/*
+ * One load_many/store_many call: prepare_batch(), kvblk_submit()'s queueing and a wait
+ * (submit.cpp). @descs: 0.3 descriptors, or 0.2 ones from the KVBLK_0.1 entry points
+ * (compat.cpp).
  */
 int do_batch(kvblk_dev *dev, IoDir dir, const DescView &descs, uint32_t n, kvblk_result *results,
 	     kvblk_batch_info *info);

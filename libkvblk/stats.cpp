@@ -36,10 +36,14 @@ void Stats::record_batch(const BatchSummary &s, const BatchCounters &c) noexcept
 	for (unsigned i = 0; i < KVBLK_LAT_BUCKETS; i++)
 		if (c.cmd_lat_hist[i])
 			add(cmd_lat_hist_[i], c.cmd_lat_hist[i]);
-	uint64_t peak = inflight_peak_.load(std::memory_order_relaxed);
-	while (c.inflight_peak > peak &&
-	       !inflight_peak_.compare_exchange_weak(peak, c.inflight_peak, std::memory_order_relaxed))
-		;
+	raise(inflight_peak_, c.inflight_peak);
+}
+
+void Stats::record_submit(bool priority, uint64_t outstanding) noexcept
+{
+	if (priority)
+		add(priority_batches_, 1);
+	raise(outstanding_peak_, outstanding);
 }
 
 void Stats::snapshot(kvblk_stats *out) const noexcept
@@ -72,6 +76,9 @@ void Stats::snapshot(kvblk_stats *out) const noexcept
 	}
 	out->staged_copies = get(staged_copies_);
 	out->p2p_fallbacks = get(p2p_fallbacks_);
+	out->priority_batches = get(priority_batches_);
+	out->cancelled_objects = get(cancelled_objects_);
+	out->outstanding_peak = get(outstanding_peak_);
 	out->unaligned_objects = get(unaligned_objects_);
 	out->unaligned_extra_bytes = get(unaligned_extra_bytes_);
 }
@@ -81,8 +88,8 @@ void Stats::reset() noexcept
 	for (Counter *c : {&batches_, &objects_, &commands_, &bytes_read_, &bytes_written_,
 			   &rejected_batches_, &errors_io_, &errors_eagain_, &errors_other_,
 			   &eagain_retries_, &short_resubmits_, &memlock_fallbacks_, &buffered_batches_,
-			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_,
-			   &unaligned_objects_, &unaligned_extra_bytes_})
+			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_, &priority_batches_,
+			   &cancelled_objects_, &outstanding_peak_, &unaligned_objects_, &unaligned_extra_bytes_})
 		c->store(0, std::memory_order_relaxed);
 	for (Counter &c : batches_by_backend_)
 		c.store(0, std::memory_order_relaxed);

@@ -11,7 +11,7 @@
 
 namespace kvblk::detail {
 
-/* Outcome of one served batch, as core.cpp summarises it. */
+/* Outcome of one served batch, as the scheduler summarises it (async.cpp). */
 struct BatchSummary {
 	kvblk_backend backend;
 	IoDir dir;
@@ -36,6 +36,10 @@ public:
 	void record_rejected() noexcept { add(rejected_batches_, 1); }
 	void record_memlock_fallback() noexcept { add(memlock_fallbacks_, 1); }
 	void record_p2p_fallback() noexcept { add(p2p_fallbacks_, 1); }
+	/* A batch became outstanding; @outstanding batches are now. */
+	void record_submit(bool priority, uint64_t outstanding) noexcept;
+	/* @n objects of a cancelled batch ended with -ECANCELED. */
+	void record_cancelled(uint64_t n) noexcept { add(cancelled_objects_, n); }
 
 	/* Copy into @out (its stats_size already checked); */
 	void snapshot(kvblk_stats *out) const noexcept;
@@ -55,6 +59,14 @@ private:
 	Counter bytes_by_path_[KVBLK_PATH_MAX];
 	Counter staged_copies_, p2p_fallbacks_;
 	Counter unaligned_objects_, unaligned_extra_bytes_;
+	Counter priority_batches_, cancelled_objects_, outstanding_peak_;
+
+	static void raise(Counter &peak, uint64_t v) noexcept
+	{
+		uint64_t p = peak.load(std::memory_order_relaxed);
+		while (v > p && !peak.compare_exchange_weak(p, v, std::memory_order_relaxed))
+			;
+	}
 };
 
 } // namespace kvblk::detail

@@ -223,8 +223,12 @@ typedef struct kvblk_dev kvblk_dev;
 int kvblk_open(const char *path, const struct kvblk_open_opts *opts, kvblk_dev **out) KVBLK_NOEXCEPT;
 
 /**
- * kvblk_close() - wait for nothing (loads are synchronous), unregister every
- * buffer, close the device. NULL is a no-op.
+ * kvblk_close() - end every outstanding batch, unregister every buffer, close
+ * the device. NULL is a no-op. Batches still queued are cancelled (their
+ * objects not issued end with -ECANCELED, as kvblk_cancel() does), batches in
+ * flight are waited for, and completions nobody took are dropped: when it
+ * returns, no destination or results array is written any more. Threads that
+ * libkvblk started for the handle are joined.
  */
 void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
 
@@ -564,7 +568,8 @@ struct kvblk_desc {
  *          device or file ended early (short read that made no progress;
  *          not for the last covering block of a KVBLK_DESC_UNALIGNED object,
  *          which may end at the end of the file);
- *          -ECANCELED not attempted because the call was rejected; or the
+ *          -ECANCELED not attempted because the call was rejected, or
+ *          ended by kvblk_cancel() (or kvblk_close()) before it was issued; or the
  *          input error of the rejected descriptor. kmod loads also:
  *          -ENOLINK the path to the controller failed during the call
  *          (reset, removal; a retry may succeed); -ENOMEM, -EOPNOTSUPP or
@@ -744,8 +749,8 @@ void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) KVBLK_N
  *
  * Return: 0. Errors (nothing queued): those of kvblk_load_many() for the
  * batch (opts->bad_index names a bad descriptor); -EINVAL unknown flag, or
- * opts_size below sizeof(struct kvblk_submit_opts) of 0.3 or larger with
- * non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
+ * opts_size below sizeof(struct kvblk_submit_opts) of 0.3, above 64 KiB, or
+ * larger with non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
  * max_batches are outstanding; -EBADF a store on a target not opened for
  * writing.
  */

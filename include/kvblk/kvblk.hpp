@@ -15,7 +15,14 @@
  * of load_many()/store_many() do not throw: they are in the results, and the return value
  * counts the objects that succeeded.
  *
- * Lifetimes: a Buffer must not outlive the Device it was registered on.
+ * Asynchronous batches (0.3):
+ *
+ *   kvblk::Ticket t = dev.submit(d, {.results = r, .user_data = 7}); // returns at once
+ *   ... std::vector<kvblk_cqe> c(16); std::size_t n = dev.reap(c, 1); // or dev.wait(t)
+ *
+ * Lifetimes: a Buffer must not outlive the Device it was registered on. The destinations
+ * and the results of a submitted batch belong to the library until its completion is
+ * reaped or waited for (Device::close() cancels what is queued and waits for the rest).
  */
 #ifndef KVBLK_KVBLK_HPP
 #define KVBLK_KVBLK_HPP
@@ -23,11 +30,13 @@
 #include <kvblk/kvblk.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <optional>
 #include <utility>
 
 namespace kvblk {
@@ -176,6 +185,34 @@ private:
 {
 	return kvblk_desc{dev_offset, length, buf_offset, buf_id, 0, tag};
 }
+
+/** kvblk::Ticket - a submitted batch (kvblk_submit()'s ticket; never 0 for a real one). */
+struct Ticket {
+	uint64_t id = 0;
+
+	[[nodiscard]] explicit operator bool() const noexcept { return id != 0; }
+	friend bool operator==(Ticket a, Ticket b) noexcept { return a.id == b.id; }
+	friend bool operator!=(Ticket a, Ticket b) noexcept { return a.id != b.id; }
+};
+
+/**
+ * kvblk::SubmitOptions - kvblk_submit_opts with names (C++20 designated initializers work:
+ * {.results = r, .priority = true}).
+ * @results:    empty, or one kvblk_result per descriptor, written as objects complete; must
+ *              stay valid until the batch's completion is reaped or waited for.
+ * @user_data:  returned in every kvblk_cqe of the batch.
+ * @store:      KVBLK_SUBMIT_STORE;  @priority: KVBLK_SUBMIT_PRIORITY;
+ * @nonblock:   KVBLK_SUBMIT_NONBLOCK (submit() then throws Error with EAGAIN at max_batches);
+ * @per_object: KVBLK_SUBMIT_PER_OBJECT.
+ */
+struct SubmitOptions {
+	Span<kvblk_result> results = {};
+	uint64_t user_data = 0;
+	bool store = false;
+	bool priority = false;
+	bool nonblock = false;
+	bool per_object = false;
+};
 
 /** kvblk::Buffer - a registered buffer, unregistered on destruction. Move-only. */
 class Buffer {
@@ -329,6 +366,62 @@ public:
 	{
 		return batch(descs, results, info, kvblk_store_many, "kvblk_store_many");
 	}
+
+	/**
+	 * Queue a batch and return its ticket at once (kvblk_submit()). Throws Error when the
+	 * batch is refused (nothing queued; EAGAIN with nonblock at max_batches); the message
+	 * names a bad descriptor's index.
+	 */
+	[[nodiscard]] Ticket submit(Span<const kvblk_desc> descs, const SubmitOptions &o = SubmitOptions())
+	{
+		if (!o.results.empty() && o.results.size() != descs.size())
+			throw Error(-EINVAL, "kvblk_submit: " + std::to_string(descs.size()) + " descriptors but " +
+						     std::to_string(o.results.size()) + " results");
+		if (descs.size() > UINT32_MAX)
+			throw Error(-E2BIG, "kvblk_submit: too many descriptors");
+		kvblk_submit_opts c;
+		kvblk_submit_opts_init(&c, sizeof(c));
+		c.flags = (o.store ? KVBLK_SUBMIT_STORE : 0u) | (o.priority ? KVBLK_SUBMIT_PRIORITY : 0u) |
+			  (o.nonblock ? KVBLK_SUBMIT_NONBLOCK : 0u) | (o.per_object ? KVBLK_SUBMIT_PER_OBJECT : 0u);
+		c.user_data = o.user_data;
+		c.results = o.results.empty() ? nullptr : o.results.data();
+		Ticket t;
+		detail::check(kvblk_submit(dev_, descs.data(), uint32_t(descs.size()), &c, &t.id), "kvblk_submit");
+		return t;
+	}
+
+	/**
+	 * Take up to cqes.size() completions, waiting until @min_complete are there or @timeout
+	 * passed (negative: no limit); returns how many were taken (kvblk_reap(); throws Error).
+	 */
+	std::size_t reap(Span<kvblk_cqe> cqes, uint32_t min_complete = 0,
+			 std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1))
+	{
+		const uint32_t max = cqes.size() > UINT32_MAX ? UINT32_MAX : uint32_t(cqes.size());
+		return std::size_t(detail::check(kvblk_reap(dev_, cqes.data(), max, min_complete, timeout.count()),
+						  "kvblk_reap"));
+	}
+
+	/** Wait for batch @t and take it; returns the objects that succeeded (throws Error). */
+	std::size_t wait(Ticket t, kvblk_batch_info *info = nullptr)
+	{
+		return std::size_t(detail::check(kvblk_wait(dev_, t.id, -1, info), "kvblk_wait"));
+	}
+
+	/** As wait(), at most @timeout: std::nullopt when it passed (the batch stays outstanding). */
+	std::optional<std::size_t> wait_for(Ticket t, std::chrono::nanoseconds timeout, kvblk_batch_info *info = nullptr)
+	{
+		const int rc = kvblk_wait(dev_, t.id, timeout.count(), info);
+		if (rc == -ETIME)
+			return std::nullopt;
+		return std::size_t(detail::check(rc, "kvblk_wait"));
+	}
+
+	/** Cancel what of batch @t is not issued yet (kvblk_cancel(); throws Error). */
+	void cancel(Ticket t) { detail::check(kvblk_cancel(dev_, t.id), "kvblk_cancel"); }
+
+	/** The eventfd readable while completions wait (owned by the Device; throws Error). */
+	[[nodiscard]] int event_fd() const { return detail::check(kvblk_event_fd(dev_), "kvblk_event_fd"); }
 
 	/** The counters (throws Error). */
 	[[nodiscard]] kvblk_stats stats() const

@@ -24,8 +24,10 @@ const char *const kPublic[] = {
 /* Added in 0.2 (GPU destinations). */
 const char *const kPublic02[] = {"kvblk_register_dmabuf", "kvblk_set_staging", "kvblk_path_name"};
 
-/* Added in 0.3 (several targets). */
-const char *const kPublic03[] = {"kvblk_add_target", "kvblk_add_target_fd", "kvblk_remove_target",
+/* Added in 0.3 (the asynchronous API, several targets). */
+const char *const kPublic03[] = {"kvblk_submit_opts_init", "kvblk_submit",	   "kvblk_reap",
+				 "kvblk_wait",		   "kvblk_cancel",	   "kvblk_event_fd",
+				 "kvblk_add_target",	   "kvblk_add_target_fd", "kvblk_remove_target",
 				 "kvblk_get_target_info"};
 
 /* Two versions: 40-byte descriptors @KVBLK_0.1, 48-byte ones @@KVBLK_0.3 (the default). */

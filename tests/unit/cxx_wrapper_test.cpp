@@ -5,6 +5,8 @@
 #include "test_util.hpp"
 
 #include <array>
+#include <chrono>
+#include <thread>
 #include <type_traits>
 
 using namespace kvblk_test;
@@ -203,6 +205,89 @@ TEST_F(CxxWrapperTest, store_through_the_wrapper)
 	EXPECT_EQ(dev.load_many(kvblk::Span<const kvblk_desc>(&d, 1), kvblk::Span<kvblk_result>(&r, 1)), 1u);
 	EXPECT_EQ(std::memcmp(src.data(), back.data(), 2 * MiB), 0);
 	EXPECT_EQ(dev.stats().bytes_written, 2 * MiB);
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(CxxWrapperTest, submit_reap_wait_cancel_and_event_fd)
+{
+	kvblk::Options o;
+	o.backend = kvblk::Backend::uring;
+	kvblk::Device dev(path_, o);
+	AlignedBuf mem(2 * kObjectBytes);
+	const std::vector<kvblk_desc> d = {kvblk::desc_to_pointer(mem.data(), 0, kObjectBytes, 1),
+					   kvblk::desc_to_pointer(mem.data() + kObjectBytes, 3 * kObjectBytes,
+								  kObjectBytes, 2)};
+	std::vector<kvblk_result> r(2);
+	kvblk::SubmitOptions so;
+	so.results = r;
+	so.user_data = 42;
+	so.per_object = true;
+	const kvblk::Ticket t = dev.submit(d, so);
+	EXPECT_TRUE(t);
+	std::vector<kvblk_cqe> c(8);
+	size_t got = 0;
+	while (got < 3)
+		got += dev.reap(kvblk::Span<kvblk_cqe>(c.data() + got, c.size() - got), 1);
+	EXPECT_EQ(got, 3u);
+	EXPECT_EQ(c[2].flags, KVBLK_CQE_BATCH);
+	EXPECT_EQ(c[2].ticket, t.id);
+	EXPECT_EQ(c[2].user_data, 42u);
+	EXPECT_EQ(c[2].bytes, 2 * kObjectBytes);
+	EXPECT_EQ(r[1].tag, 2u);
+	EXPECT_EQ(std::memcmp(mem.data() + kObjectBytes,
+			      expected_bytes(3 * kObjectBytes, kObjectBytes, kObjectBytes).data(), kObjectBytes),
+		  0);
+
+	const kvblk::Ticket t2 = dev.submit(d);
+	EXPECT_NE(t2, t);
+	kvblk_batch_info bi = new_batch_info();
+	EXPECT_EQ(dev.wait(t2, &bi), 2u);
+	EXPECT_EQ(bi.ticket, t2.id);
+	EXPECT_THROW((void)dev.wait_for(t2, std::chrono::milliseconds(1)), kvblk::Error) << "taken: -ENOENT";
+}
+
+TEST_F(CxxWrapperTest, wait_for_times_out_with_nullopt)
+{
+	kvblk::testing::Seams s;
+	s.on_complete = [](const kvblk::testing::CommandInfo &, int64_t res) {
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		return res;
+	};
+	SeamGuard sg(s);
+	kvblk::Options o;
+	o.backend = kvblk::Backend::psync;
+	kvblk::Device dev(path_, o);
+	AlignedBuf mem(4096);
+	const std::vector<kvblk_desc> d = {kvblk::desc_to_pointer(mem.data(), 0, 4096, 1)};
+	const kvblk::Ticket t = dev.submit(d);
+	EXPECT_EQ(dev.wait_for(t, std::chrono::milliseconds(1)), std::nullopt);
+	EXPECT_EQ(dev.wait_for(t, std::chrono::seconds(10)), std::optional<std::size_t>(1));
+}
+
+TEST_F(CxxWrapperTest, async_errors_throw_with_errno)
+{
+	kvblk::Device dev(path_);
+	AlignedBuf mem(kObjectBytes);
+	const std::vector<kvblk_desc> d = {kvblk::desc_to_pointer(mem.data(), kObjects * kObjectBytes, 4096, 1)};
+	try {
+		(void)dev.submit(d);
+		FAIL() << "no exception";
+	} catch (const kvblk::Error &e) {
+		EXPECT_EQ(e.errno_value(), ERANGE);
+		EXPECT_NE(std::string(e.what()).find("kvblk_submit"), std::string::npos) << e.what();
+	}
+	std::vector<kvblk_result> two(2);
+	kvblk::SubmitOptions so;
+	so.results = two;
+	EXPECT_THROW((void)dev.submit(d, so), kvblk::Error) << "results must match the descriptors";
+	EXPECT_THROW(dev.cancel(kvblk::Ticket{12345}), kvblk::Error);
+	EXPECT_THROW((void)dev.wait(kvblk::Ticket{12345}), kvblk::Error);
+	EXPECT_GE(dev.event_fd(), 0);
+	std::vector<kvblk_cqe> c(1);
+	EXPECT_EQ(dev.reap(c, 0, std::chrono::nanoseconds(0)), 0u);
 }
 
 } // namespace

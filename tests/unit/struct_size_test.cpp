@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Growth of the sized structs (kvblk_open_opts, kvblk_dev_info, kvblk_batch_info,
-// kvblk_stats): one table of sizes for all of them. An older caller's smaller size works and
+// Growth of the sized structs (kvblk_open_opts, kvblk_dev_info, kvblk_batch_info of
+// kvblk_load_many() and kvblk_wait(), kvblk_submit_opts, kvblk_stats): one table of sizes for all of them. An older caller's smaller size works and
 // nothing beyond it is touched; a newer caller's larger size works when its unknown input
 // bytes are 0 (outputs get them zeroed); a size of 0 or beyond 64 KiB is -EINVAL without a
 // byte read or written (the struct sits right before a PROT_NONE page).
@@ -104,6 +104,30 @@ protected:
 				 const kvblk_desc d = plain_desc(0, 4096, dst, 1);
 				 kvblk_result r{};
 				 const int rc = kvblk_load_many(dev, &d, 1, &r, static_cast<kvblk_batch_info *>(p));
+				 return rc == 1 ? 0 : rc;
+			 }},
+			/* Added in 0.3: its own size is the oldest. */
+			{"kvblk_submit_opts", sizeof(kvblk_submit_opts), sizeof(kvblk_submit_opts), true,
+			 [dev, dst](void *p, size_t size) {
+				 auto *o = static_cast<kvblk_submit_opts *>(p);
+				 o->opts_size = size;
+				 const kvblk_desc d = plain_desc(0, 4096, dst, 1);
+				 uint64_t t = 0;
+				 const int rc = kvblk_submit(dev, &d, 1, o, &t);
+				 if (rc)
+					 return rc;
+				 return kvblk_wait(dev, t, -1, nullptr) == 1 ? 0 : -EIO;
+			 }},
+			{"kvblk_batch_info (kvblk_wait)", sizeof(kvblk_batch_info), KVBLK_BATCH_INFO_SIZE_V0_2, false,
+			 [dev, dst](void *p, size_t size) {
+				 static_cast<kvblk_batch_info *>(p)->info_size = size;
+				 const kvblk_desc d = plain_desc(0, 4096, dst, 1);
+				 uint64_t t = 0;
+				 if (kvblk_submit(dev, &d, 1, nullptr, &t))
+					 return -EIO;
+				 const int rc = kvblk_wait(dev, t, -1, static_cast<kvblk_batch_info *>(p));
+				 if (rc < 0) /* refused: the batch is still outstanding */
+					 kvblk_wait(dev, t, -1, nullptr);
 				 return rc == 1 ? 0 : rc;
 			 }},
 			{"kvblk_stats", sizeof(kvblk_stats), KVBLK_STATS_SIZE_V0_1, false,

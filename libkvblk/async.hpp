@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+// The per-device scheduler behind kvblk_submit(), kvblk_reap(), kvblk_wait(), kvblk_cancel()
+// and kvblk_event_fd() (and so behind kvblk_load_many()/kvblk_store_many(), which are a
+// submit and a wait).
+//
+// A batch becomes a Job at submit time (prepare_batch(), batch.cpp): the validated objects
+// (and the aligned parts of unaligned ones), the results array, the pins of its registered
+// buffers and targets and the caller's options are owned by the Job, so the descriptor
+// array is free on return. The Job is outstanding from submit until its batch
+// completion entry is taken (by kvblk_reap() or kvblk_wait()); max_batches bounds how many
+// are. It progresses one of two ways:
+//   - native (uring, uring_cmd): Backend::start() hands it to the rings at once; the
+//     backend keeps commands of every started batch in flight and orders them (priority
+//     batches first) itself;
+//   - dispatch: one thread per device takes queued jobs (priority ones ahead of the others)
+//     and serves each with a synchronous Backend::run() (psync, threadpool, kmod) or
+//     Stager::run() (the staged CUDA path, on every backend).
+// When the last object of a Job completes, complete() folds unaligned parts back into the
+// caller's results (copying their bounced edges), records the stats and posts its
+// completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;
+// kvblk_wait() claims its ticket's entries so that no reaper sees them (synchronous calls
+// are claimed from birth). An eventfd is readable exactly while the queue is not empty.
+//
+// Locking: one mutex (mu_) guards the ticket table, the dispatch queue, the completion
+// queue and the eventfd's state; it is never held while a backend runs or calls back.
+#pragma once
+
+#include "backend.hpp"
+#include "pins.hpp"
+#include "stats.hpp"
+#include "unaligned.hpp"
+#include "validate.hpp"
+
+#include <kvblk/kvblk.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace kvblk::detail {
+
+class Scheduler;
+
+/**
+ * struct Job - one outstanding batch.
+ * @ticket, @user_data, @flags: as kvblk_submit() got them (KVBLK_SUBMIT_*).
+ * @sync:         a kvblk_load_many()/kvblk_store_many() call: its entries never reach reapers.
+ * @path, @backend: the batch's enum kvblk_path and the backend that serves it.
+ * @buffered:     some target of the batch goes through the page cache.
+ * @objects:      the validated objects, one per descriptor; @geometry their targets' rules;
+ *                @results the caller's array or @own_results.
+ * @any_unaligned: the backend reads @unaligned's parts instead of @objects (their results
+ *                are folded into @results by complete()).
+ * @pins:         registered buffers and targets it uses, unpinned when the job is freed
+ *                (its completion taken).
+ * @defer_object_entries: post the per-object entries only once the whole batch is over,
+ *                (for objects whose bytes are fixed up after the batch, see complete()).
+ * Fields below @t_submit belong to the scheduler.
+ */
+struct Job final : BatchSink {
+	Job(BufferTable &buffers, TargetTable &targets) noexcept : pins(buffers, targets) {}
+
+	uint64_t ticket = 0;
+	uint64_t user_data = 0;
+	uint32_t flags = 0;
+	bool sync = false;
+	IoDir dir = IoDir::read;
+	kvblk_path path = KVBLK_PATH_HOST;
+	kvblk_backend backend = KVBLK_BACKEND_AUTO;
+	bool buffered = false;
+	std::vector<IoObject> objects;
+	std::vector<Geometry> geometry;
+	std::vector<kvblk_result> own_results;
+	kvblk_result *results = nullptr;
+	bool any_unaligned = false;
+	UnalignedBatch unaligned;
+	BatchPins pins;
+	bool defer_object_entries = false;
+
+	uint64_t t_submit = 0;
+	Batch batch{};
+	Scheduler *sched = nullptr;
+	std::atomic<bool> cancel_requested{false};
+	std::atomic<uint32_t> objects_posted{0};	/* per-object entries posted live */
+	int fatal = 0;					/* the backend could not start it */
+	std::string note;				/* staged path: the copy engine's reason */
+	uint32_t first_failed = 0;			/* index of the first failed object, or count */
+	uint64_t bytes_device = 0;			/* kvblk_batch_info.bytes_device */
+
+	/* Under Scheduler::mu_. */
+	enum class State : uint8_t { queued, running, completed } state = State::queued;
+	bool native = false;
+	bool claimed = false;		/* a kvblk_wait() (or the synchronous call) owns its entries */
+	bool taken = false;		/* its batch entry was taken; freed when no waiter is left */
+	uint32_t waiters = 0;
+	std::vector<kvblk_cqe> held;	/* entries while claimed */
+	kvblk_cqe done_entry{};		/* the batch entry, once completed */
+	std::condition_variable cv;	/* waiters: completed or taken */
+
+	[[nodiscard]] uint32_t count() const noexcept { return uint32_t(objects.size()); }
+	/* What the backend moves: the objects, or the aligned parts of an unaligned batch. */
+	[[nodiscard]] const IoObject *io_objects() const noexcept
+	{
+		return any_unaligned ? unaligned.parts() : objects.data();
+	}
+	[[nodiscard]] uint32_t io_count() const noexcept { return any_unaligned ? unaligned.part_count() : count(); }
+	[[nodiscard]] kvblk_result *io_results() noexcept { return any_unaligned ? unaligned.part_results() : results; }
+
+	void object_done(uint32_t i) noexcept override;
+	[[nodiscard]] bool cancelled() const noexcept override
+	{
+		return cancel_requested.load(std::memory_order_relaxed);
+	}
+	void batch_done(int err) noexcept override;
+};
+
+/**
+ * class Scheduler - the outstanding batches of one device (see the top of this file).
+ */
+class Scheduler {
+public:
+	/*
+	 * @run_sync serves a job on the dispatch thread: Backend::run() or (the staged path,
+	 * under the device's staging lock) Stager::run() on job.batch; returns what they return.
+	 */
+	using RunSync = std::function<int(Job &)>;
+
+	Scheduler(Backend &be, Stats &stats, uint32_t max_batches, RunSync run_sync);
+	~Scheduler();
+	Scheduler(const Scheduler &) = delete;
+	Scheduler &operator=(const Scheduler &) = delete;
+
+	/* Create the eventfd: 0 or -errno with kvblk_last_error() set. */
+	int init();
+
+	/*
+	 * Make @job outstanding and start it: waits for a free batch slot (or -EAGAIN with
+	 * @nonblock, @job untouched); -EAGAIN/-ENOMEM when the dispatch thread cannot start.
+	 * On success *ticket (nonzero) and the scheduler owns the job.
+	 */
+	int submit(std::unique_ptr<Job> &job, bool nonblock, uint64_t *ticket);
+
+	/* kvblk_reap(): arguments already checked. */
+	int reap(kvblk_cqe *cqes, uint32_t max, uint32_t min_complete, int64_t timeout_ns);
+
+	/*
+	 * kvblk_wait(): wait for @ticket's completion and take it: 0 with *out filled; -ETIME,
+	 * -ENOENT (kvblk_last_error() set).
+	 * @entry:    the batch entry.
+	 * @commands: commands issued.
+	 * @fatal:    the -errno with which the backend refused the whole batch, or 0.
+	 * @note:     @fatal's reason, or the staged path's copy note.
+	 * @bytes_device: bytes moved on the targets (kvblk_batch_info.bytes_device).
+	 * @first_failed, @failed_target, @failed_offset, @failed_length: the first failed
+	 *            object (if any).
+	 */
+	struct Outcome {
+		kvblk_cqe entry;
+		uint64_t commands;
+		int fatal;
+		std::string note;
+		uint64_t bytes_device;
+		uint32_t first_failed, failed_target;
+		uint64_t failed_offset, failed_length;
+	};
+	int wait(uint64_t ticket, int64_t timeout_ns, Outcome *out);
+
+	/* kvblk_cancel(): 0 or -ENOENT. */
+	int cancel(uint64_t ticket);
+
+	[[nodiscard]] int event_fd() const noexcept { return efd_; }
+
+	/*
+	 * kvblk_close(): cancel what is queued, wait for what is in flight, stop the dispatch
+	 * thread and free every job. No other call may run concurrently.
+	 */
+	void shutdown() noexcept;
+
+private:
+	friend struct Job;
+
+	void post_object(Job &job, uint32_t i) noexcept;
+	void complete(Job &job, int err) noexcept;
+	void post_locked(Job &job, const kvblk_cqe &e);
+	void set_event_locked(bool readable) noexcept;
+	void dispatch_main();
+	int start_dispatch_locked();
+	void take_locked(Job &job, std::vector<Job *> *to_free);
+	void free_jobs(const std::vector<Job *> &jobs) noexcept;
+	void cancel_queued(Job &job) noexcept;
+
+	Backend &be_;
+	Stats &stats_;
+	const uint32_t max_batches_;
+	RunSync run_sync_;
+	int efd_ = -1;
+
+	std::mutex mu_;
+	std::condition_variable cq_cv_;		/* reapers: entries posted */
+	std::condition_variable slot_cv_;	/* submitters: a batch slot freed */
+	std::condition_variable disp_cv_;	/* dispatch thread: a job queued, or stop */
+	std::condition_variable idle_cv_;	/* shutdown(): a job completed */
+	uint64_t next_ticket_ = 1;
+	std::unordered_map<uint64_t, Job *> table_;	/* outstanding jobs, owned */
+	uint32_t running_ = 0;				/* outstanding and not completed */
+	std::deque<Job *> prio_q_, normal_q_;		/* dispatch queue */
+	std::deque<kvblk_cqe> cq_;
+	bool event_set_ = false;
+	uint32_t reapers_waiting_ = 0;
+	uint32_t submitters_waiting_ = 0;
+	std::thread dispatcher_;
+	bool stop_ = false;
+};
+
+} // namespace kvblk::detail
