@@ -1,27 +1,31 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Python loads against the C API on one file, side by side.
+"""Python loads against the C API, side by side on one device handle.
 
-For each object size (default 256 KiB and 16 MiB) the whole file is loaded as objects back to
-back from byte 0, --batch-objects per call, into a registered window of host memory (one
-registered buffer per batch slot, pre-faulted), by two drivers with the same backend, queue
-depth and batches:
-  C       build/python/kvblk_c_load (python/bench/kvblk_c_load.c): kvblk_load_many() in C,
-          the loop kvblk-bench times;
-  Python  Device.load_many() on a DESC_DTYPE array (the package's fast path).
-Rounds interleave the two (the order alternates per round) so a drifting device moves both;
-each side reports its median GB/s (GB = 1e9 bytes) and the ratio Python / C is checked
-against --threshold (default 0.95). Exit 0 when every size passes, 1 otherwise.
+For each object size (default 256 KiB and 16 MiB) the file is read as objects back to back
+from byte 0, --batch-objects per call, into a registered window of pre-faulted host memory
+(one registered buffer per batch slot, as kvblk-bench does). Two loops share the device
+handle, the window, the descriptor array and the results array:
+  C       kvblk_c_load_run() in build/python/libkvblk_c_load.so (python/bench/kvblk_c_load.c):
+          back-to-back kvblk_load_many() calls in C, kvblk-bench's timed loop;
+  Python  back-to-back Device.load_many() calls on DESC_DTYPE slices (the package's fast path,
+          results checked by the binding after every call).
+Each pass over the file is cut into chunks of about --chunk-mib that go to C and Python in
+turn (which side starts alternates by round), so a device whose speed drifts (a shared or
+virtual disk) moves both alike. Each side's GB/s per round is its bytes / its time (GB = 1e9
+bytes); reported are the medians over --rounds, the median of the per-round ratios Python / C
+(the verdict, checked against --threshold, default 0.95) and the pooled ratio (all bytes over
+all time of each side). Exit 0 when every size passes.
 
 Usage (from the source root, after the build):
-  PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_python.py [--file /var/tmp/kvblk-pybench.bin]
+  PYTHONPATH=build/python /usr/bin/python3 python/bench/bench_python.py
 """
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -55,42 +59,64 @@ def ensure_file(path, nbytes):
     return "created"
 
 
-def run_c(args, obj, n, window):
-    cmd = [args.c_load, args.file, str(obj), str(n), str(args.batch_objects), args.backend,
-           str(args.qd), str(window), "1"]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"bench_python: {' '.join(cmd)} failed: {out.stderr.strip()}")
-    return float(out.stdout.split()[1])
+def c_loop():
+    here = os.path.dirname(os.path.abspath(kvblk.__file__))
+    path = os.environ.get("KVBLK_C_LOAD") or os.path.join(here, os.pardir, "libkvblk_c_load.so")
+    lib = ctypes.CDLL(path)  # ctypes releases the GIL around the call
+    f = lib.kvblk_c_load_run
+    f.restype = ctypes.c_int
+    f.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_void_p,
+                  ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_int64)]
+    return f
 
 
-class PySide:
-    """The Python driver for one object size: device, window and descriptors set up once (as the
-    C driver does before its timed loop)."""
+class Setup:
+    """One object size: the device, window, descriptors and results, shared by both loops."""
 
-    def __init__(self, args, obj, n, window):
-        self.dev = kvblk.open(args.file, args.backend, queue_depth=args.qd)
-        self.batch = args.batch_objects
+    def __init__(self, args, obj, file_bytes):
+        self.obj, self.batch = obj, args.batch_objects
+        self.n = (file_bytes // obj) // self.batch * self.batch
+        if self.n == 0:
+            sys.exit(f"bench_python: the file holds fewer than {self.batch} objects of {obj} bytes")
         slot = obj * self.batch
-        self.mem = kvblk.aligned_empty(slot * window)
-        self.mem[:] = 0  # pre-fault, as MAP_POPULATE does for the C driver
+        window = max(1, min((args.window_mib * MiB) // slot, self.n // self.batch))
+        self.dev = kvblk.open(args.file, args.backend, queue_depth=args.qd)
+        self.mem = kvblk.aligned_empty(slot * window, 2 * MiB)
+        self.mem[:] = 0  # pre-fault
         self.bufs = [self.dev.register(self.mem[w * slot:(w + 1) * slot]) for w in range(window)]
-        i = np.arange(n, dtype=np.uint64)
+        i = np.arange(self.n, dtype=np.uint64)
         ids = np.array([b.id for b in self.bufs], dtype=np.uint32)
-        self.descs = kvblk.make_descs(i * np.uint64(obj), obj, (i % np.uint64(self.batch)) * np.uint64(obj),
-                                      buf_id=ids[(i // np.uint64(self.batch)) % np.uint64(window)], tags=i)
+        b = np.uint64(self.batch)
+        self.descs = kvblk.make_descs(i * np.uint64(obj), obj, (i % b) * np.uint64(obj),
+                                      buf_id=ids[(i // b) % np.uint64(window)], tags=i)
         self.results = np.empty(self.batch, kvblk.RESULT_DTYPE)
-        self.nbytes = obj * n
+        per_chunk = max(1, (args.chunk_mib * MiB) // slot) * self.batch
+        self.chunks = [(s, min(per_chunk, self.n - s)) for s in range(0, self.n, per_chunk)]
+        self.window = window
 
-    def run(self):
+    def run_c(self, cfun, s, k):
+        ns, failed = ctypes.c_uint64(), ctypes.c_int64()
+        rc = cfun(self.dev._c._handle, self.descs[s:].ctypes.data, k, self.batch, self.results.ctypes.data,
+                  ctypes.byref(ns), ctypes.byref(failed))
+        if rc != 0:
+            sys.exit(f"bench_python: C loop failed: {os.strerror(-rc)} (object {failed.value})")
+        return ns.value / 1e9
+
+    def run_py(self, s, k):
         dev, d, res, b = self.dev, self.descs, self.results, self.batch
         t0 = time.perf_counter()
-        for s in range(0, len(d), b):
-            dev.load_many(d[s:s + b], results=res)  # raises if any object failed
-        return self.nbytes / (time.perf_counter() - t0) / 1e9
+        for j in range(s, s + k, b):
+            dev.load_many(d[j:j + b], results=res)  # raises kvblk.Error if an object failed
+        return time.perf_counter() - t0
 
-    def close(self):
-        self.dev.close()
+    def round(self, cfun, c_first):
+        t = {"c": 0.0, "py": 0.0}
+        nbytes = {"c": 0, "py": 0}
+        for ci, (s, k) in enumerate(self.chunks):
+            side = "c" if (ci % 2 == 0) == c_first else "py"
+            t[side] += self.run_c(cfun, s, k) if side == "c" else self.run_py(s, k)
+            nbytes[side] += k * self.obj
+        return {side: nbytes[side] / t[side] / 1e9 for side in t if t[side]}
 
 
 def main():
@@ -102,55 +128,48 @@ def main():
     ap.add_argument("--qd", type=int, default=64, help="queue depth (default 64)")
     ap.add_argument("--batch-objects", type=int, default=16, help="objects per call (default 16)")
     ap.add_argument("--window-mib", type=int, default=256, help="registered window (default 256)")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    ap.add_argument("--chunk-mib", type=int, default=4,
+                    help="MiB per turn of one side, rounded to whole calls (default 4: one call)")
+    ap.add_argument("--rounds", type=int, default=15, help="passes over the file per size (default 15)")
     ap.add_argument("--threshold", type=float, default=0.95)
-    ap.add_argument("--c-load", default=os.environ.get("KVBLK_C_LOAD") or os.path.join(
-        os.path.dirname(kvblk.__file__), os.pardir, "kvblk_c_load"), help="the C driver")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     args = ap.parse_args()
 
     file_bytes = args.file_mib * MiB
     action = ensure_file(args.file, file_bytes)
-    sizes = [parse_size(s) for s in args.sizes.split(",")]
-    setups = []
-    for obj in sizes:
-        n = (file_bytes // obj) // args.batch_objects * args.batch_objects
-        if n == 0:
-            sys.exit(f"bench_python: {args.file_mib} MiB holds fewer than {args.batch_objects} objects of {obj} bytes")
-        window = max(1, (args.window_mib * MiB) // (obj * args.batch_objects))
-        window = min(window, n // args.batch_objects)
-        setups.append((obj, n, window, PySide(args, obj, n, window)))
-
-    gb = {(obj, side): [] for obj in sizes for side in ("c", "py")}
-    for r in range(args.rounds):
-        for obj, n, window, py in setups:
-            order = ("c", "py") if r % 2 == 0 else ("py", "c")
-            for side in order:
-                gb[obj, side].append(run_c(args, obj, n, window) if side == "c" else py.run())
-    backend = setups[0][3].dev.info()["backend"]
-    for *_, py in setups:
-        py.close()
-
+    cfun = c_loop()
     rows, ok = [], True
-    for obj, n, window, _ in setups:
-        c, p = statistics.median(gb[obj, "c"]), statistics.median(gb[obj, "py"])
-        ratio = p / c
+    backend = None
+    for obj in (parse_size(s) for s in args.sizes.split(",")):
+        st = Setup(args, obj, file_bytes)
+        backend = st.dev.info()["backend"]
+        st.round(cfun, True)  # warm-up pass (not counted): rings, fixed buffers, device queues
+        per = [st.round(cfun, r % 2 == 0) for r in range(args.rounds)]
+        st.dev.close()
+        c = [p["c"] for p in per]
+        py = [p["py"] for p in per]
+        ratio = statistics.median(p / q for p, q in zip(py, c))
+        # Pooled: all bytes over all time of each side (harmonic mean of the rounds' GB/s).
+        pooled = statistics.harmonic_mean(py) / statistics.harmonic_mean(c)
         passed = ratio >= args.threshold
         ok &= passed
-        rows.append({"object_bytes": obj, "objects": n, "batch_objects": args.batch_objects,
-                     "window_batches": window, "c_gbps": c, "python_gbps": p, "ratio": ratio,
-                     "pass": passed, "c_gbps_rounds": gb[obj, "c"], "python_gbps_rounds": gb[obj, "py"]})
+        rows.append({"object_bytes": obj, "objects": st.n, "batch_objects": st.batch,
+                     "window_batches": st.window, "chunks": len(st.chunks),
+                     "c_gbps": statistics.median(c), "python_gbps": statistics.median(py),
+                     "ratio": ratio, "pooled_ratio": pooled, "pass": passed, "c_gbps_rounds": c, "python_gbps_rounds": py})
     if args.json:
         print(json.dumps({"file": args.file, "file_bytes": file_bytes, "store": action, "backend": backend,
                           "queue_depth": args.qd, "rounds": args.rounds, "threshold": args.threshold,
                           "results": rows}, indent=1))
     else:
         print(f"file {args.file} ({args.file_mib} MiB, {action}), backend {backend}, QD {args.qd}, "
-              f"{args.batch_objects} objects per call, {args.rounds} interleaved rounds, medians (GB = 1e9 B)")
-        print(f"{'object':>8} {'objects':>8} {'C GB/s':>8} {'Py GB/s':>8} {'Py/C':>6}  verdict")
+              f"{args.batch_objects} objects per call, {args.rounds} rounds of interleaved "
+              f"{args.chunk_mib} MiB chunks; medians, GB = 1e9 B")
+        print(f"{'object':>8} {'objects':>8} {'C GB/s':>8} {'Py GB/s':>8} {'Py/C':>6} {'pooled':>6}  verdict")
         for x in rows:
-            size = f"{x['object_bytes'] >> 10}K" if x["object_bytes"] < MiB else f"{x['object_bytes'] >> 20}M"
-            print(f"{size:>8} {x['objects']:>8} {x['c_gbps']:8.3f} {x['python_gbps']:8.3f} {x['ratio']:6.3f}  "
+            o = x["object_bytes"]
+            size = f"{o >> 10}K" if o < MiB else f"{o >> 20}M"
+            print(f"{size:>8} {x['objects']:>8} {x['c_gbps']:8.3f} {x['python_gbps']:8.3f} {x['ratio']:6.3f} {x['pooled_ratio']:6.3f}  "
                   f"{'pass' if x['pass'] else 'MISS'} (>= {args.threshold})")
     return 0 if ok else 1
 

@@ -9,7 +9,7 @@ import numpy as np
 from . import _kvblk
 from ._dest import BufferSlice, Prepared, prepare, resolve
 from ._errors import Error, WaitTimeout
-from ._layout import CQE_DTYPE, RESULT_DTYPE
+from ._layout import CQE_DTYPE, DESC_DTYPE, RESULT_DTYPE
 
 _EINVAL, _ENOENT, _EAGAIN = 22, 2, 11
 _BACKENDS = list(_kvblk.BACKEND_NAMES)
@@ -38,39 +38,39 @@ class Batch:
     results      -- RESULT_DTYPE array, one entry per descriptor: status (0 or -errno), bytes,
                     tag.
     bytes        -- bytes transferred (objects that succeeded).
-    bytes_device -- bytes moved on the targets (DESC_UNALIGNED edges included).
+    bytes_device -- bytes moved on the targets (DESC_UNALIGNED edges included); None when the
+                    completion came from reap().
     commands     -- read/write commands issued; None when the completion came from reap().
     elapsed_ns   -- from submission (or the call) to completion, ns.
     backend      -- the backend that served it ("uring", "kmod", ...).
     path         -- "host", "p2p" or "staged".
-    ticket       -- the batch's ticket (0 for load_many/store_many before libkvblk 0.3).
+    ticket       -- the batch's ticket.
     user_data    -- submit()'s user_data.
     """
 
-    __slots__ = ("ok", "failed", "results", "bytes", "bytes_device", "commands", "elapsed_ns",
-                 "backend", "path", "ticket", "user_data")
+    # Built on every call: keep the C tuple and decode fields on access.
+    # _t: (ok, backend, path, failed, bytes, commands, elapsed_ns, bytes_device, ticket, user_data)
+    __slots__ = ("_t", "results")
 
-    @classmethod
-    def _from_info(cls, t, results):
-        # t: (ok, backend, path, failed, bytes, commands, elapsed_ns, bytes_device, ticket, user_data)
-        b = cls()
-        b.ok, b.failed, b.results = t[0], t[3], results
-        b.backend, b.path = _name(_BACKENDS, t[1]), _name(_PATHS, t[2])
-        b.bytes, b.commands, b.elapsed_ns, b.bytes_device = t[4], t[5], t[6], t[7]
-        b.ticket, b.user_data = t[8], t[9]
-        return b
+    def __init__(self, t, results):
+        self._t, self.results = t, results
 
     @classmethod
     def _from_cqe(cls, c, results):
-        b = cls()
-        n = int(c["index"])
-        b.failed = int(c["failed"])
-        b.ok = n - b.failed
-        b.results = results
-        b.backend, b.path = _name(_BACKENDS, int(c["backend"])), _name(_PATHS, int(c["path"]))
-        b.bytes, b.bytes_device, b.commands = int(c["bytes"]), None, None
-        b.elapsed_ns, b.ticket, b.user_data = int(c["elapsed_ns"]), int(c["ticket"]), int(c["user_data"])
-        return b
+        n, failed = int(c["index"]), int(c["failed"])
+        return cls((n - failed, int(c["backend"]), int(c["path"]), failed, int(c["bytes"]), None,
+                    int(c["elapsed_ns"]), None, int(c["ticket"]), int(c["user_data"])), results)
+
+    ok = property(lambda self: self._t[0])
+    backend = property(lambda self: _name(_BACKENDS, self._t[1]))
+    path = property(lambda self: _name(_PATHS, self._t[2]))
+    failed = property(lambda self: self._t[3])
+    bytes = property(lambda self: self._t[4])
+    commands = property(lambda self: self._t[5])
+    elapsed_ns = property(lambda self: self._t[6])
+    bytes_device = property(lambda self: self._t[7])
+    ticket = property(lambda self: self._t[8])
+    user_data = property(lambda self: self._t[9])
 
     def error(self, what):
         """kvblk.Error for the first failed object (None when every object succeeded)."""
@@ -293,6 +293,20 @@ class Device:
         return self._run(batch, results, check, True, False, keep)
 
     def _run(self, batch, results, check, store, unaligned, keep):
+        if type(batch) is np.ndarray and batch.dtype is DESC_DTYPE:
+            # The hot path: a descriptor array goes straight to the C API (the extension checks
+            # its shape); nothing to hold or undo.
+            if results is None:
+                results = np.empty(len(batch), RESULT_DTYPE)
+            try:
+                t = self._c.store_many(batch, results) if store else self._c.load_many(batch, results)
+            except Error as e:
+                e.results = results
+                raise
+            b = Batch(t, results)
+            if check and t[3]:
+                raise b.error("kvblk_store_many" if store else "kvblk_load_many")
+            return b
         prep = prepare(self._c, batch, not store, keep, _kvblk.DESC_UNALIGNED if unaligned else 0)
         try:
             n = len(prep.descs)
@@ -305,7 +319,7 @@ class Device:
                 raise
         finally:
             prep.release(self._c)
-        b = Batch._from_info(t, results)
+        b = Batch(t, results)
         if check and b.failed:
             raise b.error("kvblk_store_many" if store else "kvblk_load_many")
         return b
@@ -418,7 +432,7 @@ class Device:
             return t._batch
         if info is None:
             raise WaitTimeout(f"kvblk_wait: batch {t.id} did not complete within {timeout} s")
-        b = Batch._from_info(info, t.results)
+        b = Batch(info, t.results)
         with self._lock:
             self._pending.pop(t.id, None)
             cbs = t._finish(b)

@@ -13,7 +13,11 @@ namespace kvblkpy {
 
 namespace py = pybind11;
 
-/* StructArray - a held buffer view of @count items of @itemsize bytes (PyBuffer_Release on destruction). */
+/*
+ * StructArray - @count items of @itemsize bytes of a Python object, valid while the object
+ * (the caller's argument) lives. numpy arrays are read from the array struct (a few field
+ * reads: the hot path); other exporters through a held buffer view.
+ */
 class StructArray {
 public:
 	/*
@@ -22,15 +26,21 @@ public:
 	 * ValueError (from the exporter) read-only with @writable.
 	 */
 	StructArray(py::handle obj, size_t itemsize, bool writable, const char *what, const char *c_name);
-	~StructArray() { PyBuffer_Release(&view_); }
+	~StructArray()
+	{
+		if (has_view_)
+			PyBuffer_Release(&view_);
+	}
 	StructArray(const StructArray &) = delete;
 	StructArray &operator=(const StructArray &) = delete;
 
-	template <typename T> T *data() const { return static_cast<T *>(view_.buf); }
+	template <typename T> T *data() const { return static_cast<T *>(data_); }
 	size_t count() const { return count_; }
 
 private:
 	Py_buffer view_{};
+	bool has_view_ = false;
+	void *data_ = nullptr;
 	size_t count_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include "arrays.hpp"
 #include "errors.hpp"
 
+#include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
 #include <cerrno>
@@ -110,16 +111,29 @@ py::tuple batch_tuple(int ok, const kvblk_batch_info &bi)
 
 StructArray::StructArray(py::handle obj, size_t itemsize, bool writable, const char *what, const char *c_name)
 {
+	auto shape_error = [&](long ndim, long isz) {
+		return py::type_error(std::string(what) + " must be a 1-D C-contiguous array of " +
+				      std::to_string(itemsize) + "-byte " + c_name + " items (got ndim " +
+				      std::to_string(ndim) + ", itemsize " + std::to_string(isz) + ")");
+	};
+	if (py::isinstance<py::array>(obj)) {
+		auto a = py::reinterpret_borrow<py::array>(obj);
+		if (a.ndim() != 1 || size_t(a.itemsize()) != itemsize ||
+		    !(a.flags() & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_))
+			throw shape_error(long(a.ndim()), long(a.itemsize()));
+		if (writable && !a.writeable())
+			throw py::value_error(std::string(what) + " is a read-only array");
+		data_ = const_cast<void *>(a.data());
+		count_ = size_t(a.shape(0));
+		return;
+	}
 	const int flags = PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
 	if (PyObject_GetBuffer(obj.ptr(), &view_, flags) != 0)
 		throw py::error_already_set();
-	if (view_.ndim != 1 || size_t(view_.itemsize) != itemsize) {
-		const std::string got = "ndim " + std::to_string(view_.ndim) + ", itemsize " +
-					std::to_string(view_.itemsize);
-		PyBuffer_Release(&view_);
-		throw py::type_error(std::string(what) + " must be a 1-D C-contiguous array of " +
-				     std::to_string(itemsize) + "-byte " + c_name + " items (got " + got + ")");
-	}
+	has_view_ = true;
+	if (view_.ndim != 1 || size_t(view_.itemsize) != itemsize)
+		throw shape_error(long(view_.ndim), long(view_.itemsize));
+	data_ = view_.buf;
 	count_ = size_t(view_.shape[0]);
 }
 
@@ -306,6 +320,10 @@ void bind_device(py::module_ &m)
 		     py::arg("eagain_retries") = 0, py::arg("create_bytes") = 0, py::arg("max_batches") = 0)
 		.def("close", &Device::close, "kvblk_close(); waits for calls in progress on other threads.")
 		.def_property_readonly("closed", &Device::closed)
+		.def_property_readonly(
+			"_handle", [](Device &d) { return uint64_t(reinterpret_cast<uintptr_t>(d.dev_)); },
+			"The kvblk_dev pointer as an int (0 when closed), for C code run on the same handle "
+			"(python/bench); never use it after close().")
 		.def("info", &get_info, "kvblk_get_info() as a dict.")
 		.def("stats", &get_stats, "kvblk_get_stats() as a dict.")
 		.def("reset_stats", &reset_stats)
