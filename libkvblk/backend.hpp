@@ -43,6 +43,16 @@ enum class IoDir : uint8_t { read, write };
  *               registered with register_device_buffer(): @mem is a device address, never
  *               touched by the CPU); STAGED (device memory served by the Stager: backends
  *               never see such objects).
+ * @fd:          the object's target, opened by the library (O_DIRECT unless buffered): host
+ *               backends read and write this fd, so one batch spans any number of targets.
+ * @target:      the target id (kvblk_desc.target); backends that keep per-target state
+ *               (uring_cmd's namespace id, the kmod lanes) look it up by this.
+ * @min_length:  0: all @length bytes must move. Otherwise a read may end early at the end of
+ *               the file once @min_length bytes are in: a read that comes back short (0
+ *               bytes included) with the object's bytes in reaching object offset
+ *               >= @min_length completes the object successfully, without resubmitting the
+ *               rest. Set for the covering block of a file's unaligned last bytes
+ *               (unaligned.cpp), whose end lies past the end of the file.
  */
 struct IoObject {
 	uint64_t offset;
@@ -52,7 +62,16 @@ struct IoObject {
 	int32_t fixed_index;
 	uint64_t buf_offset;
 	uint32_t path = KVBLK_PATH_HOST;
+	int fd = -1;
+	uint32_t target = 0;
+	uint64_t min_length = 0;
 };
+
+/* Whether a short read of object @o whose bytes in now reach object offset @at completes it. */
+inline bool eof_is_complete(const IoObject &o, uint64_t at) noexcept
+{
+	return o.min_length != 0 && at >= o.min_length;
+}
 
 /**
  * struct BatchCounters - what a backend did for one batch (summed into kvblk_stats).
@@ -63,6 +82,9 @@ struct IoObject {
  * @inflight_peak:   most commands in flight at once during the batch.
  * @cmd_lat_hist:    per-command latency, bucket lat_bucket(ns) (uring backends).
  * @staged_copies:   host-to-device copies queued by the staged path (staging.cpp).
+ * @served_by:       bit (1 << enum kvblk_backend) of every backend that served part of the
+ *                   batch, when more than one may have (the kmod lanes, lanes.cpp); 0: the
+ *                   device's own backend served all of it.
  */
 struct BatchCounters {
 	uint64_t commands = 0;
@@ -72,6 +94,7 @@ struct BatchCounters {
 	uint64_t inflight_peak = 0;
 	std::array<uint64_t, KVBLK_LAT_BUCKETS> cmd_lat_hist{};
 	uint64_t staged_copies = 0;
+	uint32_t served_by = 0;
 
 	/* Sum @o into this (peaks: the larger one). */
 	void merge(const BatchCounters &o) noexcept
@@ -85,6 +108,7 @@ struct BatchCounters {
 		for (size_t i = 0; i < cmd_lat_hist.size(); i++)
 			cmd_lat_hist[i] += o.cmd_lat_hist[i];
 		staged_copies += o.staged_copies;
+		served_by |= o.served_by;
 	}
 };
 
@@ -121,6 +145,8 @@ struct BufferRegistration {
 /**
  * struct BackendConfig - the opened target and the effective options.
  * @fd:                 the target, opened O_DIRECT unless @buffered, O_RDWR if @writable.
+ *                      Host backends read IoObject.fd instead (several targets per device);
+ *                      kmod and uring_cmd use it to attach to their namespace.
  * @path:               as given to kvblk_open().
  * @blockdev:           @fd is a block device.
  * @buffered:           opened without O_DIRECT.
@@ -224,6 +250,34 @@ public:
 	{
 		(void)id;
 		(void)fixed_index;
+	}
+
+	/*
+	 * Target @id (>= 1) was added: @t describes it (t.fd opened by the library, which also
+	 * closes it after remove_target()). Return 0 to serve its objects (they carry t.fd in
+	 * IoObject.fd), or -errno with kvblk_last_error() set to refuse it. Host backends take any
+	 * target; uring_cmd takes NVMe generic char devices; the kmod lanes place it. Called with
+	 * no batch naming @id running; may run concurrently with batches on other targets.
+	 */
+	virtual int add_target(uint32_t id, BackendConfig &t) noexcept
+	{
+		(void)id;
+		(void)t;
+		return 0;
+	}
+
+	/* Forget target @id (no batch names it any more). */
+	virtual void remove_target(uint32_t id) noexcept { (void)id; }
+
+	/*
+	 * enum kvblk_backend that serves target @id's objects in direction @dir, and why (for
+	 * kvblk_get_target_info()); *reason is left alone when the device's own reason holds.
+	 */
+	[[nodiscard]] virtual kvblk_backend target_kind(uint32_t id, IoDir dir, std::string *reason) const noexcept
+	{
+		(void)id;
+		(void)reason;
+		return kind_for(dir);
 	}
 
 protected:

@@ -17,7 +17,7 @@ public:
 	int run(Batch &b) noexcept override
 	{
 		std::atomic<uint64_t> inflight{0}, peak{0};
-		const PositionalIo pio{cfg_.fd, b.dir, kind(), cfg_.max_cmd_bytes, cfg_.eagain_retries,
+		const PositionalIo pio{b.dir, kind(), cfg_.max_cmd_bytes, cfg_.eagain_retries,
 				       testing::active(), &inflight, &peak};
 		for (uint32_t i = 0; i < b.count; i++) {
 			int32_t st = move_object(pio, b.objects[i], i, &b.counters);

@@ -47,7 +47,7 @@ public:
 	int run(Batch &b) noexcept override
 	{
 		std::atomic<uint64_t> inflight{0}, peak{0};
-		const PositionalIo pio{cfg_.fd, b.dir, kind(), UINT64_MAX, cfg_.eagain_retries,
+		const PositionalIo pio{b.dir, kind(), UINT64_MAX, cfg_.eagain_retries,
 				       testing::active(), &inflight, &peak};
 		{
 			std::lock_guard<std::mutex> g(mu_);

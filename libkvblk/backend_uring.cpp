@@ -13,7 +13,9 @@
 //
 // Completion handling per command: short transfer -> resubmit the rest (counted);
 // -EAGAIN -> resubmit, at most eagain_retries times (counted), then the object fails with
-// -EAGAIN; 0 bytes -> the object fails with -ENODATA; any other error fails its own object.
+// -EAGAIN; 0 bytes -> the object fails with -ENODATA (unless the end of the file came with
+// IoObject.min_length bytes in); any other error fails its own object. Each command goes to
+// its object's own fd (IoObject.fd): one batch spans any number of targets.
 // An object's result is written once, when the last of its commands completes.
 #include "backend.hpp"
 #include "last_error.hpp"
@@ -261,14 +263,14 @@ private:
 		const bool fixed = o.fixed_index >= 0 && fixed_live_[o.fixed_index].load(std::memory_order_acquire);
 		if (w.dir == IoDir::read) {
 			if (fixed)
-				io_uring_prep_read_fixed(sqe, fd_, mem, len, off, o.fixed_index);
+				io_uring_prep_read_fixed(sqe, o.fd, mem, len, off, o.fixed_index);
 			else
-				io_uring_prep_read(sqe, fd_, mem, len, off);
+				io_uring_prep_read(sqe, o.fd, mem, len, off);
 		} else {
 			if (fixed)
-				io_uring_prep_write_fixed(sqe, fd_, mem, len, off, o.fixed_index);
+				io_uring_prep_write_fixed(sqe, o.fd, mem, len, off, o.fixed_index);
 			else
-				io_uring_prep_write(sqe, fd_, mem, len, off);
+				io_uring_prep_write(sqe, o.fd, mem, len, off);
 		}
 		io_uring_sqe_set_data64(sqe, id);
 		s.t_submit = now_ns();
@@ -293,6 +295,11 @@ private:
 			s.attempt++;
 			c.eagain_retries++;
 			resubmit_.push_back(id);
+			return;
+		}
+		if (res >= 0 && uint64_t(res) < s.len - s.done &&
+		    eof_is_complete(w.objs[s.obj], s.cmd_off + s.done + uint64_t(res))) {
+			release(w, id, 0, used); /* the end of the file, with every byte wanted in */
 			return;
 		}
 		if (res > 0 && uint64_t(res) < s.len - s.done) {

@@ -24,6 +24,7 @@
 #include "sysfs.hpp"
 #include "last_error.hpp"
 #include "ring_workers.hpp"
+#include "target_slots.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
@@ -91,6 +92,13 @@ struct ObjectState {
 	std::atomic<int32_t> status;
 };
 
+/* Where a target's commands go: its generic char device, namespace id and LBA size. */
+struct TargetNs {
+	int fd = -1;
+	uint32_t nsid = 0;
+	uint32_t lba_shift = 0;
+};
+
 /* One batch, shared by all rings. */
 struct Work {
 	IoDir dir;
@@ -102,6 +110,7 @@ struct Work {
 	const testing::Seams *seams;
 	const uint64_t *first_cmd;
 	ObjectState *state;
+	const TargetSlots<TargetNs> *ns;	/* by IoObject.target */
 	std::atomic<uint64_t> next_cmd{0};
 	std::atomic<uint64_t> inflight{0};
 	std::atomic<uint64_t> peak{0};
@@ -261,16 +270,17 @@ private:
 		if (!sqe)
 			__builtin_unreachable(); /* callers checked SQ space */
 		std::memset(static_cast<void *>(sqe), 0, 2 * sizeof(*sqe)); /* one 128-byte SQE */
+		const TargetNs &t = (*w.ns)[o.target];
 		sqe->opcode = IORING_OP_URING_CMD;
-		sqe->fd = fd_;
+		sqe->fd = t.fd;
 		sqe->cmd_op = NVME_URING_CMD_IO;
 		io_uring_sqe_set_data64(sqe, id);
 
-		const uint64_t slba = (o.offset + s.cmd_off) >> lba_shift_;
-		const uint64_t nlb = s.len >> lba_shift_;
+		const uint64_t slba = (o.offset + s.cmd_off) >> t.lba_shift;
+		const uint64_t nlb = s.len >> t.lba_shift;
 		nvme_uring_cmd cmd{};
 		cmd.opcode = w.dir == IoDir::read ? kNvmeCmdRead : kNvmeCmdWrite;
-		cmd.nsid = nsid_;
+		cmd.nsid = t.nsid;
 		cmd.addr = uint64_t(uintptr_t(o.mem + s.cmd_off));
 		cmd.data_len = uint32_t(s.len);
 		cmd.cdw10 = uint32_t(slba);
@@ -461,8 +471,54 @@ public:
 		}
 		cfg.note = (S_ISBLK(st.st_mode) ? "mapped to " + ng_path_ + ", " : std::string()) + "nsid " +
 			   std::to_string(nsid_);
+		TargetNs *t0 = ns_.ensure(0);
+		if (!t0)
+			return fail(-ENOMEM, "uring_cmd: out of memory");
+		*t0 = TargetNs{fd_, nsid_, lba_shift_};
 		return 0;
 	}
+
+	/*
+	 * An added target must be an NVMe generic char device whose commands fit this device's
+	 * max_cmd_bytes (objects are split at it); each command carries its own nsid and LBA size.
+	 */
+	int add_target(uint32_t id, BackendConfig &t) noexcept override
+	{
+		const char *path = t.path.c_str();
+		struct stat st;
+		if (fstat(t.fd, &st) != 0 || !S_ISCHR(st.st_mode))
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s is not an NVMe generic char device (/dev/ngXnY): a uring_cmd "
+				    "device sends NVMe commands only, open another device for files and block devices",
+				    path);
+		const std::string ng = sysfs_name("char", st.st_rdev);
+		const int nsid = ioctl(t.fd, NVME_IOCTL_ID);
+		if (ng.compare(0, 2, "ng") != 0 || nsid <= 0)
+			return fail(-EOPNOTSUPP, "uring_cmd: %s is not an NVMe generic char device", path);
+		const uint32_t lbs = t.logical_block_size;
+		if (lbs == 0 || (lbs & (lbs - 1)) || cfg_.max_cmd_bytes % lbs)
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s has %u-byte LBAs; commands of this device are %llu bytes",
+				    path, lbs, ull(cfg_.max_cmd_bytes));
+		const std::string q = "/sys/block/nvme" + ng.substr(2) + "/queue/";
+		const uint64_t kb = read_sysfs_u64(q + "max_hw_sectors_kb");
+		const uint64_t segs = read_sysfs_u64(q + "max_segments");
+		const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+		if ((kb && (kb << 10) < cfg_.max_cmd_bytes) || (segs > 1 && (segs - 1) * page < cfg_.max_cmd_bytes) ||
+		    (kMaxNlb << __builtin_ctz(lbs)) < cfg_.max_cmd_bytes)
+			return fail(-EOPNOTSUPP,
+				    "uring_cmd: %s takes smaller commands than this device's %llu bytes (max_hw_sectors_kb "
+				    "%llu, max_segments %llu): open the device with a smaller max_cmd_bytes",
+				    path, ull(cfg_.max_cmd_bytes), ull(kb), ull(segs));
+		TargetNs *e = ns_.ensure(id);
+		if (!e)
+			return fail(-ENOMEM, "uring_cmd: out of memory");
+		*e = TargetNs{t.fd, uint32_t(nsid), uint32_t(__builtin_ctz(lbs))};
+		t.max_cmd_bytes = cfg_.max_cmd_bytes;
+		return 0;
+	}
+
+	void remove_target(uint32_t id) noexcept override { ns_[id] = TargetNs{}; }
 
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_URING_CMD; }
 
@@ -499,6 +555,7 @@ public:
 		w.seams = testing::active();
 		w.first_cmd = first_cmd_.data();
 		w.state = state_.get();
+		w.ns = &ns_;
 
 		counters_.assign(rings_.size(), BatchCounters{});
 		auto job = [&](uint32_t i) { rings_[i]->run(w, counters_[i]); };
@@ -590,6 +647,7 @@ private:
 	std::vector<uint64_t> first_cmd_;
 	std::unique_ptr<ObjectState[]> state_;
 	uint32_t state_cap_ = 0;
+	TargetSlots<TargetNs> ns_;	/* target 0 and the added generic char devices */
 };
 
 } // namespace

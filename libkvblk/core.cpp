@@ -2,13 +2,12 @@
 // The C API of libkvblk: open/close, backend choice, buffer registration, load/store
 // batches (validate, hand to the backend, account) and the small query functions.
 #include "backend.hpp"
-#include "buffers.hpp"
+#include "device.hpp"
+#include "lanes.hpp"
 #include "last_error.hpp"
-#include "staging.hpp"
-#include "stats.hpp"
+#include "struct_size.hpp"
 #include "target.hpp"
 #include "testing.hpp"
-#include "validate.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -24,18 +23,6 @@
 #include <vector>
 
 using namespace kvblk::detail;
-
-struct kvblk_dev {
-	Target target;
-	kvblk_dev_info info{};
-	std::unique_ptr<Backend> backend;
-	BufferTable buffers;
-	Stats stats;
-	std::mutex io_mutex;		/* one batch at a time */
-	std::vector<IoObject> objects;	/* the batch being served (under io_mutex) */
-	Stager stager;			/* staged path: engine and pool (pool under io_mutex) */
-	uint32_t staged_buffers = 0;	/* live staged buffers (under io_mutex) */
-};
 
 namespace {
 
@@ -139,6 +126,11 @@ int check_options(const kvblk_open_opts &o)
 		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is below 4096", ull(o.max_cmd_bytes));
 	if ((o.flags & KVBLK_OPEN_CREATE) && o.create_bytes == 0)
 		return fail(-EINVAL, "kvblk_open: KVBLK_OPEN_CREATE needs create_bytes > 0");
+	if (o.max_batches > KVBLK_MAX_BATCHES)
+		return fail(-EINVAL, "kvblk_open: max_batches %u is out of range 1..%u", o.max_batches,
+			    KVBLK_MAX_BATCHES);
+	if (o.reserved)
+		return fail(-EINVAL, "kvblk_open: reserved is %u, must be 0", o.reserved);
 	return 0;
 }
 
@@ -189,16 +181,12 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	kvblk_open_opts o;
 	kvblk_open_opts_init(&o, sizeof(o));
 	if (user_opts) {
-		if (user_opts->opts_size < sizeof(o))
-			return fail(-EINVAL, "kvblk_open: opts_size %zu is smaller than %zu (use kvblk_open_opts_init)",
-				    user_opts->opts_size, sizeof(o));
-		/* A newer caller's extra fields must be 0: this library does not know them. */
-		const auto *tail = reinterpret_cast<const unsigned char *>(user_opts) + sizeof(o);
-		for (size_t i = 0; i < user_opts->opts_size - sizeof(o); i++)
-			if (tail[i])
-				return fail(-EINVAL, "kvblk_open: option byte %zu is beyond what this libkvblk "
-						     "knows and is not 0", sizeof(o) + i);
-		std::memcpy(&o, user_opts, sizeof(o));
+		/* 0.2 callers pass the smaller size; a newer caller's extra fields must be 0. */
+		int ret = check_input_size("kvblk_open", "opts_size", user_opts, user_opts->opts_size,
+					   KVBLK_OPEN_OPTS_SIZE_V0_2, sizeof(o));
+		if (ret)
+			return ret;
+		copy_in(&o, sizeof(o), user_opts, user_opts->opts_size);
 	}
 	int ret = check_options(o);
 	if (ret)
@@ -209,18 +197,19 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		return ret;
 
 	auto dev = std::make_unique<kvblk_dev>();
-	ret = open_target(path, o.flags, o.create_bytes, &dev->target);
+	auto entry = std::make_unique<TargetEntry>();
+	ret = open_target(path, o.flags, o.create_bytes, &entry->t);
 	if (ret)
 		return ret;
-	const Target &t = dev->target;
+	entry->size = entry->t.capacity;
+	dev->targets.install0(std::move(entry)); /* closed with the device from here on */
+	const Target &t = dev->t0();
 	const bool automatic = choice.backend == KVBLK_BACKEND_AUTO;
 	if (automatic)
 		choose_auto_backend(t, &choice);
 	ret = check_backend_fits(choice.backend, t);
-	if (ret) {
-		close_target(&dev->target);
+	if (ret)
 		return ret;
-	}
 
 	BackendConfig cfg;
 	cfg.fd = t.fd;
@@ -263,10 +252,13 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		if (!ret)
 			dev->backend = create_backend(choice.backend, cfg, &ret);
 	}
-	if (ret) {
-		close_target(&dev->target);
+	if (ret)
 		return ret;
-	}
+	dev->targets.t0().max_cmd_bytes = cfg.max_cmd_bytes;
+	dev->config = cfg;
+	/* A kmod device serves the targets added later on lanes of their own (lanes.cpp). */
+	if (choice.backend == KVBLK_BACKEND_KMOD)
+		dev->backend = make_kmod_lanes(std::move(dev->backend), cfg);
 
 	kvblk_dev_info &info = dev->info;
 	info.info_size = sizeof(info);
@@ -280,137 +272,12 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	info.queue_depth = cfg.queue_depth;
 	info.workers = cfg.workers;
 	info.max_descs = o.max_descs ? o.max_descs : KVBLK_DEFAULT_MAX_DESCS;
+	info.max_batches = o.max_batches ? o.max_batches : KVBLK_DEFAULT_MAX_BATCHES;
 	if (!cfg.note.empty())
 		choice.reason += "; " + cfg.note;
 	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
 	*out = dev.release();
 	return 0;
-}
-
-/* Fill every result of a rejected call: @bad gets @err, the others -ECANCELED. */
-int reject(kvblk_dev *dev, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
-	   kvblk_batch_info *info, int err, int32_t bad)
-{
-	for (uint32_t i = 0; i < n; i++)
-		results[i] = kvblk_result{i == uint32_t(bad) ? err : -ECANCELED, 0, 0, descs[i].tag};
-	dev->stats.record_rejected();
-	if (info) {
-		info->bad_index = bad;
-		info->failed = n;
-	}
-	return err;
-}
-
-int do_batch(kvblk_dev *dev, IoDir dir, const kvblk_desc *descs, uint32_t n, kvblk_result *results,
-	     kvblk_batch_info *info)
-{
-	const char *fn = dir == IoDir::read ? "kvblk_load_many" : "kvblk_store_many";
-	if (!dev || !descs || !results)
-		return fail(-EINVAL, "%s: NULL %s", fn, !dev ? "dev" : !descs ? "descs" : "results");
-	if (info && info->info_size < sizeof(*info))
-		return fail(-EINVAL, "%s: info_size %zu is smaller than %zu", fn, info->info_size, sizeof(*info));
-	if (n == 0)
-		return fail(-EINVAL, "%s: n is 0", fn);
-
-	const uint64_t t0 = now_ns();
-	kvblk_path path = dev->backend->path();
-	if (info) {
-		info->backend = dev->backend->kind_for(dir);
-		info->path = path;
-		info->bad_index = -1;
-		info->failed = 0;
-		info->bytes = 0;
-		info->commands = 0;
-		info->elapsed_ns = 0;
-	}
-
-	std::lock_guard<std::mutex> io(dev->io_mutex);
-	if (dir == IoDir::write && !dev->target.writable) {
-		set_last_error("%s: %s was not opened with KVBLK_OPEN_WRITE", fn, dev->target.path.c_str());
-		return reject(dev, descs, n, results, info, -EBADF, -1);
-	}
-	if (n > dev->info.max_descs) {
-		set_last_error("%s: %u descriptors exceed max_descs %u", fn, n, dev->info.max_descs);
-		return reject(dev, descs, n, results, info, -E2BIG, -1);
-	}
-
-	dev->objects.resize(n);
-	PinSet pins;
-	{
-		const ValidationLimits lim{dev->target.logical_block_size, dev->target.mem_align,
-					   dev->target.capacity};
-		auto lock = dev->buffers.lock();
-		int32_t bad = -1;
-		int ret = validate_descs(dir, descs, n, lim, dev->buffers, dev->objects.data(), &pins, &bad);
-		if (ret)
-			return reject(dev, descs, n, results, info, ret, bad);
-		/* The batch's path: STAGED over P2P over the backend's own. */
-		for (uint32_t i = 0; i < n; i++) {
-			const uint32_t p = dev->objects[i].path;
-			if (p == KVBLK_PATH_HOST)
-				continue;
-			if (dir == IoDir::write) {
-				set_last_error("%s: descriptor %u: stores from device memory (buffer %u) are not "
-					       "supported", fn, i, descs[i].buf_id);
-				return reject(dev, descs, n, results, info, -EOPNOTSUPP, int32_t(i));
-			}
-			if (p == KVBLK_PATH_STAGED || path != KVBLK_PATH_STAGED)
-				path = kvblk_path(p);
-		}
-		if (info)
-			info->path = path;
-		dev->buffers.pin_locked(pins);
-	}
-
-	for (uint32_t i = 0; i < n; i++)
-		results[i] = kvblk_result{0, 0, 0, descs[i].tag};
-	Batch batch{dir, dev->objects.data(), n, results, {}};
-	int ret = path == KVBLK_PATH_STAGED ? dev->stager.run(*dev->backend, batch) : dev->backend->run(batch);
-	dev->buffers.unpin(pins);
-	if (ret)
-		return reject(dev, descs, n, results, info, ret, -1);
-
-	BatchSummary sum{};
-	sum.backend = dev->backend->kind_for(dir);
-	sum.dir = dir;
-	sum.buffered = dev->target.buffered;
-	sum.path = path;
-	sum.objects = n;
-	uint32_t ok = 0, first_failed = n;
-	for (uint32_t i = 0; i < n; i++) {
-		const int32_t st = results[i].status;
-		if (st == 0) {
-			ok++;
-			sum.bytes_ok += results[i].bytes;
-			sum.bytes_by_path[dev->objects[i].path] += results[i].bytes;
-			continue;
-		}
-		if (first_failed == n)
-			first_failed = i;
-		if (st == -EIO)
-			sum.errors_io++;
-		else if (st == -EAGAIN)
-			sum.errors_eagain++;
-		else
-			sum.errors_other++;
-	}
-	sum.elapsed_ns = now_ns() - t0;
-	dev->stats.record_batch(sum, batch.counters);
-
-	if (first_failed < n) {
-		const std::string &note = path == KVBLK_PATH_STAGED ? dev->stager.copy_note() : std::string();
-		set_last_error("%s: descriptor %u (offset %llu, %llu bytes) failed: %s; %u of %u objects failed%s%s",
-			       fn, first_failed, ull(descs[first_failed].offset), ull(descs[first_failed].length),
-			       errno_text(results[first_failed].status).c_str(), n - ok, n,
-			       note.empty() ? "" : "; staged path: ", note.c_str());
-	}
-	if (info) {
-		info->failed = n - ok;
-		info->bytes = sum.bytes_ok;
-		info->commands = batch.counters.commands;
-		info->elapsed_ns = sum.elapsed_ns;
-	}
-	return int(ok);
 }
 
 /*
@@ -439,8 +306,8 @@ int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, ui
 	if (ret)
 		return fail(ret, "kvblk_register_buffer: KVBLK_MEM_CUDA range %p + %llu: %s", static_cast<void *>(base),
 			    ull(len), bad.c_str());
-	ret = dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
-				      dev->target.mem_align);
+	ret = dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->t0().logical_block_size,
+				      dev->t0().mem_align);
 	if (ret)
 		return ret;
 	dev->staged_buffers++;
@@ -452,14 +319,6 @@ int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, ui
 		       slot, why.c_str(), dev->stager.buffers(), ull(dev->stager.buffer_bytes()),
 		       dev->stager.engine()->name().c_str());
 	return 0;
-}
-
-/* Copy @size bytes of @ours into a caller's struct of @caller_size bytes; zero the rest. */
-void copy_out(void *caller, size_t caller_size, const void *ours, size_t size)
-{
-	std::memcpy(static_cast<char *>(caller) + sizeof(size_t), static_cast<const char *>(ours) + sizeof(size_t),
-		    size - sizeof(size_t));
-	std::memset(static_cast<char *>(caller) + size, 0, caller_size - size);
 }
 
 } // namespace
@@ -545,18 +404,19 @@ void kvblk_close(kvblk_dev *dev) noexcept
 		return;
 	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */
-	close_target(&dev->target);
-	delete dev;
+	delete dev;	      /* closes every target */
 }
 
 int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
 {
 	if (!dev || !info)
 		return fail(-EINVAL, "kvblk_get_info: NULL %s", dev ? "info" : "dev");
-	if (info->info_size < sizeof(*info))
-		return fail(-EINVAL, "kvblk_get_info: info_size %zu is smaller than %zu", info->info_size,
-			    sizeof(*info));
-	copy_out(info, info->info_size, &dev->info, sizeof(*info));
+	int ret = check_output_size("kvblk_get_info", "info_size", info->info_size, KVBLK_DEV_INFO_SIZE_V0_2);
+	if (ret)
+		return ret;
+	kvblk_dev_info i = dev->info;
+	i.targets = dev->targets.count();
+	copy_out(info, info->info_size, &i, sizeof(i));
 	return 0;
 }
 
@@ -661,16 +521,16 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) n
 	if (nb > KVBLK_MAX_STAGING_BUFFERS)
 		return fail(-EINVAL, "kvblk_set_staging: %u buffers is out of range 1..%u", nb,
 			    KVBLK_MAX_STAGING_BUFFERS);
-	if (bb < dev->target.logical_block_size || bb > KVBLK_MAX_STAGING_BUFFER_BYTES)
+	if (bb < dev->t0().logical_block_size || bb > KVBLK_MAX_STAGING_BUFFER_BYTES)
 		return fail(-EINVAL, "kvblk_set_staging: buffer_bytes %llu is out of range %u..%u", ull(bb),
-			    dev->target.logical_block_size, KVBLK_MAX_STAGING_BUFFER_BYTES);
+			    dev->t0().logical_block_size, KVBLK_MAX_STAGING_BUFFER_BYTES);
 	try {
 		std::lock_guard<std::mutex> io(dev->io_mutex);
 		dev->stager.release_pool(*dev->backend, dev->buffers);
 		dev->stager.configure(nb, bb);
 		if (dev->staged_buffers)
-			return dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->target.logical_block_size,
-						       dev->target.mem_align);
+			return dev->stager.ensure_pool(*dev->backend, dev->buffers, dev->t0().logical_block_size,
+						       dev->t0().mem_align);
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "kvblk_set_staging: out of memory");
 	}
@@ -696,38 +556,18 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
 	return 0;
 }
 
-int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
-		    struct kvblk_batch_info *info) noexcept
-{
-	try {
-		return do_batch(dev, IoDir::read, descs, n, results, info);
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_load_many: out of memory");
-	}
-}
-
-int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_result *results,
-		     struct kvblk_batch_info *info) noexcept
-{
-	try {
-		return do_batch(dev, IoDir::write, descs, n, results, info);
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_store_many: out of memory");
-	}
-}
-
 int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
 {
 	if (!dev || !stats)
 		return fail(-EINVAL, "kvblk_get_stats: NULL %s", dev ? "stats" : "dev");
-	if (stats->stats_size < KVBLK_STATS_SIZE_V0_1)
-		return fail(-EINVAL, "kvblk_get_stats: stats_size %zu is smaller than %zu", stats->stats_size,
-			    size_t(KVBLK_STATS_SIZE_V0_1));
+	int ret = check_output_size("kvblk_get_stats", "stats_size", stats->stats_size, KVBLK_STATS_SIZE_V0_1);
+	if (ret)
+		return ret;
 	kvblk_stats s{};
 	s.stats_size = sizeof(s);
 	dev->stats.snapshot(&s);
 	s.staging_pool_bytes = dev->stager.pool_bytes();
-	copy_out(stats, stats->stats_size, &s, std::min(stats->stats_size, sizeof(s)));
+	copy_out(stats, stats->stats_size, &s, sizeof(s));
 	return 0;
 }
 

@@ -17,11 +17,11 @@ void note_inflight(const PositionalIo &pio)
 }
 
 /* One pread/pwrite; bytes or -errno. */
-int64_t issue(const PositionalIo &pio, uint8_t *mem, uint64_t len, uint64_t offset)
+int64_t issue(const PositionalIo &pio, int fd, uint8_t *mem, uint64_t len, uint64_t offset)
 {
 	note_inflight(pio);
-	ssize_t r = pio.dir == IoDir::read ? pread(pio.fd, mem, len, off_t(offset))
-					   : pwrite(pio.fd, mem, len, off_t(offset));
+	ssize_t r = pio.dir == IoDir::read ? pread(fd, mem, len, off_t(offset))
+					   : pwrite(fd, mem, len, off_t(offset));
 	int64_t res = r < 0 ? -int64_t(errno) : int64_t(r);
 	pio.inflight->fetch_sub(1, std::memory_order_relaxed);
 	return res;
@@ -39,7 +39,8 @@ int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index
 		uint32_t attempt = 0, eagains = 0;
 		while (done < cmd_len) {
 			c->commands++;
-			int64_t res = issue(pio, obj.mem + cmd_off + done, cmd_len - done, obj.offset + cmd_off + done);
+			int64_t res = issue(pio, obj.fd, obj.mem + cmd_off + done, cmd_len - done,
+					    obj.offset + cmd_off + done);
 			if (pio.seams) {
 				info.cmd_offset = cmd_off;
 				info.cmd_length = cmd_len;
@@ -59,9 +60,11 @@ int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index
 			}
 			if (res < 0)
 				return int32_t(res);
+			done += uint64_t(res);
+			if (done < cmd_len && eof_is_complete(obj, cmd_off + done))
+				return 0; /* the end of the file, with every byte wanted in */
 			if (res == 0)
 				return -ENODATA;
-			done += uint64_t(res);
 			if (done < cmd_len)
 				c->short_resubmits++;
 		}

@@ -11,8 +11,7 @@
 namespace kvblk::detail {
 
 /**
- * struct PositionalIo - how to move objects with pread/pwrite.
- * @fd:             the target.
+ * struct PositionalIo - how to move objects with pread/pwrite (each on its own IoObject.fd).
  * @dir:            read or write.
  * @backend:        who is calling (for the test seam).
  * @cmd_bytes:      largest command (psync: max_cmd_bytes; threadpool: the whole object).
@@ -21,7 +20,6 @@ namespace kvblk::detail {
  * @inflight:       commands in flight now across threads; @peak the most seen.
  */
 struct PositionalIo {
-	int fd;
 	IoDir dir;
 	kvblk_backend backend;
 	uint64_t cmd_bytes;
@@ -34,7 +32,8 @@ struct PositionalIo {
 /*
  * Move object @index (@obj) in commands of at most cmd_bytes, resubmitting the rest of
  * short transfers and -EAGAIN (bounded). Returns 0 or the object's -errno: the command's
- * error, -EAGAIN after every retry, -ENODATA when a command made no progress.
+ * error, -EAGAIN after every retry, -ENODATA when a command made no progress (unless it met
+ * the end of the file with obj.min_length bytes in: then 0, see IoObject).
  */
 int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c) noexcept;
 

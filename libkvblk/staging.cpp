@@ -174,6 +174,8 @@ bool Stager::fill(uint32_t lane, const Batch &b)
 		io.fixed_index = bb.fixed;
 		io.buf_offset = used;
 		io.path = KVBLK_PATH_HOST;
+		io.fd = o.fd;
+		io.target = o.target;
 		sub_.push_back(io);
 		refs_.push_back(Ref{false, uint32_t(pieces_.size() - 1), lane});
 		any = true;

@@ -17,8 +17,16 @@ void Stats::record_batch(const BatchSummary &s, const BatchCounters &c) noexcept
 	add(cq_overflows_, c.cq_overflows);
 	if (s.buffered)
 		add(buffered_batches_, 1);
-	if (unsigned(s.backend) < KVBLK_BACKEND_MAX)
+	/* A batch that several backends served (the kmod lanes) counts once for each. */
+	if (c.served_by) {
+		for (unsigned b = 0; b < KVBLK_BACKEND_MAX; b++)
+			if (c.served_by & (1u << b))
+				add(batches_by_backend_[b], 1);
+	} else if (unsigned(s.backend) < KVBLK_BACKEND_MAX) {
 		add(batches_by_backend_[s.backend], 1);
+	}
+	add(unaligned_objects_, s.unaligned_objects);
+	add(unaligned_extra_bytes_, s.unaligned_extra_bytes);
 	if (unsigned(s.path) < KVBLK_PATH_MAX)
 		add(batches_by_path_[s.path], 1);
 	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++)
@@ -64,6 +72,8 @@ void Stats::snapshot(kvblk_stats *out) const noexcept
 	}
 	out->staged_copies = get(staged_copies_);
 	out->p2p_fallbacks = get(p2p_fallbacks_);
+	out->unaligned_objects = get(unaligned_objects_);
+	out->unaligned_extra_bytes = get(unaligned_extra_bytes_);
 }
 
 void Stats::reset() noexcept
@@ -71,7 +81,8 @@ void Stats::reset() noexcept
 	for (Counter *c : {&batches_, &objects_, &commands_, &bytes_read_, &bytes_written_,
 			   &rejected_batches_, &errors_io_, &errors_eagain_, &errors_other_,
 			   &eagain_retries_, &short_resubmits_, &memlock_fallbacks_, &buffered_batches_,
-			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_})
+			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_,
+			   &unaligned_objects_, &unaligned_extra_bytes_})
 		c->store(0, std::memory_order_relaxed);
 	for (Counter &c : batches_by_backend_)
 		c.store(0, std::memory_order_relaxed);

@@ -24,6 +24,8 @@ struct BatchSummary {
 	uint32_t errors_other;
 	uint64_t elapsed_ns;
 	uint64_t bytes_by_path[KVBLK_PATH_MAX];	/* bytes_ok by each object's own path */
+	uint64_t unaligned_objects;	/* KVBLK_DESC_UNALIGNED objects that needed a bounced edge */
+	uint64_t unaligned_extra_bytes;	/* their covering bytes beyond what they wanted */
 };
 
 class Stats {
@@ -52,6 +54,7 @@ private:
 	Counter batches_by_path_[KVBLK_PATH_MAX];
 	Counter bytes_by_path_[KVBLK_PATH_MAX];
 	Counter staged_copies_, p2p_fallbacks_;
+	Counter unaligned_objects_, unaligned_extra_bytes_;
 };
 
 } // namespace kvblk::detail

@@ -204,7 +204,9 @@ int describe_file(Target *t, const struct stat &st)
 
 /*
  * 0 for a block device or regular file, else -EISDIR or -ENOTSUP with the message set
- * (NVMe generic char devices are recognised before this check).
+ * (NVMe generic char devices are recognised before this check). Used on a stat(2) before
+ * anything is opened, so that a FIFO, socket or tty is refused without an open that could
+ * block or take a controlling terminal, and again on the opened fd.
  */
 int check_type(const char *path, const struct stat &st)
 {
@@ -212,7 +214,10 @@ int check_type(const char *path, const struct stat &st)
 		return 0;
 	if (S_ISDIR(st.st_mode))
 		return fail(-EISDIR, "%s is a directory, not a block device or regular file", path);
-	return fail(-ENOTSUP, "%s is neither a block device nor a regular file", path);
+	const char *what = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+			   : S_ISCHR(st.st_mode)   ? "a char device (not an NVMe generic one)"
+						   : "of an unknown file type";
+	return fail(-ENOTSUP, "%s is %s, neither a block device nor a regular file", path, what);
 }
 
 /* open(2), or the error the test seam forces on an O_DIRECT open. */
@@ -228,30 +233,36 @@ int open_path(const char *path, int oflags)
 			}
 		}
 	}
-	return open(path, oflags);
+	/*
+	 * O_NONBLOCK: should @path have become a FIFO since it was checked, the open returns at
+	 * once (and fstat refuses it). It is cleared again below: io_uring would turn it into
+	 * -EAGAIN completions on regular files.
+	 */
+	const int fd = open(path, oflags | O_NONBLOCK | O_NOCTTY);
+	if (fd >= 0 && fcntl(fd, F_SETFL, oflags & ~(O_ACCMODE | O_CLOEXEC | O_CREAT | O_NOCTTY)) != 0) {
+		const int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
 }
 
-} // namespace
-
-int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target *t)
+/*
+ * Open @open_as (a path, or /proc/self/fd/N for a caller's fd) with access mode @acc and fill
+ * @t (t->path, ->buffered, ->writable set by the caller; t->path names it in messages).
+ */
+int open_checked(const char *open_as, int acc, Target *t)
 {
-	*t = Target{};
-	t->path = path;
-	t->buffered = flags & KVBLK_OPEN_BUFFERED;
-	t->writable = flags & KVBLK_OPEN_WRITE;
+	const char *path = t->path.c_str();
 
-	if (flags & KVBLK_OPEN_CREATE) {
-		int ret = create_file(path, create_bytes);
-		if (ret)
-			return ret;
-	}
-
-	/* An NVMe generic char device (/dev/ngXnY): no O_DIRECT (no page cache to bypass). */
+	/* What the path is, before opening it: a FIFO or socket is refused here. */
 	struct stat pre;
-	if (stat(path, &pre) == 0 && S_ISCHR(pre.st_mode)) {
-		const std::string ng = nvme_generic_name(pre.st_rdev);
+	if (stat(open_as, &pre) == 0) {
+		/* An NVMe generic char device (/dev/ngXnY): no O_DIRECT (no page cache to bypass). */
+		const std::string ng = S_ISCHR(pre.st_mode) ? nvme_generic_name(pre.st_rdev) : std::string();
 		if (!ng.empty()) {
-			t->fd = open(path, (t->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+			t->fd = open(open_as, acc | O_CLOEXEC);
 			if (t->fd < 0) {
 				const int e = errno;
 				return fail(-e, "open(%s): %s", path, errno_text(e).c_str());
@@ -268,15 +279,17 @@ int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target 
 				close_target(t);
 			return ret;
 		}
+		if (int ret = check_type(path, pre))
+			return ret;
 	}
 
-	const int oflags = (t->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | (t->buffered ? 0 : O_DIRECT);
-	t->fd = open_path(path, oflags);
+	const int oflags = acc | O_CLOEXEC | (t->buffered ? 0 : O_DIRECT);
+	t->fd = open_path(open_as, oflags);
 	if (t->fd < 0) {
 		const int e = errno;
 		if (e == EINVAL && (oflags & O_DIRECT)) {
 			/* EINVAL only with O_DIRECT: no direct I/O here; say why for a usable target. */
-			int probe = open(path, oflags & ~O_DIRECT);
+			int probe = open(open_as, (oflags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY);
 			if (probe >= 0) {
 				struct stat st;
 				int ret = fstat(probe, &st) != 0 ? -errno : check_type(path, st);
@@ -307,9 +320,78 @@ int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target 
 	} else {
 		ret = describe_file(t, st);
 	}
+	t->dev = st.st_dev;
+	t->ino = st.st_ino;
 	if (ret)
 		close_target(t);
 	return ret;
+}
+
+} // namespace
+
+int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target *t)
+{
+	*t = Target{};
+	t->path = path;
+	t->buffered = flags & KVBLK_OPEN_BUFFERED;
+	t->writable = flags & KVBLK_OPEN_WRITE;
+
+	if (flags & KVBLK_OPEN_CREATE) {
+		int ret = create_file(path, create_bytes);
+		if (ret)
+			return ret;
+	}
+	return open_checked(path, t->writable ? O_RDWR : O_RDONLY, t);
+}
+
+int open_target_fd(int fd, uint32_t flags, Target *t)
+{
+	*t = Target{};
+	t->buffered = flags & KVBLK_OPEN_BUFFERED;
+	const int fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return fail(-EBADF, "kvblk_add_target_fd: fd %d is not open", fd);
+	if (fl & O_PATH)
+		return fail(-EBADF, "kvblk_add_target_fd: fd %d was opened with O_PATH: it grants no reads or writes",
+			    fd);
+	const int acc = fl & O_ACCMODE;
+	const bool can_read = acc == O_RDONLY || acc == O_RDWR;
+	const bool can_write = acc == O_WRONLY || acc == O_RDWR;
+	const bool want_write = flags & KVBLK_OPEN_WRITE;
+
+	const std::string proc = "/proc/self/fd/" + std::to_string(fd);
+	char link[PATH_MAX];
+	const ssize_t n = readlink(proc.c_str(), link, sizeof(link) - 1);
+	t->path = (n > 0 ? std::string(link, size_t(n)) : std::string("?")) + " (fd " + std::to_string(fd) + ")";
+
+	if (want_write && !can_write)
+		return fail(-EBADF, "kvblk_add_target_fd: %s is open read-only: KVBLK_OPEN_WRITE needs O_WRONLY or O_RDWR",
+			    t->path.c_str());
+	if (!can_read && !want_write)
+		return fail(-EBADF, "kvblk_add_target_fd: %s is open write-only: add it with KVBLK_OPEN_WRITE "
+				    "(stores only), or pass an fd open for reading",
+			    t->path.c_str());
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		const int e = errno;
+		return fail(-e, "kvblk_add_target_fd: fstat(%s): %s", t->path.c_str(), errno_text(e).c_str());
+	}
+	if (!(S_ISCHR(st.st_mode) && !nvme_generic_name(st.st_rdev).empty()))
+		if (int ret = check_type(t->path.c_str(), st))
+			return ret;
+
+	t->readable = can_read;
+	t->writable = want_write;
+	const int mode = can_read && want_write ? O_RDWR : want_write ? O_WRONLY : O_RDONLY;
+	/* Our own open file description of the same file: the caller's flags stay as they are. */
+	int ret = open_checked(proc.c_str(), mode, t);
+	if (ret)
+		return ret;
+	if (!t->nvme_generic && (t->dev != st.st_dev || t->ino != st.st_ino)) {
+		close_target(t);
+		return fail(-EBADF, "kvblk_add_target_fd: fd %d changed while it was reopened", fd);
+	}
+	return 0;
 }
 
 void close_target(Target *t) noexcept

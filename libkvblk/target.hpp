@@ -13,7 +13,8 @@ namespace kvblk::detail {
  * @fd:                   open file descriptor (O_DIRECT unless @buffered).
  * @blockdev:             a block device (else a regular file).
  * @buffered:             opened without O_DIRECT (KVBLK_OPEN_BUFFERED).
- * @writable:             opened O_RDWR (KVBLK_OPEN_WRITE).
+ * @readable:             loads allowed (always, except a target added from an O_WRONLY fd).
+ * @writable:             opened for writing (KVBLK_OPEN_WRITE).
  * @logical_block_size:   BLKSSZGET; for files statx dio_offset_align, else st_blksize.
  * @mem_align:            statx dio_mem_align, else @logical_block_size.
  * @capacity:             BLKGETSIZE64 or st_size, bytes.
@@ -27,12 +28,15 @@ namespace kvblk::detail {
  * @disk:                 sysfs name of the block device (nvme0n1, nvme0n1p2, sda); for
  *                        @nvme_generic the namespace's block device (nvme0n1).
  * @rdev:                 device number of a block device or of the char device.
+ * @dev, @ino:            st_dev and st_ino of the opened file (kvblk_add_target_fd() checks
+ *                        that its reopen reached the caller's file).
  */
 struct Target {
 	int fd = -1;
 	std::string path;
 	bool blockdev = false;
 	bool buffered = false;
+	bool readable = true;
 	bool writable = false;
 	uint32_t logical_block_size = 0;
 	uint32_t mem_align = 0;
@@ -43,6 +47,8 @@ struct Target {
 	bool nvme_generic = false;
 	std::string disk;
 	dev_t rdev = 0;
+	dev_t dev = 0;
+	ino_t ino = 0;
 };
 
 /*
@@ -50,6 +56,15 @@ struct Target {
  * Returns 0 or -errno with kvblk_last_error() set; on failure nothing stays open.
  */
 int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target *t);
+
+/*
+ * Open the caller's @fd as a target (kvblk_add_target_fd()): rights follow its access mode
+ * (F_GETFL; O_PATH or a mode that does not allow what @flags ask: -EBADF), a FIFO, socket or
+ * directory is refused from fstat(2) alone, and the file is reopened through
+ * /proc/self/fd/@fd (O_DIRECT unless KVBLK_OPEN_BUFFERED) so that @fd's own open file
+ * description is never changed. 0 or -errno with kvblk_last_error() set.
+ */
+int open_target_fd(int fd, uint32_t flags, Target *t);
 
 /* Close what open_target() opened. */
 void close_target(Target *t) noexcept;

@@ -10,36 +10,59 @@ namespace {
 
 using ull = unsigned long long;
 
-/* Check one descriptor; 0 and *obj filled, or -errno with the message set. */
-int check_one(IoDir dir, uint32_t i, const kvblk_desc &d, const ValidationLimits &lim,
-	      const BufferTable &table, IoObject *obj)
+/* Check one descriptor; 0 and *obj, *geo filled, or -errno with the message set. */
+int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObject *obj, Geometry *geo)
 {
+	const IoDir dir = c->dir;
 	const char *mem_word = dir == IoDir::read ? "destination" : "source";
-	const uint32_t lbs = lim.logical_block_size;
 
-	if (d.flags != 0)
+	if (v0_2 && d.flags != 0)
 		return fail(-EINVAL, "descriptor %u: flags 0x%x must be 0", i, d.flags);
+	if (d.flags & ~KVBLK_DESC_FLAGS_ALL)
+		return fail(-EINVAL, "descriptor %u: unknown flags 0x%x", i, d.flags & ~KVBLK_DESC_FLAGS_ALL);
+	if (d.reserved != 0)
+		return fail(-EINVAL, "descriptor %u: reserved is %u, must be 0", i, d.reserved);
+	const bool unaligned = d.flags & KVBLK_DESC_UNALIGNED;
+	if (unaligned && dir == IoDir::write)
+		return fail(-EINVAL, "descriptor %u: KVBLK_DESC_UNALIGNED is for loads only; stores are block aligned",
+			    i);
+
+	TargetEntry *te = c->targets->find_locked(d.target);
+	if (!te)
+		return fail(-ENOENT, "descriptor %u: target %u is not added", i, d.target);
+	c->targets->pin_locked(d.target, c->serial, c->target_pins);
+	const Target &t = te->t;
+	if (dir == IoDir::write && !t.writable)
+		return fail(-EBADF, "descriptor %u: target %u (%s) was not added with KVBLK_OPEN_WRITE", i, d.target,
+			    t.path.c_str());
+	if (dir == IoDir::read && !t.readable)
+		return fail(-EBADF, "descriptor %u: target %u (%s) is write-only (its fd was opened O_WRONLY)", i,
+			    d.target, t.path.c_str());
+	c->any_buffered |= t.buffered;
+
+	const uint32_t lbs = t.logical_block_size;
+	const uint64_t size = te->size.load(std::memory_order_relaxed);
 	if (d.length == 0)
 		return fail(-EINVAL, "descriptor %u: length is 0", i);
-	if (d.offset % lbs)
-		return fail(-EINVAL, "descriptor %u: offset %llu is not a multiple of the logical block size %u",
-			    i, ull(d.offset), lbs);
-	if (d.length % lbs)
-		return fail(-EINVAL, "descriptor %u: length %llu is not a multiple of the logical block size %u",
-			    i, ull(d.length), lbs);
+	if (!unaligned && d.offset % lbs)
+		return fail(-EINVAL, "descriptor %u: offset %llu is not a multiple of the logical block size %u%s",
+			    i, ull(d.offset), lbs, d.target ? " of its target" : "");
+	if (!unaligned && d.length % lbs)
+		return fail(-EINVAL, "descriptor %u: length %llu is not a multiple of the logical block size %u%s",
+			    i, ull(d.length), lbs, d.target ? " of its target" : "");
 	uint64_t end;
 	if (__builtin_add_overflow(d.offset, d.length, &end))
 		return fail(-EINVAL, "descriptor %u: offset %llu + length %llu overflows 64 bits", i,
 			    ull(d.offset), ull(d.length));
-	if (end > lim.capacity)
+	if (end > size)
 		return fail(-ERANGE,
 			    "descriptor %u: offset %llu + length %llu = %llu reaches past the end "
-			    "(capacity %llu bytes)",
-			    i, ull(d.offset), ull(d.length), ull(end), ull(lim.capacity));
+			    "(target %u: capacity %llu bytes)",
+			    i, ull(d.offset), ull(d.length), ull(end), d.target, ull(size));
 
 	uint8_t *mem;
 	if (d.buf_id != KVBLK_BUF_NONE) {
-		const RegisteredBuffer *b = table.find_locked(d.buf_id);
+		const RegisteredBuffer *b = c->buffers->find_locked(d.buf_id);
 		if (!b)
 			return fail(-ENOENT, "descriptor %u: buffer id %u is not registered", i, d.buf_id);
 		uint64_t buf_end;
@@ -52,6 +75,11 @@ int check_one(IoDir dir, uint32_t i, const kvblk_desc &d, const ValidationLimits
 		obj->fixed_index = b->fixed_index;
 		obj->buf_offset = d.addr;
 		obj->path = b->path;
+		if (unaligned && (b->kind != KVBLK_MEM_HOST || b->path != KVBLK_PATH_HOST))
+			return fail(-EINVAL,
+				    "descriptor %u: KVBLK_DESC_UNALIGNED needs a host memory destination; buffer %u "
+				    "is device memory (its edges are copied by the CPU)",
+				    i, d.buf_id);
 	} else {
 		if (d.addr == 0)
 			return fail(-EINVAL, "descriptor %u: %s address is NULL", i, mem_word);
@@ -64,32 +92,39 @@ int check_one(IoDir dir, uint32_t i, const kvblk_desc &d, const ValidationLimits
 		obj->buf_offset = 0;
 		obj->path = KVBLK_PATH_HOST;
 	}
-	if (uintptr_t(mem) % lim.mem_align)
-		return fail(-EINVAL, "descriptor %u: %s address %p is not aligned to mem_align %u", i,
-			    mem_word, static_cast<void *>(mem), lim.mem_align);
+	if (!unaligned && uintptr_t(mem) % t.mem_align)
+		return fail(-EINVAL, "descriptor %u: %s address %p is not aligned to mem_align %u%s", i,
+			    mem_word, static_cast<void *>(mem), t.mem_align, d.target ? " of its target" : "");
 
 	obj->offset = d.offset;
 	obj->length = d.length;
 	obj->mem = mem;
 	obj->buf_id = d.buf_id;
+	obj->fd = t.fd;
+	obj->target = d.target;
+	obj->min_length = 0;
+	*geo = Geometry{lbs, t.mem_align, size, unaligned};
+	c->any_unaligned |= unaligned;
 	return 0;
 }
 
 } // namespace
 
-int validate_descs(IoDir dir, const kvblk_desc *descs, uint32_t n, const ValidationLimits &lim,
-		   const BufferTable &table, IoObject *objects, PinSet *pins, int32_t *bad_index)
+int validate_descs(const DescView &descs, uint32_t n, BatchCheck *c, int32_t *bad_index)
 {
-	pins->reset();
+	c->pins->reset();
+	c->any_unaligned = false;
+	c->any_buffered = false;
 	for (uint32_t i = 0; i < n; i++) {
-		int ret = check_one(dir, i, descs[i], lim, table, &objects[i]);
+		const kvblk_desc d = descs[i];
+		int ret = check_one(i, d, descs.v0_2(), c, &c->objects[i], &c->geometry[i]);
 		if (ret) {
 			*bad_index = int32_t(i);
-			pins->reset();
+			c->pins->reset();
 			return ret;
 		}
-		if (descs[i].buf_id != KVBLK_BUF_NONE)
-			pins->set(descs[i].buf_id);
+		if (d.buf_id != KVBLK_BUF_NONE)
+			c->pins->set(d.buf_id);
 	}
 	*bad_index = -1;
 	return 0;

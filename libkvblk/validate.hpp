@@ -4,28 +4,93 @@
 
 #include "backend.hpp"
 #include "buffers.hpp"
+#include "targets.hpp"
 
 #include <kvblk/kvblk.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace kvblk::detail {
 
-/* What descriptors are checked against. */
-struct ValidationLimits {
-	uint32_t logical_block_size;
-	uint32_t mem_align;
-	uint64_t capacity;
+/* sizeof(struct kvblk_desc) of 0.2: what the KVBLK_0.1 entry points read. */
+inline constexpr size_t kDescSizeV0_2 = offsetof(kvblk_desc, target);
+static_assert(kDescSizeV0_2 == 40 && sizeof(kvblk_desc) == 48, "descriptor sizes of 0.2 and 0.3");
+
+/*
+ * DescView - the caller's descriptor array, 0.3 descriptors (48 bytes) or 0.2 ones (40 bytes,
+ * from a program built against the 0.2 header): d[i] is descriptor i as a 0.3 descriptor
+ * (target 0, reserved 0 for a 0.2 one). Read-only, no copy of the array.
+ */
+class DescView {
+public:
+	DescView(const void *base, size_t stride) noexcept : base_(static_cast<const uint8_t *>(base)), stride_(stride) {}
+
+	kvblk_desc operator[](uint32_t i) const noexcept
+	{
+		kvblk_desc d{};
+		std::memcpy(&d, base_ + size_t(i) * stride_, stride_);
+		return d;
+	}
+	/* Descriptors of 0.2 (flags must be 0, as that header said). */
+	[[nodiscard]] bool v0_2() const noexcept { return stride_ == kDescSizeV0_2; }
+	[[nodiscard]] bool null() const noexcept { return base_ == nullptr; }
+
+private:
+	const uint8_t *base_;
+	size_t stride_;
 };
 
 /*
- * Check @descs[0..n) in order and normalise each into @objects[i]. Stops at the first bad
- * descriptor: returns its error (-EINVAL, -ERANGE or -ENOENT), *bad_index = its index and
- * kvblk_last_error() names the index, the rule and the numbers. Returns 0 when all are good,
- * with the ids of the registered buffers they use in *pins.
- * Registered buffers are looked up in @table, whose lock the caller holds.
+ * struct Geometry - what one validated object's target requires, for the unaligned
+ * expansion (unaligned.cpp).
+ * @lbs:       the target's logical block size.
+ * @mem_align: the target's memory alignment.
+ * @size:      the target's size when the batch started.
+ * @unaligned: the descriptor asked for KVBLK_DESC_UNALIGNED.
  */
-int validate_descs(IoDir dir, const kvblk_desc *descs, uint32_t n, const ValidationLimits &lim,
-		   const BufferTable &table, IoObject *objects, PinSet *pins, int32_t *bad_index);
+struct Geometry {
+	uint32_t lbs;
+	uint32_t mem_align;
+	uint64_t size;
+	bool unaligned;
+};
+
+/*
+ * struct BatchCheck - what one batch is checked against and what the check produced.
+ * @dir:        load or store.
+ * @serial:     TargetTable::next_serial() of this batch.
+ * @targets:    the device's targets, lock held by the caller.
+ * @buffers:    the device's buffers, lock held by the caller.
+ * @objects:    out: one normalised object per descriptor.
+ * @geometry:   out: one Geometry per descriptor.
+ * @pins:       out: registered buffer ids the batch uses (to pin).
+ * @target_pins: out: target ids the batch names, already pinned (unpin when done, also on
+ *              rejection).
+ * @any_unaligned: out: some descriptor has KVBLK_DESC_UNALIGNED.
+ * @any_buffered:  out: some target of the batch goes through the page cache.
+ */
+struct BatchCheck {
+	IoDir dir;
+	uint64_t serial;
+	TargetTable *targets;
+	const BufferTable *buffers;
+	IoObject *objects;
+	Geometry *geometry;
+	PinSet *pins;
+	TargetPins *target_pins;
+	bool any_unaligned;
+	bool any_buffered;
+};
+
+/*
+ * Check @descs[0..n) in order and normalise each into c->objects[i]. Stops at the first bad
+ * descriptor: returns its error (-EINVAL, -ERANGE, -ENOENT, or -EBADF for a load from a
+ * write-only target or a store to a target not open for writing), *bad_index = its index and
+ * kvblk_last_error() names the index, the rule and the numbers. Returns 0 when all are good.
+ * Targets named so far stay pinned in c->target_pins either way.
+ */
+int validate_descs(const DescView &descs, uint32_t n, BatchCheck *c, int32_t *bad_index);
 
 } // namespace kvblk::detail

@@ -206,8 +206,10 @@ typedef struct kvblk_dev kvblk_dev;
  * @out:  receives the handle; untouched on failure.
  *
  * All I/O uses O_DIRECT unless KVBLK_OPEN_BUFFERED is given.
- * Errors: -EINVAL bad option (out of range, unknown flag, opts_size too small,
- * or larger with non-zero bytes this library does not know);
+ * Errors: -EINVAL bad option (out of range, unknown flag, opts_size below
+ * KVBLK_OPEN_OPTS_SIZE_V0_2 or above 64 KiB, or larger than this library's
+ * struct with non-zero bytes it does not know; reserved not 0); -ENOTSUP
+ * also for a FIFO or socket, refused without opening it;
  * -ENOENT, -EACCES, -EISDIR and other open(2) errors of @path; -ENOTSUP
  * @path is neither a block device, a regular file nor an NVMe generic char
  * device; -EOPNOTSUPP the file system refuses O_DIRECT (try
@@ -327,7 +329,12 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
  * in stats.batches_by_backend). A uring_cmd device takes NVMe generic char
  * devices only.
  * Errors: -EINVAL NULL argument or unknown flag; -ENOSPC KVBLK_MAX_TARGETS
- * reached; the errors of kvblk_open() for @path.
+ * reached; the errors of kvblk_open() for @path (-EISDIR a directory,
+ * -ENOTSUP a FIFO, socket or other file that is not a block device or
+ * regular file); -EOPNOTSUPP the device's backend cannot serve it (an NVMe
+ * generic char device on anything but a uring_cmd device; anything else on a
+ * uring_cmd device; a block size that does not divide the device's
+ * max_cmd_bytes; a uring_cmd namespace whose commands are smaller).
  */
 int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t *id) KVBLK_NOEXCEPT;
 
@@ -338,8 +345,12 @@ int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t 
  * needed with KVBLK_OPEN_WRITE). libkvblk opens its own description of the
  * same file (through /proc/self/fd, with O_DIRECT unless KVBLK_OPEN_BUFFERED)
  * and never changes @fd's flags; the caller may close @fd afterwards.
+ * An O_WRONLY @fd added with KVBLK_OPEN_WRITE is a store-only target: loads
+ * naming it fail with -EBADF. A FIFO, socket or directory is refused from
+ * fstat(2) of @fd alone (-ENOTSUP, -EISDIR), before anything is opened.
  * Errors: -EBADF @fd is not open, or opened O_PATH, or its access mode does
- * not allow what @flags ask for; the other errors of kvblk_add_target().
+ * not allow what @flags ask for (O_RDONLY with KVBLK_OPEN_WRITE, O_WRONLY
+ * without it); the other errors of kvblk_add_target().
  */
 int kvblk_add_target_fd(kvblk_dev *dev, int fd, uint32_t flags, uint32_t *id) KVBLK_NOEXCEPT;
 
@@ -499,6 +510,7 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 /* kvblk_desc.flags (since 0.3) */
 #define KVBLK_DESC_UNALIGNED	(1u << 0) /* load exactly though not block aligned (below) */
 #define KVBLK_DESC_FLAGS_ALL	(KVBLK_DESC_UNALIGNED)
+#define KVBLK_MAX_BOUNCE_BYTES	(256u << 20) /* bounce blocks per batch for KVBLK_DESC_UNALIGNED */
 
 /**
  * struct kvblk_desc - one object (a KV-cache blob) to load or store.
@@ -520,9 +532,15 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * into the destination; the unaligned edges are read as whole covering
  * blocks into a bounce buffer of the library and copied, so at most two
  * extra blocks per object are read (kvblk_batch_info.bytes_device counts
- * them). A file's last bytes (size % logical_block_size) are loadable this
- * way. Without the flag the alignment rules above hold (-EINVAL). Stores:
- * -EINVAL with the flag.
+ * them). When the aligned middle's destination is not aligned to mem_align,
+ * the whole object's covering blocks are bounced. A file's last bytes
+ * (size % logical_block_size) are loadable this way: the covering block
+ * that the end of the file cuts short is read up to the end (a short read
+ * there is success, and bytes_device counts only the bytes up to the end).
+ * The bounce blocks of one batch are at most KVBLK_MAX_BOUNCE_BYTES
+ * (-E2BIG, naming the descriptor that passes it). Registered destinations
+ * must be KVBLK_MEM_HOST buffers. Without the flag the alignment rules
+ * above hold (-EINVAL). Stores: -EINVAL with the flag.
  *
  * Growth: 0.2's struct ended after @tag (40 bytes). Programs built against
  * the 0.2 header keep calling the KVBLK_0.1 versions of kvblk_load_many()
@@ -543,7 +561,9 @@ struct kvblk_desc {
  * struct kvblk_result - outcome of one descriptor.
  * @status: 0, or -errno: -EIO an I/O error on one of its commands; -EAGAIN
  *          still -EAGAIN after eagain_retries resubmissions; -ENODATA the
- *          device or file ended early (short read that made no progress);
+ *          device or file ended early (short read that made no progress;
+ *          not for the last covering block of a KVBLK_DESC_UNALIGNED object,
+ *          which may end at the end of the file);
  *          -ECANCELED not attempted because the call was rejected; or the
  *          input error of the rejected descriptor. kmod loads also:
  *          -ENOLINK the path to the controller failed during the call
@@ -645,9 +665,15 @@ struct kvblk_batch_info {
  *            buffer range exceeded, flags not 0;
  *  -EOPNOTSUPP (kvblk_store_many()) a descriptor's source is device memory;
  *  -ENOENT   a descriptor names an unregistered buffer id or an unknown
- *            target;
+ *            target (added and not removed);
+ *  -EBADF    a load from a write-only target (info->bad_index -1, as below);
  *  -ERANGE   a descriptor reaches past the end of the device or file;
- *  -E2BIG    @n > max_descs;
+ *  -E2BIG    @n > max_descs; or the bounce blocks of KVBLK_DESC_UNALIGNED
+ *            descriptors pass KVBLK_MAX_BOUNCE_BYTES (bad_index names the
+ *            first that does not fit);
+ *  -EINVAL   also: info_size below KVBLK_BATCH_INFO_SIZE_V0_2 or above
+ *            64 KiB (a larger one than this library's gets the rest zeroed),
+ *            unknown descriptor flags, reserved not 0;
  *  -ENOMEM.
  */
 int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
@@ -656,7 +682,8 @@ int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 /**
  * kvblk_store_many() - write @n objects; same shape, rules and return as
  * kvblk_load_many(), data flowing from memory to the device.
- * Extra error: -EBADF the device was not opened with KVBLK_OPEN_WRITE.
+ * Extra error: -EBADF a descriptor's target was not opened (added) with
+ * KVBLK_OPEN_WRITE: the whole call, info->bad_index -1, as in 0.2.
  * For regular files, stores may not extend the file: -ERANGE past its end
  * (create it with KVBLK_OPEN_CREATE and create_bytes).
  */
@@ -909,7 +936,8 @@ struct kvblk_stats {
  * kvblk_get_stats() - copy the counters; set stats->stats_size first.
  * A stats_size between KVBLK_STATS_SIZE_V0_1 and sizeof(struct kvblk_stats)
  * gets the first stats_size bytes; bytes beyond what this library knows are zeroed.
- * Errors: -EINVAL NULL argument or stats_size below KVBLK_STATS_SIZE_V0_1.
+ * Errors: -EINVAL NULL argument or stats_size below KVBLK_STATS_SIZE_V0_1 or
+ * above 64 KiB.
  */
 int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) KVBLK_NOEXCEPT;
 

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// libkvblk.so as a program links it: every public symbol exported at its node (KVBLK_0.1, KVBLK_0.2),
+// libkvblk.so as a program links it: every public symbol exported at its node (KVBLK_0.1, KVBLK_0.2,
+// KVBLK_0.3; kvblk_load_many/kvblk_store_many at both KVBLK_0.1 and, the default, KVBLK_0.3),
 // nothing of the C++ internals exported, and the C header compiled as C against it.
 #include <kvblk/kvblk.h>
 
@@ -22,6 +23,13 @@ const char *const kPublic[] = {
 
 /* Added in 0.2 (GPU destinations). */
 const char *const kPublic02[] = {"kvblk_register_dmabuf", "kvblk_set_staging", "kvblk_path_name"};
+
+/* Added in 0.3 (several targets). */
+const char *const kPublic03[] = {"kvblk_add_target", "kvblk_add_target_fd", "kvblk_remove_target",
+				 "kvblk_get_target_info"};
+
+/* Two versions: 40-byte descriptors @KVBLK_0.1, 48-byte ones @@KVBLK_0.3 (the default). */
+const char *const kTwoVersions[] = {"kvblk_load_many", "kvblk_store_many"};
 
 struct Handle {
 	void *h = dlopen(KVBLK_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
@@ -50,6 +58,33 @@ TEST(AbiTest, symbols_of_0_2_are_versioned_kvblk_0_2)
 		EXPECT_NE(dlvsym(lib.h, name, "KVBLK_0.2"), nullptr) << name;
 		EXPECT_EQ(dlvsym(lib.h, name, "KVBLK_0.1"), nullptr) << name;
 	}
+}
+
+TEST(AbiTest, symbols_of_0_3_are_versioned_kvblk_0_3)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	for (const char *name : kPublic03) {
+		EXPECT_NE(dlvsym(lib.h, name, "KVBLK_0.3"), nullptr) << name;
+		EXPECT_EQ(dlvsym(lib.h, name, "KVBLK_0.2"), nullptr) << name;
+	}
+}
+
+TEST(AbiTest, load_and_store_many_have_a_0_1_and_a_default_0_3_version)
+{
+	Handle lib;
+	ASSERT_NE(lib.h, nullptr) << dlerror();
+	for (const char *name : kTwoVersions) {
+		void *old = dlvsym(lib.h, name, "KVBLK_0.1");
+		void *now = dlvsym(lib.h, name, "KVBLK_0.3");
+		ASSERT_NE(old, nullptr) << name;
+		ASSERT_NE(now, nullptr) << name;
+		EXPECT_NE(old, now) << name << ": the 0.1 version must read 40-byte descriptors";
+		EXPECT_EQ(dlsym(lib.h, name), now) << name << ": the default is 0.3";
+	}
+	/* The compat wrappers' own names stay internal. */
+	EXPECT_EQ(dlsym(lib.h, "kvblk_load_many_v0_1"), nullptr);
+	EXPECT_EQ(dlsym(lib.h, "kvblk_load_many_v0_3"), nullptr);
 }
 
 TEST(AbiTest, internals_are_not_exported)

@@ -95,7 +95,7 @@ TEST_F(OpenTest, bad_options_are_einval)
 	o.backend = KVBLK_BACKEND_MAX;
 	EXPECT_EQ(try_open(o), -EINVAL);
 	o = make_opts(KVBLK_BACKEND_URING);
-	o.opts_size = sizeof(o) - 8;
+	o.opts_size = KVBLK_OPEN_OPTS_SIZE_V0_2 - 8; /* below the 0.2 struct */
 	EXPECT_EQ(try_open(o), -EINVAL);
 	EXPECT_TRUE(says("opts_size"));
 
@@ -192,7 +192,7 @@ TEST_F(OpenTest, get_info_and_stats_check_sizes)
 {
 	DevPtr dev = open_dev(path_, make_opts(KVBLK_BACKEND_PSYNC));
 	kvblk_dev_info i{};
-	i.info_size = sizeof(i) - 1;
+	i.info_size = KVBLK_DEV_INFO_SIZE_V0_2 - 1; /* below the 0.2 struct */
 	EXPECT_EQ(kvblk_get_info(dev.get(), &i), -EINVAL);
 	EXPECT_EQ(kvblk_get_info(dev.get(), nullptr), -EINVAL);
 	EXPECT_EQ(kvblk_get_info(nullptr, &i), -EINVAL);

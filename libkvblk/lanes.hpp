@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+// Lanes: one device served by several backends. A kmod device reads its own namespace
+// through kvblk.ko; a PCIe NVMe namespace added with kvblk_add_target() gets a kvblk.ko
+// context of its own (its own kmod backend), and any other target is served by one uring
+// backend shared by all of them. Each backend is a lane; every target belongs to one lane.
+//
+// A batch is split by lane. The lanes run at once: lane 0 on the calling thread, every other
+// lane with work on a persistent thread of its own; the batch is over when all are done.
+// Results go back to their objects, counters are merged, and BatchCounters.served_by names
+// the backend of each lane that served part of it (stats.batches_by_backend counts each).
+// A batch whose objects are all on lane 0 goes to it untouched.
+//
+// Registered buffers are registered with every lane (also with lanes created later); each
+// lane keeps its own fixed-buffer index, put into its objects when the batch is split.
+// Device memory (CUDA, dma-buf) registered for P2P is registered with every lane that can
+// take it; an object whose lane could not (a uring lane) fails with -EOPNOTSUPP.
+//
+// The split, dispatch and merge are the same for any backends: the unit tests build Lanes
+// from userspace backends (psync, threadpool, uring) on files.
+#pragma once
+
+#include "backend.hpp"
+#include "target_slots.hpp"
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace kvblk::detail {
+
+class Lanes;
+
+/*
+ * Where a new target goes: put it on a lane of @lanes (an existing one, or one made with
+ * add_lane()) and return its index, or -errno with kvblk_last_error() set to refuse the
+ * target. *reason: why that lane (kvblk_get_target_info()'s backend_reason).
+ */
+using LanePlacement = std::function<int(Lanes &lanes, uint32_t id, BackendConfig &t, std::string *reason)>;
+
+class Lanes final : public Backend {
+public:
+	/* @lane0 serves target 0 (and whatever @place puts on lane 0). */
+	Lanes(std::unique_ptr<Backend> lane0, LanePlacement place);
+	~Lanes() override;
+
+	/* Add a lane (registering every live buffer with it); its index. Throws std::system_error
+	 * when its thread cannot start, std::bad_alloc. */
+	uint32_t add_lane(std::unique_ptr<Backend> be);
+	/* The backend of lane @lane (lane_count() > @lane). */
+	[[nodiscard]] Backend &lane(uint32_t lane) noexcept;
+	[[nodiscard]] uint32_t lane_count() noexcept;
+	/* Whether lane @lane exists (a lane left without targets is dropped). */
+	[[nodiscard]] bool lane_exists(uint32_t lane) noexcept;
+	/* The lane of target @id (0 for unknown ids). */
+	[[nodiscard]] uint32_t lane_of(uint32_t id) const noexcept;
+
+	kvblk_backend kind() const noexcept override;
+	kvblk_backend kind_for(IoDir dir) const noexcept override;
+	kvblk_path path() const noexcept override;
+	int run(Batch &b) noexcept override;
+	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override;
+	int register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr, uint64_t len) noexcept override;
+	void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept override;
+	int add_target(uint32_t id, BackendConfig &t) noexcept override;
+	void remove_target(uint32_t id) noexcept override;
+	kvblk_backend target_kind(uint32_t id, IoDir dir, std::string *reason) const noexcept override;
+
+private:
+	struct Lane;
+	struct Registration {
+		bool live = false;
+		bool device = false;
+		int kind = KVBLK_MEM_HOST;
+		int dmabuf_fd = -1;
+		uint8_t *base = nullptr;	/* host buffers */
+		uint64_t addr = 0;		/* device buffers */
+		uint64_t len = 0;
+	};
+	struct Placement {
+		uint32_t lane = 0;
+		std::string reason;
+	};
+
+	void register_with(Lane &l, uint32_t id) noexcept;
+	int split_and_run(Batch &b, std::vector<std::shared_ptr<Lane>> &lanes);
+
+	LanePlacement place_;
+	mutable std::mutex mu_;	/* lanes_, regs_ */
+	std::vector<std::shared_ptr<Lane>> lanes_;
+	std::vector<Registration> regs_;
+	TargetSlots<Placement> placement_;
+	uint32_t targets_off_lane0_ = 0;	/* live targets on lanes >= 1 (under mu_) */
+};
+
+/*
+ * The lanes of a kmod device: @kmod (target 0) on lane 0; a block device added later gets a
+ * kmod lane of its own when kvblk.ko attaches to it (a PCIe NVMe namespace), everything else
+ * (files, other block devices, KVBLK_OPEN_BUFFERED, namespaces the module refuses) goes to
+ * one shared uring lane made from @base's queue depth, workers and retries.
+ */
+std::unique_ptr<Backend> make_kmod_lanes(std::unique_ptr<Backend> kmod, const BackendConfig &base);
+
+} // namespace kvblk::detail

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: MIT
+// The lane split of a kmod device (libkvblk/lanes.hpp), with userspace backends standing in
+// for kvblk.ko contexts (no kvblk.ko here; tests/vm runs the real one): a batch across
+// targets on different lanes is split, the lanes run at once, results land on their objects,
+// counters merge, every lane's backend is named in served_by, registered buffers reach lanes
+// made later, and device memory a lane cannot reach fails only its objects.
+#include "test_util.hpp"
+
+#include "libkvblk/lanes.hpp"
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+using namespace kvblk_test;
+using namespace kvblk::detail;
+
+namespace {
+
+constexpr uint64_t kBytes = 64 * KiB;
+
+/* "kvblk.ko" for the test: reads with pread, takes device memory (host memory in disguise). */
+class FakeKmod final : public Backend {
+public:
+	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_KMOD; }
+	int run(Batch &b) noexcept override
+	{
+		threads.insert(std::this_thread::get_id());
+		for (uint32_t i = 0; i < b.count; i++) {
+			const IoObject &o = b.objects[i];
+			const ssize_t n = pread(o.fd, o.mem, o.length, off_t(o.offset));
+			b.results[i].status = n == ssize_t(o.length) ? 0 : -EIO;
+			b.results[i].bytes = n == ssize_t(o.length) ? o.length : 0;
+			b.counters.commands++;
+		}
+		return 0;
+	}
+	int register_device_buffer(uint32_t, int, int, uint64_t, uint64_t) noexcept override { return 0; }
+	std::set<std::thread::id> threads;
+};
+
+BackendConfig config_of(int fd, uint64_t size)
+{
+	BackendConfig c;
+	c.fd = fd;
+	c.path = "test";
+	c.logical_block_size = 512;
+	c.mem_align = 512;
+	c.capacity = size;
+	c.max_cmd_bytes = 16 * KiB;
+	c.queue_depth = 8;
+	c.workers = 2;
+	c.eagain_retries = 4;
+	return c;
+}
+
+class LanesTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		for (int i = 0; i < 3; i++) {
+			const std::string p = dir_.file("t" + std::to_string(i));
+			write_pattern_file(p, 4, kBytes);
+			fds_[i] = open(p.c_str(), O_RDWR | O_CLOEXEC);
+			ASSERT_GE(fds_[i], 0);
+		}
+		auto k = std::make_unique<FakeKmod>();
+		kmod_ = k.get();
+		/* Target 1 gets a "kvblk.ko" lane of its own, everything else the shared uring lane. */
+		lanes_ = std::make_unique<Lanes>(std::move(k), [this](Lanes &l, uint32_t id, BackendConfig &t,
+								      std::string *why) -> int {
+			int err = 0;
+			if (id == 1) {
+				*why = "kmod lane";
+				auto be = std::make_unique<FakeKmod>();
+				kmod1_ = be.get();
+				return int(l.add_lane(std::move(be)));
+			}
+			*why = "uring lane";
+			for (uint32_t i = 1; i < l.lane_count(); i++)
+				if (l.lane_exists(i) && l.lane(i).kind() == KVBLK_BACKEND_URING)
+					return int(i);
+			auto be = make_uring_backend(t, &err);
+			if (!be)
+				return err;
+			return int(l.add_lane(std::move(be)));
+		});
+	}
+	void TearDown() override
+	{
+		lanes_.reset();
+		for (int fd : fds_)
+			close(fd);
+	}
+
+	IoObject obj(uint32_t target, uint64_t offset, uint8_t *mem) const
+	{
+		IoObject o{};
+		o.offset = offset;
+		o.length = kBytes;
+		o.mem = mem;
+		o.buf_id = KVBLK_BUF_NONE;
+		o.fixed_index = -1;
+		o.fd = fds_[target];
+		o.target = target;
+		return o;
+	}
+
+	int add(uint32_t id)
+	{
+		BackendConfig c = config_of(fds_[id], 4 * kBytes);
+		return lanes_->add_target(id, c);
+	}
+
+	TempDir dir_;
+	int fds_[3] = {-1, -1, -1};
+	std::unique_ptr<Lanes> lanes_;
+	FakeKmod *kmod_ = nullptr;
+	FakeKmod *kmod1_ = nullptr;
+};
+
+TEST_F(LanesTest, batch_split_by_lane_and_merged)
+{
+	ASSERT_EQ(add(1), 0);
+	ASSERT_EQ(add(2), 0);
+	EXPECT_EQ(lanes_->lane_of(0), 0u);
+	EXPECT_EQ(lanes_->lane_of(1), 1u);
+	EXPECT_EQ(lanes_->lane_of(2), 2u);
+	std::string why;
+	EXPECT_EQ(lanes_->target_kind(2, IoDir::read, &why), KVBLK_BACKEND_URING);
+	EXPECT_EQ(why, "uring lane");
+
+	/* Objects of the three targets interleaved: 0,1,2,0,1,2,... */
+	constexpr uint32_t kN = 12;
+	AlignedBuf dst(kN * kBytes);
+	std::vector<IoObject> objs;
+	std::vector<kvblk_result> res(kN);
+	for (uint32_t i = 0; i < kN; i++) {
+		objs.push_back(obj(i % 3, (i / 3) * kBytes, dst.data() + i * kBytes));
+		res[i] = kvblk_result{0, 0, 0, 100 + i};
+	}
+	Batch b{IoDir::read, objs.data(), kN, res.data(), {}};
+	ASSERT_EQ(lanes_->run(b), 0);
+	for (uint32_t i = 0; i < kN; i++) {
+		SCOPED_TRACE(i);
+		EXPECT_EQ(res[i].status, 0);
+		EXPECT_EQ(res[i].bytes, kBytes);
+		EXPECT_EQ(res[i].tag, 100 + i);
+		/* Every file holds the same pattern: object i/3 of 4. */
+		EXPECT_EQ(std::memcmp(dst.data() + i * kBytes, expected_bytes((i / 3) * kBytes, kBytes, kBytes).data(), kBytes), 0);
+	}
+	EXPECT_EQ(b.counters.served_by, (1u << KVBLK_BACKEND_KMOD) | (1u << KVBLK_BACKEND_URING));
+	/* 4 objects per fake lane (1 command each) + 4 uring objects of 4 commands (16 KiB). */
+	EXPECT_EQ(b.counters.commands, 4u + 4u + 4u * 4u);
+	/* Lane 0 ran on the calling thread, lane 1 on its own. */
+	EXPECT_EQ(kmod_->threads, std::set<std::thread::id>{std::this_thread::get_id()});
+	ASSERT_NE(kmod1_, nullptr);
+	EXPECT_EQ(kmod1_->threads.size(), 1u);
+	EXPECT_EQ(kmod1_->threads.count(std::this_thread::get_id()), 0u);
+}
+
+TEST_F(LanesTest, all_on_lane_zero_is_not_split)
+{
+	AlignedBuf dst(kBytes);
+	IoObject o = obj(0, 0, dst.data());
+	kvblk_result r{};
+	Batch b{IoDir::read, &o, 1, &r, {}};
+	ASSERT_EQ(lanes_->run(b), 0);
+	EXPECT_EQ(r.status, 0);
+	EXPECT_EQ(b.counters.served_by, 0u) << "one backend: counted as the device's";
+	EXPECT_EQ(b.counters.commands, 1u);
+}
+
+TEST_F(LanesTest, buffers_reach_lanes_made_later)
+{
+	std::atomic<int> fixed_regs{0};
+	kvblk::testing::Seams s;
+	s.on_fixed_register = [&](uint32_t, uint64_t) {
+		fixed_regs++;
+		return 0;
+	};
+	SeamGuard g(s);
+	AlignedBuf reg(2 * kBytes);
+	BufferRegistration r0 = lanes_->register_buffer(5, reg.data(), reg.size());
+	EXPECT_EQ(r0.fixed_index, -1) << "lane 0 (the fake) maps nothing";
+	EXPECT_EQ(fixed_regs.load(), 0);
+	ASSERT_EQ(add(2), 0); /* makes the uring lane: the buffer is registered with it */
+	EXPECT_EQ(fixed_regs.load(), 1);
+
+	IoObject o = obj(2, kBytes, reg.data() + kBytes);
+	o.buf_id = 5;
+	o.buf_offset = kBytes;
+	IoObject o0 = obj(0, 0, reg.data());
+	o0.buf_id = 5;
+	IoObject both[2] = {o0, o};
+	kvblk_result res[2] = {};
+	Batch b{IoDir::read, both, 2, res, {}};
+	ASSERT_EQ(lanes_->run(b), 0);
+	EXPECT_EQ(res[0].status, 0);
+	EXPECT_EQ(res[1].status, 0);
+	EXPECT_EQ(std::memcmp(reg.data() + kBytes, expected_bytes(kBytes, kBytes, kBytes).data(), kBytes), 0);
+	lanes_->unregister_buffer(5, r0.fixed_index);
+}
+
+TEST_F(LanesTest, device_memory_fails_only_on_lanes_that_cannot_reach_it)
+{
+	ASSERT_EQ(add(1), 0);
+	ASSERT_EQ(add(2), 0);
+	AlignedBuf mem(3 * kBytes); /* "device memory" the fakes read into */
+	ASSERT_EQ(lanes_->register_device_buffer(9, KVBLK_MEM_CUDA, -1, uint64_t(uintptr_t(mem.data())), mem.size()), 0);
+	IoObject o[3];
+	kvblk_result r[3] = {};
+	for (uint32_t t = 0; t < 3; t++) {
+		o[t] = obj(t, 0, mem.data() + t * kBytes);
+		o[t].buf_id = 9;
+		o[t].path = KVBLK_PATH_P2P;
+	}
+	Batch b{IoDir::read, o, 3, r, {}};
+	ASSERT_EQ(lanes_->run(b), 0);
+	EXPECT_EQ(r[0].status, 0) << "lane 0 took the registration";
+	EXPECT_EQ(r[1].status, 0) << "the second kvblk.ko lane took it when it was made";
+	EXPECT_EQ(r[2].status, -EOPNOTSUPP) << "uring cannot DMA into CUDA memory";
+	EXPECT_NE(std::string(kvblk_last_error()).find("cannot reach"), std::string::npos) << kvblk_last_error();
+	lanes_->unregister_buffer(9, -1);
+}
+
+TEST_F(LanesTest, removing_the_last_target_of_a_lane_drops_it)
+{
+	ASSERT_EQ(add(1), 0);
+	ASSERT_EQ(lanes_->lane_count(), 2u);
+	EXPECT_TRUE(lanes_->lane_exists(1));
+	lanes_->remove_target(1);
+	EXPECT_FALSE(lanes_->lane_exists(1));
+	EXPECT_EQ(lanes_->lane_of(1), 0u);
+	/* The free lane slot is used again. */
+	ASSERT_EQ(add(1), 0);
+	EXPECT_EQ(lanes_->lane_of(1), 1u);
+	AlignedBuf dst(kBytes);
+	IoObject o = obj(1, 0, dst.data());
+	kvblk_result r{};
+	Batch b{IoDir::read, &o, 1, &r, {}};
+	ASSERT_EQ(lanes_->run(b), 0);
+	EXPECT_EQ(r.status, 0);
+	EXPECT_EQ(b.counters.served_by, 1u << KVBLK_BACKEND_KMOD);
+}
+
+} // namespace
