@@ -239,6 +239,32 @@ class Device:
         """kvblk_reset_stats(): zero every counter."""
         self._c.reset_stats()
 
+    # --------------------------------------------------------------- targets
+    def add_target(self, target, *, write=False, buffered=False):
+        """Add a block device or regular file that descriptors can name in their ``target``
+        field (kvblk_add_target(); target 0 is the path given to open()). ``target`` is a path
+        (str or os.PathLike) or an open file descriptor (int; kvblk_add_target_fd(): libkvblk
+        opens its own description, rights follow the fd's access mode, the fd may be closed
+        afterwards). Returns the target id (>= 1). One batch may name any number of targets,
+        all in flight together; each has its own block size and alignment (target_info()).
+        Errors: kvblk.Error with the errors of open() for the path, EBADF a bad fd or one
+        whose mode does not allow ``write``, ENOSPC too many targets.
+        """
+        flags = (_kvblk.OPEN_WRITE if write else 0) | (_kvblk.OPEN_BUFFERED if buffered else 0)
+        if not isinstance(target, int):
+            target = os.fspath(target)
+        return self._c.add_target(target, flags)
+
+    def remove_target(self, target_id):
+        """kvblk_remove_target(). Errors: kvblk.Error EINVAL target 0, ENOENT unknown id,
+        EBUSY an outstanding batch names it."""
+        self._c.remove_target(target_id)
+
+    def target_info(self, target_id):
+        """info() for one target (kvblk_get_target_info()); capacity is the size now.
+        Errors: kvblk.Error ENOENT unknown id."""
+        return self._c.target_info(target_id)
+
     # --------------------------------------------------------------- buffers
     def register(self, obj, *, kind=None, writable=True):
         """Register ``obj`` (anything kvblk.resolve() accepts) once for many batches: pinned, an

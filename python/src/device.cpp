@@ -277,6 +277,52 @@ void set_staging(Device &self, uint32_t buffers, uint64_t buffer_bytes)
 		raise_call_error(ret, "kvblk_set_staging", why);
 }
 
+uint32_t add_target(Device &self, py::object where, uint32_t flags)
+{
+	Device::Use u(self);
+	uint32_t id = 0;
+	int ret;
+	std::string why;
+	const bool is_fd = py::isinstance<py::int_>(where);
+	const std::string path = is_fd ? std::string() : py::str(where).cast<std::string>();
+	const int fd = is_fd ? where.cast<int>() : -1;
+	{
+		py::gil_scoped_release nogil; /* open(2), statx, kvblk.ko attach */
+		ret = is_fd ? kvblk_add_target_fd(u.dev, fd, flags, &id) : kvblk_add_target(u.dev, path.c_str(), flags, &id);
+		if (ret < 0)
+			why = last_error();
+	}
+	if (ret < 0)
+		raise_call_error(ret, is_fd ? "kvblk_add_target_fd" : "kvblk_add_target", why);
+	return id;
+}
+
+void remove_target(Device &self, uint32_t id)
+{
+	Device::Use u(self);
+	int ret;
+	std::string why;
+	{
+		py::gil_scoped_release nogil;
+		ret = kvblk_remove_target(u.dev, id);
+		if (ret < 0)
+			why = last_error();
+	}
+	if (ret < 0)
+		raise_call_error(ret, "kvblk_remove_target", why);
+}
+
+py::dict target_info(Device &self, uint32_t id)
+{
+	Device::Use u(self);
+	kvblk_dev_info i{};
+	i.info_size = sizeof(i);
+	int ret = kvblk_get_target_info(u.dev, id, &i);
+	if (ret < 0)
+		raise_call_error(ret, "kvblk_get_target_info", last_error());
+	return info_dict(i);
+}
+
 /* load_many / store_many over a descriptor array and a results array of the same length. */
 py::tuple run_batch(Device &self, py::handle descs, py::handle results, bool store)
 {
@@ -327,6 +373,10 @@ void bind_device(py::module_ &m)
 		.def("info", &get_info, "kvblk_get_info() as a dict.")
 		.def("stats", &get_stats, "kvblk_get_stats() as a dict.")
 		.def("reset_stats", &reset_stats)
+		.def("add_target", &add_target, py::arg("path_or_fd"), py::arg("flags") = 0,
+		     "kvblk_add_target() for a str path, kvblk_add_target_fd() for an int fd; returns the id.")
+		.def("remove_target", &remove_target, py::arg("id"))
+		.def("target_info", &target_info, py::arg("id"), "kvblk_get_target_info() as a dict.")
 		.def("register_buffer", &register_buffer, py::arg("kind"), py::arg("addr"), py::arg("nbytes"),
 		     "kvblk_register_buffer(); returns (id, note).")
 		.def("unregister_buffer", &unregister_buffer, py::arg("id"))
