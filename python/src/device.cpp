@@ -2,6 +2,7 @@
 #include "device.hpp"
 
 #include "arrays.hpp"
+#include "async.hpp"
 #include "errors.hpp"
 
 #include <pybind11/numpy.h>
@@ -12,8 +13,21 @@
 #include <mutex>
 #include <string>
 
+/* Weak, as the asynchronous API in async.cpp: a libkvblk without targets still loads the
+ * module, and Device.add_target() says ENOSYS. */
+#pragma weak kvblk_add_target
+#pragma weak kvblk_add_target_fd
+#pragma weak kvblk_remove_target
+#pragma weak kvblk_get_target_info
+
 namespace kvblkpy {
 namespace {
+
+void require_targets()
+{
+	if (!&kvblk_add_target || !&kvblk_add_target_fd || !&kvblk_remove_target || !&kvblk_get_target_info)
+		raise_error(-ENOSYS, "the loaded libkvblk has no targets API (kvblk_add_target)");
+}
 
 const char *async_name(uint32_t a)
 {
@@ -279,6 +293,7 @@ void set_staging(Device &self, uint32_t buffers, uint64_t buffer_bytes)
 
 uint32_t add_target(Device &self, py::object where, uint32_t flags)
 {
+	require_targets();
 	Device::Use u(self);
 	uint32_t id = 0;
 	int ret;
@@ -299,6 +314,7 @@ uint32_t add_target(Device &self, py::object where, uint32_t flags)
 
 void remove_target(Device &self, uint32_t id)
 {
+	require_targets();
 	Device::Use u(self);
 	int ret;
 	std::string why;
@@ -314,6 +330,7 @@ void remove_target(Device &self, uint32_t id)
 
 py::dict target_info(Device &self, uint32_t id)
 {
+	require_targets();
 	Device::Use u(self);
 	kvblk_dev_info i{};
 	i.info_size = sizeof(i);
@@ -358,7 +375,9 @@ py::tuple run_batch(Device &self, py::handle descs, py::handle results, bool sto
 
 void bind_device(py::module_ &m)
 {
-	py::class_<Device>(m, "Device", "A libkvblk device handle (use kvblk.open()).")
+	py::class_<Device> cls(m, "Device", "A libkvblk device handle (use kvblk.open()).");
+	bind_async(m, cls);
+	cls
 		.def(py::init<const std::string &, uint32_t, uint32_t, uint32_t, uint32_t, uint64_t, uint32_t,
 			      uint32_t, uint64_t, uint32_t>(),
 		     py::arg("path"), py::arg("backend") = 0, py::arg("queue_depth") = 0, py::arg("workers") = 0,
