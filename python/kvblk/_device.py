@@ -164,7 +164,8 @@ class Ticket:
         return b
 
     def done(self):
-        """True once the batch is over (taking its completion if it is waiting)."""
+        """True once the batch is over. A completed batch's entries are taken here (as
+        kvblk_wait() takes them: its object entries too), so reap() will not see them."""
         if self._batch is None:
             try:
                 self._dev._wait_ticket(self, 0)
