@@ -27,7 +27,7 @@ def test_bench_smoke(tmpdir_disk):
     bench = os.path.join(os.path.dirname(__file__), os.pardir, "bench", "bench_python.py")
     p = subprocess.run([sys.executable, bench, "--file", os.path.join(tmpdir_disk, "bench.bin"),
                         "--file-mib", "8", "--sizes", "256K,1M", "--batch-objects", "4", "--rounds", "1",
-                        "--window-mib", "4", "--threshold", "0", "--json"],
+                        "--window-mib", "4", "--min-calls", "1", "--threshold", "0", "--json"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     import json
