@@ -4,7 +4,8 @@
 # only when something is missing.
 #
 # Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
-#   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio
+#   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio; the Python
+#         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest)
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, kernel source
 #         (its kselftest harness headers) for the module tests; debootstrap
 #         for the other kernels of the matrix
@@ -13,7 +14,8 @@ set -euo pipefail
 want=${1:-all}
 user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev libgmock-dev
 	   libnvme-dev jq
-	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux)
+	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux
+	   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest)
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
 	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots
