@@ -59,6 +59,8 @@ class PosixIo:
         return out
 
     def load(self, items):
+        for off, n, addr in items:
+            assert off % 4096 == 0 and n % 4096 == 0 and addr % 4096 == 0, (off, n, addr)
         return [0 if os.preadv(self.fd, [self._view(addr, n)], off) == n else -errno.ENODATA
                 for off, n, addr in items]
 

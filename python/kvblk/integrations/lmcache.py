@@ -204,10 +204,12 @@ def _as_bytes(mv: memoryview) -> memoryview:
 class _KvblkIo:
     """Data-region I/O through kvblk (O_DIRECT, all chunks in flight).
 
-    ``store``/``load`` take ``(offset, length, address)`` triples and return
-    one status per item (0 or -errno). Stores must be block aligned (the
-    connector stages what is not); loads may be unaligned
-    (kvblk.DESC_UNALIGNED).
+    ``store``/``load`` take ``(offset, length, address)`` triples, block
+    aligned (the connector stages what is not), and return one status per
+    item (0 or -errno). DESC_UNALIGNED is not used: the connector copies the
+    partial last block of a chunk through its staging memory in both
+    directions, which also keeps the bytes past a chunk's end out of the
+    caller's buffer.
     """
 
     def __init__(self, path: str, backend: str, buffered: bool):
@@ -221,26 +223,17 @@ class _KvblkIo:
         self.backend = str(info["backend"])
 
     def _descs(self, items, flags):
-        k = self._kvblk
-        import numpy as np
-
-        d = np.zeros(len(items), dtype=k.DESC_DTYPE)
-        for i, (off, length, addr) in enumerate(items):
-            d[i]["offset"] = off
-            d[i]["length"] = length
-            d[i]["addr"] = addr
-            d[i]["buf_id"] = k.BUF_NONE
-            d[i]["flags"] = flags
-            d[i]["tag"] = i
-        return d
+        offs, lens, addrs = zip(*items)
+        return self._kvblk.make_descs(offs, lens, addrs, flags=flags)
 
     def store(self, items) -> List[int]:
-        res = self._dev.store_many(self._descs(items, 0))
-        return [int(s) for s in res["status"]]
+        # check=False: a failed chunk is reported per chunk, not raised for the batch.
+        b = self._dev.store_many(self._descs(items, 0), check=False)
+        return b.results["status"].tolist()
 
     def load(self, items) -> List[int]:
-        res = self._dev.load_many(self._descs(items, self._kvblk.DESC_UNALIGNED))
-        return [int(s) for s in res["status"]]
+        b = self._dev.load_many(self._descs(items, 0), check=False)
+        return b.results["status"].tolist()
 
     def close(self) -> None:
         self._dev.close()
@@ -421,7 +414,8 @@ class KvblkConnector:
         self._efd = -1
         self._meta_fd = -1
         self._io = None
-        self._staging = None
+        self._arenas: List[mmap.mmap] = []
+        self._tls = threading.local()
         self._threads: List[threading.Thread] = []
 
         try:
@@ -506,9 +500,7 @@ class KvblkConnector:
             lay = _Layout.plan(capacity, _round_up(slot_bytes, block), record_bytes, block)
             self._format(lay)
         self._lay = lay
-        size = max(staging_bytes, lay.slot_bytes)
-        self._staging = mmap.mmap(-1, _round_up(size, mmap.PAGESIZE))
-        self._staging_addr = _buffer_address(memoryview(self._staging))
+        self._staging_bytes = _round_up(max(staging_bytes, lay.slot_bytes), mmap.PAGESIZE)
 
     def _format(self, lay: _Layout) -> None:
         """Zero the index region, then write the superblock; durable on return."""
@@ -562,19 +554,20 @@ class KvblkConnector:
 
     def _verify_all(self) -> None:
         """Read every chunk and drop those whose CRC does not match."""
-        stage = memoryview(self._staging)
+        stage, stage_addr = self._arena()
+        bs = self._lay.block_size
         items = list(self._entries.items())
         dropped = 0
         i = 0
         while i < len(items):
             group, used = [], 0
             while i < len(items) and (not group or
-                                      used + _round_up(items[i][1].length, 4096) <= len(stage)):
+                                      used + _round_up(items[i][1].length, bs) <= len(stage)):
                 group.append((items[i], used))
-                used += _round_up(items[i][1].length, 4096)
+                used += _round_up(items[i][1].length, bs)
                 i += 1
-            st = self._io.load([(self._lay.slot_offset(e.slot), e.length, self._staging_addr + o)
-                                for (_, e), o in group])
+            st = self._io.load([(self._lay.slot_offset(e.slot), _round_up(e.length, bs),
+                                 stage_addr + o) for (_, e), o in group])
             for ((key, e), o), s in zip(group, st):
                 if s != 0 or _crc(stage[o:o + e.length]) != e.crc:
                     del self._entries[key]
@@ -813,12 +806,13 @@ class KvblkConnector:
         errors = []
         try:
             if todo:
-                st = self._io.load([(lay.slot_offset(e.slot), e.length, op.addrs[i])
-                                    for i, e in todo])
-                for (i, e), s in zip(todo, st):
+                st = self._transfer(op, [(i, lay.slot_offset(e.slot)) for i, e in todo],
+                                    store=False)
+                for i, e in todo:
+                    s = st.get(i, 0)
                     if s != 0:
                         errors.append(f"key {i}: {os.strerror(-s)}")
-                    elif _crc(op.mvs[i][:e.length]) != e.crc:
+                    elif _crc(op.mvs[i]) != e.crc:
                         self._corrupt(op.keys[i], e)
                     else:
                         res[i] = True
@@ -894,7 +888,8 @@ class KvblkConnector:
                            f"(when_full={self.when_full!r})")
             for i in live:
                 self._write_record(entries[i].slot, None)
-            failed = self._store_payloads(op, live, entries)
+            failed = self._transfer(op, [(i, lay.slot_offset(entries[i].slot)) for i in live],
+                                    store=True)
             for i, s in failed.items():
                 err.append(f"key {i}: {os.strerror(-s)}")
             live = [i for i in live if i not in failed]
@@ -939,43 +934,67 @@ class KvblkConnector:
             return False, "; ".join(err[:4]), res
         return True, "", res
 
-    def _store_payloads(self, op: _Op, live: List[int], entries) -> dict:
-        """Write the chunks of @live; returns {index: -errno} of those that failed.
+    def _arena(self) -> Tuple[memoryview, int]:
+        """This thread's staging memory (anonymous pages: committed when first touched)."""
+        a = getattr(self._tls, "arena", None)
+        if a is None:
+            m = mmap.mmap(-1, self._staging_bytes)
+            with self._lock:
+                self._arenas.append(m)
+            mv = memoryview(m)
+            a = self._tls.arena = (mv, _buffer_address(mv))
+        return a
 
-        The block-aligned head of a chunk goes straight from the caller's
-        buffer when its address is aligned; the rest is copied into staging
-        memory, padded with zeros to the block size.
+    def _transfer(self, op: _Op, chunks: List[Tuple[int, int]], store: bool) -> dict:
+        """Move chunk i of @op to or from its slot offset, for each (i, offset) of
+        @chunks; returns {i: -errno} of the chunks that failed.
+
+        The block-aligned head of a chunk goes straight from or to the caller's
+        buffer when its address is aligned for O_DIRECT; the rest (a partial
+        last block, or the whole chunk of an unaligned buffer) goes through this
+        thread's staging memory, zero-padded to the block size on stores. As
+        many chunks as the staging memory holds go in one kvblk call.
         """
-        lay = self._lay
-        bs = lay.block_size
+        bs = self._lay.block_size
         align = max(self._io.mem_align, 1)
-        stage = memoryview(self._staging)
+        stage, stage_addr = self._arena()
         failed: dict = {}
-        i = 0
-        while i < len(live):
-            items, owners, used = [], [], 0
-            while i < len(live):
-                k = live[i]
-                mv, length = op.mvs[k], op.mvs[k].nbytes
-                head = length - length % bs if op.addrs[k] % align == 0 else 0
-                rest = _round_up(length - head, bs)
-                if items and used + rest > len(stage):
-                    break
-                base = lay.slot_offset(entries[k].slot)
-                if head:
-                    items.append((base, head, op.addrs[k]))
-                    owners.append(k)
-                if rest:
-                    tail = length - head
-                    stage[used:used + tail] = mv[head:]
-                    stage[used + tail:used + rest] = bytes(rest - tail)
-                    items.append((base + head, rest, self._staging_addr + used))
-                    owners.append(k)
-                    used += rest
-                i += 1
-            for k, s in zip(owners, self._io.store(items)):
-                if s != 0 and k not in failed:
-                    failed[k] = s
+
+        def run(items, owners, copies):
+            if store:
+                for i, so, bo, n in copies:
+                    stage[so:so + n] = op.mvs[i][bo:bo + n]
+                    pad = _round_up(n, bs) - n
+                    if pad:
+                        stage[so + n:so + n + pad] = bytes(pad)
+            st = self._io.store(items) if store else self._io.load(items)
+            for i, s in zip(owners, st):
+                if s != 0 and i not in failed:
+                    failed[i] = s
+            if not store:
+                for i, so, bo, n in copies:
+                    if i not in failed:
+                        op.mvs[i][bo:bo + n] = stage[so:so + n]
+
+        items, owners, copies, used = [], [], [], 0
+        for i, off in chunks:
+            length, addr = op.mvs[i].nbytes, op.addrs[i]
+            head = length - length % bs if addr % align == 0 else 0
+            rest = length - head
+            need = _round_up(rest, bs)
+            if items and used + need > len(stage):
+                run(items, owners, copies)
+                items, owners, copies, used = [], [], [], 0
+            if head:
+                items.append((off, head, addr))
+                owners.append(i)
+            if rest:
+                items.append((off + head, need, stage_addr + used))
+                owners.append(i)
+                copies.append((i, used, head, rest))
+                used += need
+        if items:
+            run(items, owners, copies)
         return failed
 
     def _do_delete(self, op: _Op):
@@ -1013,9 +1032,14 @@ class KvblkConnector:
                 self._io.close()
             finally:
                 self._io = None
-        if self._staging is not None:
-            self._staging.close()
-            self._staging = None
+        # Worker threads have exited: no view of an arena is in use any more.
+        self._tls = threading.local()
+        for m in self._arenas:
+            try:
+                m.close()
+            except BufferError:  # a view still referenced somewhere: let GC unmap it
+                pass
+        self._arenas = []
         for name in ("_meta_fd", "_efd"):
             fd = getattr(self, name)
             if fd >= 0:
