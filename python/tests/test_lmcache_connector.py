@@ -593,3 +593,41 @@ def test_record_layout_is_as_documented(env):
     assert rec[56:59] == b"key"
     import zlib
     assert pcrc == zlib.crc32(payload(9))
+
+
+def test_delete_during_read_frees_slot_after_the_read(env):
+    c, h = env.open(slots=2, fault=True)
+    h.set(["a"], [payload(1)])
+    env.fault.load_gate.clear()
+    out = bytearray(CHUNK)
+    fut = h.submit("get", ["a"], [out])
+    assert env.fault.load_entered.wait(10)
+    assert h.delete(["a"]).bools == [True]
+    assert c.stats()["free_slots"] == 1        # a's slot waits for the read in flight
+    r = h.set(["b", "c"], [payload(2), payload(3)])
+    assert r.bools == [True, False]            # only the one free slot could be used
+    env.fault.load_gate.set()
+    assert fut.result(10).bools == [True] and out == payload(1)
+    assert c.stats()["free_slots"] == 1        # released when the read ended
+    assert h.set(["c"], [payload(3)]).bools == [True]
+
+
+def test_eventfd_is_cleared_by_drain(env):
+    c, h = env.open(slots=4)
+    h.close(close_client=False)
+    env.open_ones.remove(h)
+    import select
+    p = select.poll()
+    p.register(c.event_fd(), select.POLLIN)
+    assert p.poll(0) == []
+    fids = [c.submit_batch_exists(["x"]), c.submit_batch_set(["x"], [payload(1)])]
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < 2 and time.monotonic() < deadline:
+        if p.poll(100):
+            got += c.drain_completions()
+    assert sorted(g[0] for g in got) == fids
+    assert dict((g[0], g[3]) for g in got) == {fids[0]: [False], fids[1]: [True]}
+    assert p.poll(0) == []                     # drained: not readable any more
+    assert c.drain_completions() == []
+    c.close()
