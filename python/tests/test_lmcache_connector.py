@@ -631,3 +631,12 @@ def test_eventfd_is_cleared_by_drain(env):
     assert p.poll(0) == []                     # drained: not readable any more
     assert c.drain_completions() == []
     c.close()
+
+
+def test_second_connector_on_one_store_is_refused(env):
+    c, h = env.open(slots=4)
+    with pytest.raises(lmc.StoreFormatError, match="open in another connector"):
+        lmc.KvblkConnector(env.path, _io_factory=real_io)
+    env.close(h)
+    c2 = lmc.KvblkConnector(env.path, _io_factory=real_io)  # free again after close()
+    c2.close()

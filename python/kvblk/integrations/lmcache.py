@@ -124,6 +124,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import errno as _errno
+import fcntl
 import logging
 import mmap
 import os
@@ -388,7 +389,8 @@ class KvblkConnector:
 
     Raises:
         StoreFormatError: @path holds no store and formatting is not allowed,
-            or its superblock is damaged, or @slot_bytes disagrees with it.
+            or its superblock is damaged, or @slot_bytes disagrees with it, or
+            another connector (any process) has it open (an flock(2) is held).
         ValueError: an argument out of range.
         OSError: opening or reading @path failed (errno as the system said).
     """
@@ -462,6 +464,12 @@ class KvblkConnector:
                 os.close(fd)
             created = True
         self._meta_fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            # One connector per store: two would hand out the same free slots.
+            fcntl.flock(self._meta_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StoreFormatError(f"{self.path}: store is open in another connector "
+                                   "(flock held)") from None
         st = os.fstat(self._meta_fd)
         if stat.S_ISBLK(st.st_mode):
             capacity = os.lseek(self._meta_fd, 0, os.SEEK_END)
