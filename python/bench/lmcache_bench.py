@@ -19,10 +19,11 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from lmcache_harness import DemuxHarness  # noqa: E402
+from lmcache_harness import DemuxHarness, connector_module  # noqa: E402
 
 import kvblk  # noqa: E402
-from kvblk.integrations.lmcache import KvblkConnector  # noqa: E402
+
+KvblkConnector = connector_module().KvblkConnector
 
 
 def one(backend, a):

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from lmcache_harness import DemuxHarness, lmcache_byte_view  # noqa: E402
+from lmcache_harness import DemuxHarness, connector_module, lmcache_byte_view  # noqa: E402
 
-from kvblk.integrations import lmcache as lmc  # noqa: E402
+lmc = connector_module()
 
 SLOT = 64 << 10          # slot_bytes of most tests
 CHUNK = SLOT - 1000      # a chunk length that is not a multiple of the block size
