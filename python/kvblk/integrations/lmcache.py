@@ -112,8 +112,10 @@ Threads. Submissions come from any thread and never block on I/O (LMCache
 submits while holding its adapter lock). Exists is answered at submit from
 memory. Gets run on ``read_workers`` threads, sets and deletes on one writer
 thread (the writer owns the flush ordering above; gets never wait behind a
-flush). Each batch is one kvblk call with all its chunks in flight together;
-the GIL is released during I/O and CRC computation. The connector makes its
+flush). A batch's chunks go to kvblk together, all in flight at once: one
+call when the buffers are aligned for O_DIRECT (only partial last blocks go
+through the worker's staging memory), else one call per staging_bytes of
+bounced data. The GIL is released during I/O and CRC computation. The connector makes its
 own eventfd rather than handing out kvblk's: a connector completion is more
 than kvblk's (CRC checks, two flushes and the index publish follow the I/O),
 and the worker that ran the batch posts it when all of that is done.
