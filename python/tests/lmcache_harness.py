@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
-import importlib.util
-import os
 import select
-import sys
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -152,18 +149,6 @@ def lmcache_byte_view(buf) -> memoryview:
 
 
 def connector_module():
-    """kvblk.integrations.lmcache: from the kvblk package on sys.path when it
-    carries the integrations subpackage (a build dir made by python/CMakeLists.txt
-    with integrations/ in KVBLK_PY_FILES), else straight from this source tree.
-    The module imports kvblk only when a connector opens a store, so the built
-    extension is used either way when it is on sys.path."""
-    try:
-        return importlib.import_module("kvblk.integrations.lmcache")
-    except ImportError:
-        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kvblk",
-                           "integrations", "lmcache.py")
-        spec = importlib.util.spec_from_file_location("kvblk_integrations_lmcache", src)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod  # dataclasses look their module up there
-        spec.loader.exec_module(mod)
-        return mod
+    """kvblk.integrations.lmcache of the built package (python/CMakeLists.txt copies it next to
+    the extension), so the connector always runs on the real kvblk."""
+    return importlib.import_module("kvblk.integrations.lmcache")

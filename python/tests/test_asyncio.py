@@ -14,7 +14,6 @@ from kvblk import _aio, _kvblk
 
 from conftest import MiB
 
-pytestmark = pytest.mark.skipif(not _kvblk.HAVE_ASYNC, reason="libkvblk built without kvblk_submit")
 
 K4 = 4096
 OBJ = 256 << 10

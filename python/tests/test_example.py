@@ -12,7 +12,6 @@ from kvblk import _kvblk
 EXAMPLE = os.path.join(os.path.dirname(__file__), os.pardir, "examples", "engine.py")
 
 
-@pytest.mark.skipif(not _kvblk.HAVE_ASYNC, reason="libkvblk built without kvblk_submit")
 def test_engine_example(tmpdir_disk):
     store = os.path.join(tmpdir_disk, "engine-store.bin")
     p = subprocess.run([sys.executable, EXAMPLE, store, "--create"], capture_output=True, text=True,

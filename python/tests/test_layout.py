@@ -53,3 +53,8 @@ def test_aligned_empty():
 def test_version():
     assert kvblk.__version__ == _kvblk.version()
     assert tuple(int(x) for x in kvblk.__version__.split(".")[:2]) >= (0, 3)
+
+
+def test_extension_has_the_whole_api():
+    """The suite runs against a libkvblk with the asynchronous API (kvblk_submit and friends)."""
+    assert _kvblk.HAVE_ASYNC

@@ -28,50 +28,9 @@ SLOT = 64 << 10          # slot_bytes of most tests
 CHUNK = SLOT - 1000      # a chunk length that is not a multiple of the block size
 
 
-def _have_kvblk() -> bool:
-    try:
-        import kvblk
-    except ImportError:
-        return False
-    return callable(getattr(kvblk, "open", None))
-
-
-class PosixIo:
-    """Stand-in for kvblk's data path with pread/pwrite, used only where the
-    kvblk extension is not built. It enforces kvblk's store alignment rules
-    so the connector's staging logic is exercised either way."""
-
-    block_size = 4096
-    mem_align = 4096
-
-    def __init__(self, path, backend, buffered):
-        self.fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
-
-    @staticmethod
-    def _view(addr, n):
-        return memoryview((ctypes.c_char * n).from_address(addr)).cast("B")
-
-    def store(self, items):
-        out = []
-        for off, n, addr in items:
-            assert off % 4096 == 0 and n % 4096 == 0 and addr % 4096 == 0, (off, n, addr)
-            out.append(0 if os.pwrite(self.fd, self._view(addr, n), off) == n else -errno.EIO)
-        return out
-
-    def load(self, items):
-        for off, n, addr in items:
-            assert off % 4096 == 0 and n % 4096 == 0 and addr % 4096 == 0, (off, n, addr)
-        return [0 if os.preadv(self.fd, [self._view(addr, n)], off) == n else -errno.ENODATA
-                for off, n, addr in items]
-
-    def close(self):
-        os.close(self.fd)
-
-
 def real_io(path, backend, buffered):
-    if _have_kvblk():
-        return lmc._KvblkIo(path, backend, buffered)
-    return PosixIo(path, backend, buffered)
+    """The connector's data path through kvblk (the suite runs on the built package)."""
+    return lmc._KvblkIo(path, backend, buffered)
 
 
 class FaultIo:

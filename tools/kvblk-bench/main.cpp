@@ -20,10 +20,12 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <nlohmann/json.hpp>
 
 #include <kvblk/kvblk.h>
 
 #include "ceiling.hpp"
+#include "engine.hpp"
 #include "cuda_dest.hpp"
 #include "fio.hpp"
 #include "p2pdma_dest.hpp"
@@ -98,8 +100,75 @@ private:
 	std::map<uint32_t, FioReplay> replays_;
 };
 
-} // namespace
+// --engine L,C,K: the engine workload (engine.hpp) on the first L x C objects of the store, with
+// the first backend of --backends (first ring count and queue depth). Exit 0 when every leg
+// verified, kExitFailed otherwise; the two goals are printed, not enforced.
+int run_engine(const Workload &wl, const std::vector<uint32_t> &shape, const std::vector<std::string> &backends,
+	       const std::vector<uint32_t> &rings, const std::vector<uint32_t> &qds, uint64_t cmd_bytes,
+	       unsigned repeat, const std::string &output, bool quiet)
+{
+	EngineConfig ec;
+	ec.path = wl.paths[0];
+	ec.layers = shape[0];
+	ec.chunks = shape[1];
+	ec.ahead = shape[2];
+	if (wl.files || wl.mixed || !ec.layers || !ec.chunks || !ec.ahead ||
+	    uint64_t(ec.layers) * ec.chunks > wl.objects()) {
+		err(fmt::format("--engine {},{},{}: needs L, C, K > 0 and L x C <= the {} objects of a one-store "
+				"workload of equal sizes",
+				ec.layers, ec.chunks, ec.ahead, wl.objects()));
+		return kExitSetup;
+	}
+	ec.object_bytes = wl.length[0];
+	ec.backend = kvblk_backend_from_name(backends.empty() ? "uring" : backends[0].c_str());
+	if (ec.backend < 0) {
+		err(fmt::format("unknown backend '{}'", backends[0]));
+		return kExitSetup;
+	}
+	ec.workers = rings.empty() ? 0 : rings[0];
+	ec.queue_depth = qds.empty() ? 0 : qds[0];
+	ec.cmd_bytes = cmd_bytes;
+	ec.rounds = std::max(repeat, 3u);
+	if (!quiet)
+		err(fmt::format("engine workload: {} layers x {} chunks of {} bytes, {} in flight, {} rounds", ec.layers,
+				ec.chunks, ec.object_bytes, ec.ahead, ec.rounds));
+	EngineReport er;
+	const int r = run_engine_workload(ec, er);
+	if (output == "json") {
+		nlohmann::json legs = nlohmann::json::array();
+		for (const EngineLeg &l : er.legs)
+			legs.push_back({{"name", l.name}, {"total_ms", l.total_ms}, {"first_layer_ms", l.first_layer_ms},
+					{"gbps", l.gbps}, {"cpu_s_per_gb", l.cpu_s_per_gb},
+					{"total_ms_rounds", l.total_ms_rounds}, {"verified", l.verified},
+					{"error", l.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(l.error)}});
+		nlohmann::json j = {{"workload", "engine"}, {"path", ec.path}, {"layers", ec.layers},
+				    {"chunks", ec.chunks}, {"ahead", ec.ahead}, {"object_bytes", ec.object_bytes},
+				    {"bytes", er.bytes}, {"backend", er.backend}, {"async", er.async},
+				    {"rounds", ec.rounds}, {"legs", legs},
+				    {"pipeline_vs_all", er.pipeline_vs_all}, {"first_vs_share", er.first_vs_share},
+				    {"goals", {{"pipeline_le_1_05_all", er.pipeline_ok},
+					       {"first_layer_le_1_5_share", er.first_layer_ok}}}};
+		std::cout << j.dump(2) << "\n";
+	} else {
+		std::cout << fmt::format("Engine workload: {} layers x {} chunks x {} bytes ({:.1f} MiB), {} layers in "
+					 "flight, backend {} ({} async), medians of {} rounds\n",
+					 ec.layers, ec.chunks, ec.object_bytes, double(er.bytes) / kMiB, ec.ahead,
+					 er.backend, er.async, ec.rounds);
+		std::cout << fmt::format("{:<10} {:>10} {:>14} {:>8} {:>9} {}\n", "Leg", "Total ms", "1st layer ms",
+					 "GB/s", "CPU s/GB", "Verified");
+		for (const EngineLeg &l : er.legs)
+			std::cout << fmt::format("{:<10} {:>10.2f} {:>14.2f} {:>8.3f} {:>9.3f} {}\n", l.name, l.total_ms,
+						 l.first_layer_ms, l.gbps, l.cpu_s_per_gb,
+						 l.verified ? "yes" : "NO: " + l.error);
+		std::cout << fmt::format("  pipeline / all = {:.3f} (goal <= 1.05: {});  first layer / (all / L) = "
+					 "{:.3f} (goal <= 1.5: {})\n",
+					 er.pipeline_vs_all, er.pipeline_ok ? "pass" : "MISS", er.first_vs_share,
+					 er.first_layer_ok ? "pass" : "MISS");
+	}
+	return r < 0 ? kExitFailed : kExitOk;
+}
 
+} // namespace
 
 int main(int argc, char **argv)
 {
@@ -234,6 +303,15 @@ int main(int argc, char **argv)
 		->group(g_fio);
 	app.add_flag("--no-fio", no_fio, "Skip the ceiling")->group(g_fio);
 
+	const std::string g_engine = "Engine workload";
+	std::vector<uint32_t> engine_shape; // L,C,K
+	app.add_option("--engine", engine_shape,
+		       "Engine workload instead of the settings and the ceiling: L,C,K = L layers of C objects "
+		       "of the store, K layers in flight (pipeline vs a blocking call per layer vs one call for "
+		       "all vs a serial per-chunk loop); e.g. 32,16,4")
+		->delimiter(',')
+		->expected(3)
+		->group(g_engine);
 	app.add_option("-o,--output", output, "normal: table; json: one JSON document on stdout")
 		->check(CLI::IsMember({"normal", "json"}))
 		->capture_default_str()
@@ -308,6 +386,9 @@ int main(int argc, char **argv)
 		err(fmt::format("workload {}: {} {} ({})", wl.name, wl.where(), rep.store_state.created ? "written" : "reused",
 				rep.store_state.reason));
 	rep.host = collect_host(wl.paths[0], rep.store_state.is_blockdev);
+
+	if (!engine_shape.empty())
+		return run_engine(wl, engine_shape, backends, rings, qds, cmd_bytes, repeat, output, quiet);
 
 	// The settings. The chunk workload also runs the serial file loop (open, pread, close per
 	// chunk: what a local-disk cache does today); its libkvblk legs put every chunk file of a
