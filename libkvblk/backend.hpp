@@ -216,6 +216,23 @@ struct BackendConfig {
 	std::string note;
 };
 
+/*
+ * Describe the opened target @t in @cfg (fd, path, kind, geometry); the options in @cfg stay.
+ * Templated on the target type so that this header need not include target.hpp.
+ */
+template <class OpenedTarget>
+inline void describe_target(BackendConfig &cfg, const OpenedTarget &t)
+{
+	cfg.fd = t.fd;
+	cfg.path = t.path;
+	cfg.blockdev = t.blockdev;
+	cfg.buffered = t.buffered;
+	cfg.writable = t.writable;
+	cfg.logical_block_size = t.logical_block_size;
+	cfg.mem_align = t.mem_align;
+	cfg.capacity = t.capacity;
+}
+
 /**
  * class Backend - serves the batches of one device.
  *

@@ -214,14 +214,7 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		return ret;
 
 	BackendConfig cfg;
-	cfg.fd = t.fd;
-	cfg.path = path;
-	cfg.blockdev = t.blockdev;
-	cfg.buffered = t.buffered;
-	cfg.writable = t.writable;
-	cfg.logical_block_size = t.logical_block_size;
-	cfg.mem_align = t.mem_align;
-	cfg.capacity = t.capacity;
+	describe_target(cfg, t);
 	cfg.eagain_retries = o.eagain_retries ? o.eagain_retries : KVBLK_DEFAULT_EAGAIN_RETRIES;
 	switch (choice.backend) {
 	case KVBLK_BACKEND_URING:

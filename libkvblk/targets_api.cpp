@@ -43,14 +43,7 @@ int add_opened(kvblk_dev *dev, const char *fn, std::unique_ptr<TargetEntry> e, u
 		return fail(-ENOSPC, "%s: %u targets are added already (KVBLK_MAX_TARGETS)", fn, KVBLK_MAX_TARGETS);
 	}
 	BackendConfig cfg = dev->config;
-	cfg.fd = t.fd;
-	cfg.path = t.path;
-	cfg.blockdev = t.blockdev;
-	cfg.buffered = t.buffered;
-	cfg.writable = t.writable;
-	cfg.logical_block_size = t.logical_block_size;
-	cfg.mem_align = t.mem_align;
-	cfg.capacity = t.capacity;
+	describe_target(cfg, t);
 	cfg.note.clear();
 	int ret = dev->backend->add_target(slot, cfg);
 	if (ret == 0 && cfg.max_cmd_bytes % t.logical_block_size) {
