@@ -39,9 +39,13 @@ GOALS = [
 
 WORKLOADS = ["large", "small", "mixed", "chunks"]
 
-# kvblk settings per workload: a queue-depth sweep of uring and a thread-count
-# sweep of the pool, so that the plot has a curve per backend.
-SETTINGS = ["--backends", "psync,threadpool,uring", "--threads", "2,8", "--qd", "1,4,16,32,64,128"]
+# kvblk settings per workload: a queue-depth sweep of uring over 1 to 8 rings
+# and a thread-count sweep of the pool, so that the plot has a curve per
+# backend. fio's jobs go up to the most workers of any kvblk setting (8):
+# with uring on one ring only, "uring / fio best" compared one submitting
+# thread with eight (2026-12-01: fio's best was 8 jobs x QD 128, ratio 0.41).
+SETTINGS = ["--backends", "psync,threadpool,uring", "--threads", "2,8", "--rings", "1,2,4,8",
+            "--qd", "1,4,16,64,128"]
 
 
 def evaluate(docs):
