@@ -107,6 +107,13 @@ struct Ring {
 		}
 		if (ret < 0)
 			return ret;
+		/*
+		 * A child made by fork() gets no mapping of the rings (MADV_DONTFORK through
+		 * liburing): a stray write to the inherited copy faults in the child instead of
+		 * corrupting the parent's SQ.
+		 * The library never uses a handle in a child (fork_guard.hpp); best effort.
+		 */
+		(void)io_uring_ring_dontfork(&ring);
 		live = true;
 		broken = false;
 		cq_entries = p.cq_entries;
@@ -589,6 +596,15 @@ BufferRegistration UringCore::register_buffer(uint32_t id, uint8_t *base, uint64
 		for (size_t i = 0; i + 1 < done; i++)
 			rings_[i]->update_fixed(id, nullptr, 0);
 		const std::string limit = rlimit_memlock_text();
+		if (ret == -EFAULT) { /* the range, not a limit: registration fails */
+			std::snprintf(note, sizeof(note),
+				      "buffer %u (%llu bytes): io_uring could not pin it: EFAULT (part of the "
+				      "range is not mapped, or not writable)",
+				      id, (unsigned long long)len);
+			r.error = -EFAULT;
+			r.note = note;
+			return r;
+		}
 		if (ret == -ENOMEM)
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes) could not become an io_uring fixed buffer: "
