@@ -633,9 +633,10 @@ struct kvblk_desc {
  * struct kvblk_result - outcome of one descriptor.
  * @status: 0, or -errno: -EIO an I/O error on one of its commands; -EAGAIN
  *          still -EAGAIN after eagain_retries resubmissions; -ENODATA the
- *          device or file ended early (short read that made no progress;
- *          not for the last covering block of a KVBLK_DESC_UNALIGNED object,
- *          which may end at the end of the file);
+ *          device or file ended early: the file shrank while the batch ran
+ *          (a short read that made no progress; not for the last covering
+ *          block of a KVBLK_DESC_UNALIGNED object, which may end at the end
+ *          of the file). See "End of file" below;
  *          -ECANCELED not attempted because the call was rejected, or
  *          ended by kvblk_cancel() (or kvblk_close()) before it was issued; or the
  *          input error of the rejected descriptor. kmod loads also:
@@ -649,8 +650,24 @@ struct kvblk_desc {
  *          piece in that bounce buffer's fill (small objects share a buffer;
  *          kvblk_last_error() carries the CUDA error text).
  * @reserved: 0.
- * @bytes:  bytes transferred: @length on success, 0 on failure.
+ * @bytes:  bytes transferred: @length on success. On -ENODATA: the number
+ *          of bytes from the start of the object that were read and are
+ *          valid in the destination (psync, threadpool, uring, uring_cmd;
+ *          0 when another command of the object failed too, for a
+ *          KVBLK_DESC_UNALIGNED or staged object, and on kmod); the rest of
+ *          the destination is undefined. 0 on any other failure.
  * @tag:    the descriptor's tag.
+ *
+ * End of file (since 0.3), one rule for loads: a target's end is its size
+ * when the batch starts (a regular file is sized with fstat(2) for every
+ * batch, so bytes appended since are loadable; a block device keeps its
+ * capacity). A descriptor that reaches past that end is an input error: the
+ * whole call is rejected before anything is read (-ERANGE, bad_index names
+ * it, the others -ECANCELED). A file that shrinks while the batch runs fails
+ * only the objects whose reads meet the new end: -ENODATA with @bytes as
+ * above, never a destination half written without saying how much is valid;
+ * the other objects complete. A file's last size % logical_block_size bytes
+ * are loadable with KVBLK_DESC_UNALIGNED (struct kvblk_desc).
  */
 struct kvblk_result {
 	int32_t status;
