@@ -173,12 +173,16 @@ struct Batch {
  * @fixed_index: index to put in IoObject.fixed_index, or -1 (plain I/O into the buffer).
  * @fell_back:   the backend wanted a fixed mapping and the kernel refused it; counted in
  *               stats.memlock_fallbacks and @note says why (named limit and value).
- * @note:        message for kvblk_last_error() when @fell_back.
+ * @note:        message for kvblk_last_error() when @fell_back or @error.
+ * @error:       0, or -errno: the range itself is unusable (-EFAULT: not mapped, or not
+ *               writable, when the kernel pinned it); registration fails with it and
+ *               nothing of it stays registered.
  */
 struct BufferRegistration {
 	int32_t fixed_index = -1;
 	bool fell_back = false;
 	std::string note;
+	int error = 0;
 };
 
 /**

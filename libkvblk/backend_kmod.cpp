@@ -254,6 +254,18 @@ public:
 			bufs_[id] = KernelBuf{kid, uint64_t(uintptr_t(base)) - start};
 			return r;
 		}
+		if (err == -EFAULT) { /* the range, not a limit: registration fails */
+			if (writer_)
+				writer_->unregister_buffer(id, r.fixed_index);
+			std::snprintf(note, sizeof(note),
+				      "buffer %u (%llu bytes): kvblk.ko could not pin it: EFAULT (part of the range "
+				      "is not mapped, or not writable)",
+				      id, ull(len));
+			BufferRegistration bad;
+			bad.error = -EFAULT;
+			bad.note = note;
+			return bad;
+		}
 		if (err == -E2BIG)
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes) is larger than kvblk.ko registers at once (64 GiB); "

@@ -22,9 +22,11 @@ public:
 				       testing::active(), &inflight, &peak};
 		for (uint32_t i = 0; i < b.count; i++) {
 			/* kvblk_cancel(): the objects not started yet end here. */
-			const int32_t st = b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &b.counters);
+			uint64_t valid = 0;
+			const int32_t st =
+				b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &b.counters, &valid);
 			b.results[i].status = st;
-			b.results[i].bytes = st ? 0 : b.objects[i].length;
+			b.results[i].bytes = result_bytes(b.objects[i], st, valid);
 			b.object_done(i);
 		}
 		b.counters.inflight_peak = peak.load();

@@ -86,9 +86,11 @@ private:
 				uint32_t i = next_.fetch_add(1, std::memory_order_relaxed);
 				if (i >= b.count)
 					break;
-				const int32_t st = b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &mine);
+				uint64_t valid = 0;
+				const int32_t st =
+					b.cancelled() ? -ECANCELED : move_object(pio, b.objects[i], i, &mine, &valid);
 				b.results[i].status = st;
-				b.results[i].bytes = st ? 0 : b.objects[i].length;
+				b.results[i].bytes = result_bytes(b.objects[i], st, valid);
 				b.object_done(i);
 			}
 

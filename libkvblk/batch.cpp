@@ -5,8 +5,10 @@
 // objects expanded into aligned parts. The result is a Job the scheduler runs (async.hpp).
 #include "device.hpp"
 #include "last_error.hpp"
+#include "overlap.hpp"
 
 #include <cerrno>
+#include <vector>
 
 namespace kvblk::detail {
 namespace {
@@ -21,6 +23,51 @@ int reject(kvblk_dev *dev, const DescView &descs, uint32_t n, kvblk_result *resu
 	dev->stats.record_rejected();
 	*bad_out = bad;
 	return err;
+}
+
+/*
+ * Loads whose destinations intersect, or stores to intersecting ranges of one target: 0, or
+ * -EINVAL with the message set and *bad the lowest such descriptor. Under the buffers lock.
+ */
+int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects, uint32_t n, int32_t *bad)
+{
+	if (n < 2)
+		return 0;
+	std::vector<Span> spans(n);
+	for (uint32_t i = 0; i < n; i++) {
+		const IoObject &o = objects[i];
+		uint64_t space = o.target;
+		uint64_t start = o.offset;
+		if (dir == IoDir::read) {
+			space = 0;
+			if (o.buf_id != KVBLK_BUF_NONE) {
+				const RegisteredBuffer *b = buffers.find_locked(o.buf_id);
+				if (b && b->kind == KVBLK_MEM_CUDA)
+					space = 1;
+				else if (b && b->kind == KVBLK_MEM_DMABUF)
+					space = 2 + uint64_t(o.buf_id);
+			}
+			start = uint64_t(uintptr_t(o.mem));
+		}
+		spans[i] = Span{space, start, start + o.length, i};
+	}
+	uint32_t other = 0;
+	const int32_t j = first_overlap(spans, &other);
+	if (j < 0)
+		return 0;
+	const IoObject &a = objects[other], &b = objects[j];
+	if (dir == IoDir::read)
+		set_last_error("descriptor %d: its destination %p + %llu overlaps that of descriptor %u (%p + %llu): "
+			       "the bytes would depend on which read completes last",
+			       j, static_cast<void *>(b.mem), (unsigned long long)b.length, other,
+			       static_cast<void *>(a.mem), (unsigned long long)a.length);
+	else
+		set_last_error("descriptor %d: target %u bytes [%llu, %llu) overlap those of descriptor %u "
+			       "([%llu, %llu)): the stored bytes would depend on which write completes last",
+			       j, b.target, (unsigned long long)b.offset, (unsigned long long)(b.offset + b.length),
+			       other, (unsigned long long)a.offset, (unsigned long long)(a.offset + a.length));
+	*bad = j;
+	return -EINVAL;
 }
 
 } // namespace
@@ -49,6 +96,9 @@ int prepare_batch(kvblk_dev *dev, const char *fn, IoDir dir, const DescView &des
 		int ret = validate_descs(descs, n, &check, &b);
 		if (ret == -EBADF) /* a store to a read-only target: the whole call, as in 0.2 */
 			b = -1;
+		if (ret)
+			return reject(dev, descs, n, results, ret, b, bad);
+		ret = check_overlap(dev->buffers, dir, job->objects.data(), n, &b);
 		if (ret)
 			return reject(dev, descs, n, results, ret, b, bad);
 		/* The batch's path: STAGED over P2P over the backend's own. */

@@ -19,6 +19,9 @@ namespace kvblk::detail {
  * @fixed_index: what Backend::register_buffer() returned (-1: plain I/O).
  * @pins:        batches running with this buffer (unregistration waits for none: -EBUSY).
  * @path:        enum kvblk_path of loads into it (HOST; P2P or STAGED for device memory).
+ * @stale:       kvblk_check_buffer() found the pages pinned at registration replaced or the
+ *               range unmapped: batches naming it fail with -ESTALE until it is
+ *               unregistered (under the table lock).
  */
 struct RegisteredBuffer {
 	enum class State : uint8_t { free, reserved, live };
@@ -29,6 +32,7 @@ struct RegisteredBuffer {
 	int32_t fixed_index = -1;
 	uint32_t pins = 0;
 	uint32_t path = KVBLK_PATH_HOST;
+	bool stale = false;
 };
 
 /* Ids a batch pinned, one bit per buffer id. */
@@ -59,6 +63,8 @@ public:
 	void pin_locked(const PinSet &ids) noexcept;
 	/* Drop the pins of @ids (takes the lock). */
 	void unpin(const PinSet &ids) noexcept;
+	/* With lock() held: mark live buffer @id stale (kvblk_check_buffer()). */
+	void mark_stale_locked(uint32_t id) noexcept { slots_[id].stale = true; }
 
 private:
 	std::mutex mu_;

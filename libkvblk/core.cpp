@@ -7,6 +7,7 @@
 #include "device.hpp"
 #include "lanes.hpp"
 #include "last_error.hpp"
+#include "mapping.hpp"
 #include "struct_size.hpp"
 #include "target.hpp"
 #include "testing.hpp"
@@ -126,6 +127,9 @@ int check_options(const kvblk_open_opts &o)
 			    KVBLK_MAX_DESCS_LIMIT);
 	if (o.max_cmd_bytes && o.max_cmd_bytes < 4096)
 		return fail(-EINVAL, "kvblk_open: max_cmd_bytes %llu is below 4096", ull(o.max_cmd_bytes));
+	if ((o.flags & KVBLK_OPEN_CREATE) && !(o.flags & KVBLK_OPEN_WRITE))
+		return fail(-EINVAL, "kvblk_open: KVBLK_OPEN_CREATE needs KVBLK_OPEN_WRITE (a file created for "
+				     "loads only would hold nothing)");
 	if ((o.flags & KVBLK_OPEN_CREATE) && o.create_bytes == 0)
 		return fail(-EINVAL, "kvblk_open: KVBLK_OPEN_CREATE needs create_bytes > 0");
 	if (o.max_batches > KVBLK_MAX_BATCHES)
@@ -199,6 +203,7 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		return ret;
 
 	auto dev = std::make_unique<kvblk_dev>();
+	dev->owner = current_owner();
 	auto entry = std::make_unique<TargetEntry>();
 	ret = open_target(path, o.flags, o.create_bytes, &entry->t);
 	if (ret)
@@ -417,6 +422,15 @@ void kvblk_close(kvblk_dev *dev) noexcept
 {
 	if (!dev)
 		return;
+	/*
+	 * A copy inherited through fork(): its rings, kvblk.ko context and registrations are the
+	 * parent's and its threads do not exist here. Nothing is torn down (that would unregister
+	 * the parent's buffers or wait for threads that are not there) and nothing is freed (a
+	 * lock a parent thread held at the fork stays held); the child's copies of the handle's
+	 * file descriptors (all O_CLOEXEC) close when the child execs or exits.
+	 */
+	if (!owned_by_caller(dev->owner))
+		return;
 	/* Queued batches end -ECANCELED, batches in flight are waited for; then the threads go. */
 	dev->sched->shutdown();
 	dev->sched.reset();
@@ -427,6 +441,8 @@ void kvblk_close(kvblk_dev *dev) noexcept
 
 int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_get_info") : 0)
+		return owner;
 	if (!dev || !info)
 		return fail(-EINVAL, "kvblk_get_info: NULL %s", dev ? "info" : "dev");
 	int ret = check_output_size("kvblk_get_info", "info_size", info->info_size, KVBLK_DEV_INFO_SIZE_V0_2);
@@ -440,6 +456,8 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) noexcept
 
 int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t *id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_register_buffer") : 0)
+		return owner;
 	if (!dev || !addr || !id || len == 0)
 		return fail(-EINVAL, "kvblk_register_buffer: %s", !dev ? "NULL dev" : !addr ? "NULL addr" :
 								   !id	  ? "NULL id" : "len is 0");
@@ -458,6 +476,13 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 	if (__builtin_add_overflow(uint64_t(uintptr_t(addr)), len, &end) || end > uint64_t(UINTPTR_MAX))
 		return fail(-EINVAL, "kvblk_register_buffer: address %p + length %llu overflows", addr, ull(len));
 
+	if (kind == KVBLK_MEM_HOST) {
+		/* Every backend the same: loads write into it, and the kernel pins it writable. */
+		std::string why;
+		if (int ret = check_writable_range(addr, len, &why))
+			return fail(ret, "kvblk_register_buffer: host range %p + %llu cannot be a destination: %s",
+				    addr, ull(len), why.c_str());
+	}
 	uint32_t slot;
 	auto *base = static_cast<uint8_t *>(addr);
 	if (dev->buffers.reserve(kind, base, len, &slot))
@@ -494,6 +519,10 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 		return 0;
 	}
 	BufferRegistration reg = dev->backend->register_buffer(slot, base, len);
+	if (reg.error) {
+		dev->buffers.release(slot);
+		return fail(reg.error, "kvblk_register_buffer: %s", reg.note.c_str());
+	}
 	if (reg.fell_back) {
 		dev->stats.record_memlock_fallback();
 		set_last_error("%s", reg.note.c_str());
@@ -505,6 +534,8 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 
 int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len, uint32_t *id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_register_dmabuf") : 0)
+		return owner;
 	if (!dev || !id || fd < 0 || len == 0)
 		return fail(-EINVAL, "kvblk_register_dmabuf: %s", !dev ? "NULL dev" : !id ? "NULL id" :
 								  fd < 0 ? "fd < 0" : "len is 0");
@@ -532,6 +563,8 @@ int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len,
 
 int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_set_staging") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_set_staging: NULL dev");
 	const uint32_t nb = buffers ? buffers : KVBLK_DEFAULT_STAGING_BUFFERS;
@@ -557,6 +590,8 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) n
 
 int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_unregister_buffer") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_unregister_buffer: NULL dev");
 	RegisteredBuffer b;
@@ -576,6 +611,8 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) noexcept
 
 int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_get_stats") : 0)
+		return owner;
 	if (!dev || !stats)
 		return fail(-EINVAL, "kvblk_get_stats: NULL %s", dev ? "stats" : "dev");
 	int ret = check_output_size("kvblk_get_stats", "stats_size", stats->stats_size, KVBLK_STATS_SIZE_V0_1);
@@ -591,6 +628,8 @@ int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) noexcept
 
 int kvblk_reset_stats(kvblk_dev *dev) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_reset_stats") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_reset_stats: NULL dev");
 	dev->stats.reset();

@@ -8,6 +8,7 @@
 #include "async.hpp"
 #include "backend.hpp"
 #include "buffers.hpp"
+#include "fork_guard.hpp"
 #include "staging.hpp"
 #include "stats.hpp"
 #include "targets.hpp"
@@ -33,6 +34,7 @@
  * @stager:         the staged path (CUDA destinations without P2P).
  * @staged_buffers: live staged buffers.
  * @sched:          the outstanding batches (async.hpp); destroyed first, in kvblk_close().
+ * @owner:          the process that opened it (fork_guard.hpp): every call checks it first.
  */
 struct kvblk_dev {
 	kvblk::detail::TargetTable targets;
@@ -45,6 +47,7 @@ struct kvblk_dev {
 	kvblk::detail::Stager stager;
 	uint32_t staged_buffers = 0;
 	std::unique_ptr<kvblk::detail::Scheduler> sched;
+	kvblk::detail::Owner owner;
 
 	[[nodiscard]] kvblk::detail::Target &t0() noexcept { return targets.t0().t; }
 };

@@ -173,6 +173,8 @@ BufferRegistration Lanes::register_buffer(uint32_t id, uint8_t *base, uint64_t l
 {
 	std::lock_guard<std::mutex> g(mu_);
 	BufferRegistration r0 = lanes_[0]->be->register_buffer(id, base, len);
+	if (r0.error) /* the range is unusable: nothing registered anywhere */
+		return r0;
 	lanes_[0]->fixed[id] = r0.fixed_index;
 	regs_[id] = Registration{true, false, KVBLK_MEM_HOST, -1, base, 0, len};
 	for (size_t i = 1; i < lanes_.size(); i++)

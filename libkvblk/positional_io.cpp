@@ -29,8 +29,10 @@ int64_t issue(const PositionalIo &pio, int fd, uint8_t *mem, uint64_t len, uint6
 
 } // namespace
 
-int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c) noexcept
+int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c,
+		    uint64_t *valid) noexcept
 {
+	*valid = 0;
 	testing::CommandInfo info{pio.backend, pio.dir == IoDir::write, index, 0, 0, 0, 0, obj.offset};
 
 	for (uint64_t cmd_off = 0; cmd_off < obj.length;) {
@@ -63,8 +65,10 @@ int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index
 			done += uint64_t(res);
 			if (done < cmd_len && eof_is_complete(obj, cmd_off + done))
 				return 0; /* the end of the file, with every byte wanted in */
-			if (res == 0)
+			if (res == 0) {
+				*valid = cmd_off + done; /* the file ended there: all before is in */
 				return -ENODATA;
+			}
 			if (done < cmd_len)
 				c->short_resubmits++;
 		}

@@ -6,6 +6,7 @@
 #include "testing.hpp"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 
 namespace kvblk::detail {
@@ -33,8 +34,16 @@ struct PositionalIo {
  * Move object @index (@obj) in commands of at most cmd_bytes, resubmitting the rest of
  * short transfers and -EAGAIN (bounded). Returns 0 or the object's -errno: the command's
  * error, -EAGAIN after every retry, -ENODATA when a command made no progress (unless it met
- * the end of the file with obj.min_length bytes in: then 0, see IoObject).
+ * the end of the file with obj.min_length bytes in: then 0, see IoObject); with -ENODATA,
+ * *valid = the bytes from the object's start that were moved (commands run in order).
  */
-int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c) noexcept;
+int32_t move_object(const PositionalIo &pio, const IoObject &obj, uint32_t index, BatchCounters *c,
+		    uint64_t *valid) noexcept;
+
+/* kvblk_result.bytes of an object that ended with @st: its length, the valid prefix, or 0. */
+inline uint64_t result_bytes(const IoObject &obj, int32_t st, uint64_t valid) noexcept
+{
+	return st == 0 ? obj.length : st == -ENODATA ? valid : 0;
+}
 
 } // namespace kvblk::detail

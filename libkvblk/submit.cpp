@@ -90,22 +90,26 @@ int do_batch(kvblk_dev *dev, IoDir dir, const DescView &descs, uint32_t n, kvblk
 	     kvblk_batch_info *user_info)
 {
 	const char *fn = dir == IoDir::read ? "kvblk_load_many" : "kvblk_store_many";
-	if (!dev || descs.null() || !results)
-		return fail(-EINVAL, "%s: NULL %s", fn, !dev ? "dev" : descs.null() ? "descs" : "results");
 	if (user_info) {
+		/* A bad info_size: nothing can be written into it. */
 		int ret = check_output_size(fn, "info_size", user_info->info_size, KVBLK_BATCH_INFO_SIZE_V0_2);
 		if (ret)
 			return ret;
 	}
+	/* From here every return reports: bad_index -1 unless a descriptor is at fault. */
+	Report report(user_info);
+	kvblk_batch_info &info = report.ours;
+	info.bad_index = -1;
+	if (!dev || descs.null() || !results)
+		return fail(-EINVAL, "%s: NULL %s", fn, !dev ? "dev" : descs.null() ? "descs" : "results");
+	if (int ret = check_owner(dev->owner, fn))
+		return ret;
 	if (n == 0)
 		return fail(-EINVAL, "%s: n is 0", fn);
 
-	Report report(user_info);
-	kvblk_batch_info &info = report.ours;
 	const uint64_t t0 = now_ns();
 	info.backend = dev->backend->kind_for(dir);
 	info.path = dev->backend->path();
-	info.bad_index = -1;
 
 	std::unique_ptr<Job> job;
 	int32_t bad = -1;
@@ -151,8 +155,6 @@ void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) noexcep
 int kvblk_submit(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, struct kvblk_submit_opts *opts,
 		 uint64_t *ticket) noexcept
 {
-	if (!dev || !descs || !ticket)
-		return fail(-EINVAL, "kvblk_submit: NULL %s", !dev ? "dev" : !descs ? "descs" : "ticket");
 	uint32_t flags = 0;
 	uint64_t user_data = 0;
 	kvblk_result *results = nullptr;
@@ -162,7 +164,13 @@ int kvblk_submit(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, str
 					   sizeof(*opts));
 		if (ret)
 			return ret;
-		opts->bad_index = -1;
+		opts->bad_index = -1; /* from here: -1 unless a descriptor is at fault */
+	}
+	if (!dev || !descs || !ticket)
+		return fail(-EINVAL, "kvblk_submit: NULL %s", !dev ? "dev" : !descs ? "descs" : "ticket");
+	if (int ret = check_owner(dev->owner, "kvblk_submit"))
+		return ret;
+	if (opts) {
 		if (opts->flags & ~KVBLK_SUBMIT_FLAGS_ALL)
 			return fail(-EINVAL, "kvblk_submit: unknown flags 0x%x", opts->flags & ~KVBLK_SUBMIT_FLAGS_ALL);
 		flags = opts->flags;
@@ -193,6 +201,8 @@ int kvblk_submit(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n, str
 int kvblk_reap(kvblk_dev *dev, struct kvblk_cqe *cqes, uint32_t max, uint32_t min_complete,
 	       int64_t timeout_ns) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_reap") : 0)
+		return owner;
 	if (!dev || !cqes)
 		return fail(-EINVAL, "kvblk_reap: NULL %s", dev ? "cqes" : "dev");
 	if (max == 0)
@@ -208,6 +218,8 @@ int kvblk_reap(kvblk_dev *dev, struct kvblk_cqe *cqes, uint32_t max, uint32_t mi
 
 int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns, struct kvblk_batch_info *info) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_wait") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_wait: NULL dev");
 	if (info) {
@@ -231,6 +243,8 @@ int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns, struct kvblk
 
 int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_cancel") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_cancel: NULL dev");
 	return dev->sched->cancel(ticket);
@@ -238,6 +252,8 @@ int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) noexcept
 
 int kvblk_event_fd(kvblk_dev *dev) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_event_fd") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_event_fd: NULL dev");
 	return dev->sched->event_fd();

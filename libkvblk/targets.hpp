@@ -82,6 +82,9 @@ public:
 	/* A new batch serial (takes no lock: one atomic add). */
 	[[nodiscard]] uint64_t next_serial() noexcept { return serial_.fetch_add(1, std::memory_order_relaxed) + 1; }
 
+	/* With lock() held: ids below this may be live (find_locked() says which). */
+	[[nodiscard]] uint32_t slots_locked() const noexcept { return uint32_t(state_.size()); }
+
 	/* Live targets, target 0 included. */
 	[[nodiscard]] uint32_t count() noexcept;
 

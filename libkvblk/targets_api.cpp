@@ -71,6 +71,8 @@ extern "C" {
 
 int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t *id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_add_target") : 0)
+		return owner;
 	int ret = check_add_args("kvblk_add_target", dev, flags, id);
 	if (ret)
 		return ret;
@@ -89,6 +91,8 @@ int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t 
 
 int kvblk_add_target_fd(kvblk_dev *dev, int fd, uint32_t flags, uint32_t *id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_add_target_fd") : 0)
+		return owner;
 	int ret = check_add_args("kvblk_add_target_fd", dev, flags, id);
 	if (ret)
 		return ret;
@@ -105,6 +109,8 @@ int kvblk_add_target_fd(kvblk_dev *dev, int fd, uint32_t flags, uint32_t *id) no
 
 int kvblk_remove_target(kvblk_dev *dev, uint32_t id) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_remove_target") : 0)
+		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_remove_target: NULL dev");
 	if (id == 0)
@@ -123,6 +129,8 @@ int kvblk_remove_target(kvblk_dev *dev, uint32_t id) noexcept
 
 int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *info) noexcept
 {
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_get_target_info") : 0)
+		return owner;
 	if (!dev || !info)
 		return fail(-EINVAL, "kvblk_get_target_info: NULL %s", dev ? "info" : "dev");
 	int ret = check_output_size("kvblk_get_target_info", "info_size", info->info_size, KVBLK_DEV_INFO_SIZE_V0_2);

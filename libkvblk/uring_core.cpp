@@ -43,6 +43,8 @@ BufferRegistration fallback(const char *note)
 struct ObjectState {
 	std::atomic<uint64_t> pending;	/* commands not yet completed */
 	std::atomic<int32_t> status;	/* first error of any of its commands */
+	std::atomic<uint64_t> eof_at;	/* lowest object offset where a read met the end of the file */
+	std::atomic<bool> other_error;	/* a command failed with something else than -ENODATA */
 };
 
 /* Commands run synchronously (run()) are waited for here. */
@@ -107,6 +109,13 @@ struct Ring {
 		}
 		if (ret < 0)
 			return ret;
+		/*
+		 * A child made by fork() gets no mapping of the rings (MADV_DONTFORK through
+		 * liburing): a stray write to the inherited copy faults in the child instead of
+		 * corrupting the parent's SQ.
+		 * The library never uses a handle in a child (fork_guard.hpp); best effort.
+		 */
+		(void)io_uring_ring_dontfork(&ring);
 		live = true;
 		broken = false;
 		cq_entries = p.cq_entries;
@@ -203,6 +212,8 @@ RingBatch *UringCore::make_batch(Batch &b)
 		rb->first_cmd[i + 1] = rb->first_cmd[i] + cmds;
 		rb->state[i].pending.store(cmds, std::memory_order_relaxed);
 		rb->state[i].status.store(0, std::memory_order_relaxed);
+		rb->state[i].eof_at.store(UINT64_MAX, std::memory_order_relaxed);
+		rb->state[i].other_error.store(false, std::memory_order_relaxed);
 	}
 	rb->end_cmd = rb->first_cmd[b.count];
 	rb->live_end = b.count;
@@ -303,6 +314,8 @@ size_t UringCore::grab(Grab *out, size_t max, bool block)
 void UringCore::finish_command(RingBatch *rb, uint32_t obj, int32_t err) noexcept
 {
 	ObjectState &s = rb->state[obj];
+	if (err && err != -ENODATA)
+		s.other_error.store(true, std::memory_order_relaxed);
 	if (err) {
 		int32_t zero = 0;
 		s.status.compare_exchange_strong(zero, err, std::memory_order_relaxed);
@@ -316,6 +329,13 @@ void UringCore::end_object(RingBatch *rb, uint32_t obj, int32_t st) noexcept
 	Batch &b = *rb->b;
 	b.results[obj].status = st;
 	b.results[obj].bytes = st ? 0 : b.objects[obj].length;
+	if (st == -ENODATA) {
+		/* The file shrank: every command below the lowest end met succeeded. */
+		const ObjectState &s = rb->state[obj];
+		const uint64_t eof = s.eof_at.load(std::memory_order_relaxed);
+		if (!s.other_error.load(std::memory_order_relaxed) && eof != UINT64_MAX)
+			b.results[obj].bytes = eof;
+	}
 	b.object_done(obj);
 	if (rb->objects_left.fetch_sub(1, std::memory_order_acq_rel) == 1)
 		finish_batch(rb);
@@ -407,6 +427,12 @@ void UringCore::complete(Ring &r, const io_uring_cqe *cqe, uint64_t now, const t
 		rb->short_resubmits.fetch_add(1, std::memory_order_relaxed);
 		r.pending.push_back(id);
 		return;
+	}
+	if (res == 0) { /* the end of the file: remember where, for the valid prefix */
+		std::atomic<uint64_t> &eof = rb->state[c.obj].eof_at;
+		uint64_t at = c.cmd_off + c.done, cur = eof.load(std::memory_order_relaxed);
+		while (at < cur && !eof.compare_exchange_weak(cur, at, std::memory_order_relaxed))
+			;
 	}
 	release(r, id, res < 0 ? int32_t(res) : res == 0 ? -ENODATA : 0);
 }
@@ -589,6 +615,15 @@ BufferRegistration UringCore::register_buffer(uint32_t id, uint8_t *base, uint64
 		for (size_t i = 0; i + 1 < done; i++)
 			rings_[i]->update_fixed(id, nullptr, 0);
 		const std::string limit = rlimit_memlock_text();
+		if (ret == -EFAULT) { /* the range, not a limit: registration fails */
+			std::snprintf(note, sizeof(note),
+				      "buffer %u (%llu bytes): io_uring could not pin it: EFAULT (part of the "
+				      "range is not mapped, or not writable)",
+				      id, (unsigned long long)len);
+			r.error = -EFAULT;
+			r.note = note;
+			return r;
+		}
 		if (ret == -ENOMEM)
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes) could not become an io_uring fixed buffer: "

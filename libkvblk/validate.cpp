@@ -65,6 +65,12 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 		const RegisteredBuffer *b = c->buffers->find_locked(d.buf_id);
 		if (!b)
 			return fail(-ENOENT, "descriptor %u: buffer id %u is not registered", i, d.buf_id);
+		if (b->stale)
+			return fail(-ESTALE,
+				    "descriptor %u: buffer %u no longer maps the pages pinned when it was "
+				    "registered (kvblk_check_buffer() found them replaced or unmapped): "
+				    "unregister it and register it again",
+				    i, d.buf_id);
 		uint64_t buf_end;
 		if (__builtin_add_overflow(d.addr, d.length, &buf_end) || buf_end > b->len)
 			return fail(-EINVAL,

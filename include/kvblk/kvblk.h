@@ -26,6 +26,19 @@
  * Batches are asynchronous underneath: kvblk_submit() queues a batch and
  * returns a ticket; kvblk_load_many()/kvblk_store_many() are kvblk_submit()
  * + kvblk_wait() with the same contract as before.
+ *
+ * Processes (since 0.3): a handle belongs to the process that opened it. Its
+ * io_uring rings, threads, kvblk.ko context and buffer registrations are that
+ * process's; a child made by fork(2) (Python multiprocessing, engine worker
+ * processes) inherits only a copy that must not be used: every call on it
+ * returns -EBADFD, before it touches anything the parent shares, and
+ * kvblk_last_error() says so. kvblk_close() of the inherited copy frees and
+ * unregisters nothing (it returns at once); the child's copies of the
+ * handle's file descriptors (all O_CLOEXEC) close when it execs or exits.
+ * The child opens a handle of its own with kvblk_open(). The parent is never
+ * affected: its batches in flight at the fork complete, and its registered
+ * buffers stay its own (the kernel gives the child copies of pinned pages;
+ * the rings are not mapped into the child at all).
  */
 #ifndef KVBLK_KVBLK_H
 #define KVBLK_KVBLK_H
@@ -132,7 +145,8 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
 /* kvblk_open_opts.flags */
 #define KVBLK_OPEN_WRITE	(1u << 0) /* open read-write: kvblk_store_many() allowed */
 #define KVBLK_OPEN_BUFFERED	(1u << 1) /* no O_DIRECT: page cache used; every batch counted */
-#define KVBLK_OPEN_CREATE	(1u << 2) /* create a regular file of create_bytes, or extend a shorter one */
+#define KVBLK_OPEN_CREATE	(1u << 2) /* with KVBLK_OPEN_WRITE: create a regular file of create_bytes
+					   * (sparse: ftruncate(2)), or extend a shorter one */
 #define KVBLK_OPEN_FLAGS_ALL	(KVBLK_OPEN_WRITE | KVBLK_OPEN_BUFFERED | KVBLK_OPEN_CREATE)
 
 /* Defaults and limits; 0 in an option means "the default". */
@@ -206,15 +220,17 @@ typedef struct kvblk_dev kvblk_dev;
  * @out:  receives the handle; untouched on failure.
  *
  * All I/O uses O_DIRECT unless KVBLK_OPEN_BUFFERED is given.
- * Errors: -EINVAL bad option (out of range, unknown flag, opts_size below
+ * Errors: -EINVAL bad option (out of range, unknown flag, KVBLK_OPEN_CREATE
+ * without KVBLK_OPEN_WRITE, opts_size below
  * KVBLK_OPEN_OPTS_SIZE_V0_2 or above 64 KiB, or larger than this library's
- * struct with non-zero bytes it does not know; reserved not 0); -ENOTSUP
- * also for a FIFO or socket, refused without opening it;
- * -ENOENT, -EACCES, -EISDIR and other open(2) errors of @path; -ENOTSUP
- * @path is neither a block device, a regular file nor an NVMe generic char
- * device; -EOPNOTSUPP the file system refuses O_DIRECT (try
- * KVBLK_OPEN_BUFFERED) or the requested backend cannot serve @path
- * (kvblk_last_error() says why): kmod with kvblk.ko not loaded or refusing
+ * struct with non-zero bytes it does not know; reserved not 0);
+ * -ENOENT, -EACCES, -EISDIR and other open(2) errors of @path;
+ * -EOPNOTSUPP, which on Linux is the same value as -ENOTSUP (one error,
+ * told apart only by kvblk_last_error()): @path is neither a block device,
+ * a regular file nor an NVMe generic char device (a FIFO or socket is
+ * refused from stat(2), without being opened, so nothing can block); the
+ * file system refuses O_DIRECT (try KVBLK_OPEN_BUFFERED); or the requested
+ * backend cannot serve @path: kmod with kvblk.ko not loaded or refusing
  * the device, uring_cmd on anything but a whole NVMe namespace, kmod or
  * uring_cmd with KVBLK_OPEN_BUFFERED, an NVMe generic char device with any
  * backend but uring_cmd; -ENOSYS io_uring is not available (uring
@@ -334,8 +350,8 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
  * devices only.
  * Errors: -EINVAL NULL argument or unknown flag; -ENOSPC KVBLK_MAX_TARGETS
  * reached; the errors of kvblk_open() for @path (-EISDIR a directory,
- * -ENOTSUP a FIFO, socket or other file that is not a block device or
- * regular file); -EOPNOTSUPP the device's backend cannot serve it (an NVMe
+ * -EOPNOTSUPP (== -ENOTSUP) a FIFO, socket or other file that is not a block
+ * device or regular file); -EOPNOTSUPP also: the device's backend cannot serve it (an NVMe
  * generic char device on anything but a uring_cmd device; anything else on a
  * uring_cmd device; a block size that does not divide the device's
  * max_cmd_bytes; a uring_cmd namespace whose commands are smaller).
@@ -351,7 +367,7 @@ int kvblk_add_target(kvblk_dev *dev, const char *path, uint32_t flags, uint32_t 
  * and never changes @fd's flags; the caller may close @fd afterwards.
  * An O_WRONLY @fd added with KVBLK_OPEN_WRITE is a store-only target: loads
  * naming it fail with -EBADF. A FIFO, socket or directory is refused from
- * fstat(2) of @fd alone (-ENOTSUP, -EISDIR), before anything is opened.
+ * fstat(2) of @fd alone (-EOPNOTSUPP == -ENOTSUP, -EISDIR), before anything is opened.
  * Errors: -EBADF @fd is not open, or opened O_PATH, or its access mode does
  * not allow what @flags ask for (O_RDONLY with KVBLK_OPEN_WRITE, O_WRONLY
  * without it); the other errors of kvblk_add_target().
@@ -415,12 +431,30 @@ enum kvblk_mem_kind {
  * The uring backends register the range as an io_uring fixed buffer so that
  * reads into it skip per-I/O page pinning; kmod registers it with kvblk.ko
  * (pinned and DMA-mapped once; the page-aligned cover of the range is
- * registered). If the kernel refuses (usually RLIMIT_MEMLOCK: the message
- * names the limit), the buffer still works (plain reads; kmod: per-call
- * registration as for plain pointers) and stats.memlock_fallbacks counts it;
- * the call then returns 0 and kvblk_last_error() holds that message. At most
+ * registered). If the kernel refuses for want of resources (RLIMIT_MEMLOCK:
+ * the message names the limit; a buffer over 1 GiB for io_uring), the buffer
+ * still works (plain reads; kmod: per-call registration as for plain
+ * pointers) and stats.memlock_fallbacks counts it; the call then returns 0
+ * and kvblk_last_error() holds that message. A KVBLK_MEM_HOST range must be
+ * mapped and writable from end to end on every backend (checked against the
+ * process's mappings): read-only memory or a range with a hole fails with
+ * -EFAULT, nothing registered and nothing counted (a read-only source for
+ * stores can still be passed as a plain pointer). At most
  * 1024 buffers per device (the staging pool below takes up to
  * KVBLK_MAX_STAGING_BUFFERS of them).
+ *
+ * What registration pins, and for how long: uring (as a fixed buffer) and
+ * kmod pin the pages that back the range when this call runs, until
+ * kvblk_unregister_buffer() or kvblk_close(). Loads into the buffer go to
+ * those pages. The range must therefore stay mapped to the same memory while
+ * it is registered: munmap(2), mremap(2), mmap(MAP_FIXED) over it, or
+ * madvise(MADV_DONTNEED, MADV_FREE, MADV_REMOVE) replace what the program
+ * sees at those addresses while loads still go to the old pages, which the
+ * program can no longer read; such loads report success. Unregister first,
+ * or register again afterwards. kvblk_check_buffer() finds out whether this
+ * happened. (psync and threadpool, and buffers that fell back, read into
+ * whatever is mapped when each read runs, as for plain pointers.) After
+ * fork(2) the parent keeps the pinned pages and the child gets copies.
  *
  * KVBLK_MEM_CUDA (since 0.2). On a kmod device whose kvblk.ko reports
  * KVBLK_FEAT_MEM_CUDA the range is registered with the module (nvidia-p2p):
@@ -447,7 +481,9 @@ enum kvblk_mem_kind {
  * kernel's block layer doing the peer-to-peer DMA (never an io_uring fixed
  * buffer, which would need a long-term pin). Loads report KVBLK_PATH_P2P.
  * Errors: -EINVAL NULL/zero/misaligned argument, unknown kind, or (CUDA)
- * @addr is not CUDA device memory; -EOPNOTSUPP kind not supported by this
+ * @addr is not CUDA device memory; -EFAULT (KVBLK_MEM_HOST) part of the
+ * range is not mapped or not writable (kvblk_last_error() names the bytes);
+ * -EBADFD the handle was inherited through fork(); -EOPNOTSUPP kind not supported by this
  * backend or build, or (CUDA, staged) no CUDA runtime could be loaded:
  * kvblk_last_error() says "CUDA runtime not found (tried ...)"; -ENODEV
  * (CUDA, staged) the runtime found no GPU; -ENOSPC too many buffers; -ENOMEM
@@ -509,6 +545,38 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) K
  */
 int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 
+/**
+ * kvblk_check_buffer() - whether registered host buffer @id still maps the
+ * memory it was registered with (since 0.3).
+ *
+ * For an io_uring fixed buffer (uring backend) every page is probed: 8 bytes
+ * of each page are set to a token through the program's mapping, copied out
+ * through the pinned pages with one 8-byte io_uring write per page, compared
+ * and restored. A page whose token does not come back was replaced (see
+ * kvblk_register_buffer(): what registration pins). Other buffers (psync,
+ * threadpool, uring_cmd, a fixed-buffer fallback) have no pinned pages: only
+ * the mapping is checked (mapped and writable end to end).
+ * When it finds the buffer replaced or unmapped, the buffer becomes stale:
+ * every later batch naming it fails with -ESTALE (bad_index names the
+ * descriptor) until kvblk_unregister_buffer(); register the range again.
+ *
+ * Do not touch the buffer's memory and run no batch that names it during the
+ * call (its first 8 bytes of each page briefly hold the token). Cost: one
+ * 8-byte write command per page (about a microsecond each: ~0.3 s per GiB of
+ * 4 KiB pages), on the calling thread, sharing the rings with other batches.
+ * Call it after code that may have remapped the memory, not per load.
+ *
+ * Return: 0 intact. Errors: -ESTALE pages replaced (kvblk_last_error() names
+ * the first byte), or found stale before; -EFAULT part of the range is no
+ * longer mapped or no longer writable (the buffer is stale from then on too);
+ * -ENOENT unknown @id; -EINVAL NULL @dev, or @id is not KVBLK_MEM_HOST;
+ * -EBUSY a batch that names @id is outstanding; -EOPNOTSUPP a kmod device
+ * (kvblk.ko's pins cannot be compared from userspace; the mapping was found
+ * intact); -EBADFD the handle was inherited through fork(); -ENOMEM, and the
+ * errors of memfd_create(2).
+ */
+int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
+
 /* ----------------------------------------------------------- load/store */
 
 /* kvblk_desc.flags (since 0.3) */
@@ -565,9 +633,10 @@ struct kvblk_desc {
  * struct kvblk_result - outcome of one descriptor.
  * @status: 0, or -errno: -EIO an I/O error on one of its commands; -EAGAIN
  *          still -EAGAIN after eagain_retries resubmissions; -ENODATA the
- *          device or file ended early (short read that made no progress;
- *          not for the last covering block of a KVBLK_DESC_UNALIGNED object,
- *          which may end at the end of the file);
+ *          device or file ended early: the file shrank while the batch ran
+ *          (a short read that made no progress; not for the last covering
+ *          block of a KVBLK_DESC_UNALIGNED object, which may end at the end
+ *          of the file). See "End of file" below;
  *          -ECANCELED not attempted because the call was rejected, or
  *          ended by kvblk_cancel() (or kvblk_close()) before it was issued; or the
  *          input error of the rejected descriptor. kmod loads also:
@@ -581,8 +650,24 @@ struct kvblk_desc {
  *          piece in that bounce buffer's fill (small objects share a buffer;
  *          kvblk_last_error() carries the CUDA error text).
  * @reserved: 0.
- * @bytes:  bytes transferred: @length on success, 0 on failure.
+ * @bytes:  bytes transferred: @length on success. On -ENODATA: the number
+ *          of bytes from the start of the object that were read and are
+ *          valid in the destination (psync, threadpool, uring, uring_cmd;
+ *          0 when another command of the object failed too, for a
+ *          KVBLK_DESC_UNALIGNED or staged object, and on kmod); the rest of
+ *          the destination is undefined. 0 on any other failure.
  * @tag:    the descriptor's tag.
+ *
+ * End of file (since 0.3), one rule for loads: a target's end is its size
+ * when the batch starts (a regular file is sized with fstat(2) for every
+ * batch, so bytes appended since are loadable; a block device keeps its
+ * capacity). A descriptor that reaches past that end is an input error: the
+ * whole call is rejected before anything is read (-ERANGE, bad_index names
+ * it, the others -ECANCELED). A file that shrinks while the batch runs fails
+ * only the objects whose reads meet the new end: -ENODATA with @bytes as
+ * above, never a destination half written without saying how much is valid;
+ * the other objects complete. A file's last size % logical_block_size bytes
+ * are loadable with KVBLK_DESC_UNALIGNED (struct kvblk_desc).
  */
 struct kvblk_result {
 	int32_t status;
@@ -613,8 +698,12 @@ const char *kvblk_path_name(int path) KVBLK_NOEXCEPT;
  *              on a kmod device); for a staged call, the backend that read
  *              into the bounce buffers.
  * @path:       enum kvblk_path of the call (see enum kvblk_path).
- * @bad_index:  index of the first rejected descriptor when the call returns
- *              -EINVAL, -ERANGE or -ENOENT because of one; -1 otherwise.
+ * @bad_index:  index of the rejected descriptor when the call fails because
+ *              of one (-EINVAL, -ERANGE, -ENOENT, -E2BIG for bounce blocks,
+ *              -EOPNOTSUPP); -1 otherwise: whenever no descriptor is at
+ *              fault (NULL argument, @n == 0, @n > max_descs, -EBADF,
+ *              -EBADFD, -ENOMEM) and on success. Written on every call whose
+ *              info_size is acceptable.
  * @failed:     descriptors with status != 0.
  * @bytes:      bytes transferred in all.
  * @commands:   read or write commands issued (resubmissions included).
@@ -667,10 +756,20 @@ struct kvblk_batch_info {
  *  -EINVAL   NULL argument, @n == 0, or a bad descriptor: offset or length
  *            not a multiple of logical_block_size, zero length, address not
  *            aligned to mem_align, offset + length overflows, registered
- *            buffer range exceeded, flags not 0;
+ *            buffer range exceeded, flags not 0; or its destination overlaps
+ *            the destination of an earlier descriptor of the call (identical
+ *            included; through plain pointers, registered buffers or both,
+ *            compared by address: the bytes would depend on which read
+ *            completes last): bad_index names the lowest descriptor that
+ *            overlaps an earlier one, kvblk_last_error() names both. Stores:
+ *            two descriptors whose ranges of one target overlap, the same
+ *            way (their sources may overlap);
+ *  -EBADFD   @dev was inherited through fork() (see "Processes" above);
  *  -EOPNOTSUPP (kvblk_store_many()) a descriptor's source is device memory;
  *  -ENOENT   a descriptor names an unregistered buffer id or an unknown
  *            target (added and not removed);
+ *  -ESTALE   a descriptor names a buffer that kvblk_check_buffer() found
+ *            replaced or unmapped;
  *  -EBADF    a load from a write-only target (info->bad_index -1, as below);
  *  -ERANGE   a descriptor reaches past the end of the device or file;
  *  -E2BIG    @n > max_descs; or the bounce blocks of KVBLK_DESC_UNALIGNED
@@ -694,6 +793,46 @@ int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  */
 int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 		     struct kvblk_result *results, struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
+
+/* Every target of the device (kvblk_flush()). */
+#define KVBLK_TARGET_ALL UINT32_MAX
+
+/**
+ * kvblk_flush() - make completed stores durable (since 0.3).
+ * @dev:    device.
+ * @target: a target id (0: kvblk_open()'s path), or KVBLK_TARGET_ALL for every
+ *          target opened with KVBLK_OPEN_WRITE.
+ * @flags:  0.
+ *
+ * Durability: a store's completion (kvblk_store_many() returning, its batch
+ * reaped or waited for) says the device or file system accepted the data;
+ * it may still sit in a volatile write cache (the NVMe controller's, the
+ * page cache of a KVBLK_OPEN_BUFFERED target) and, for a file, the blocks a
+ * store allocated (KVBLK_OPEN_CREATE makes a sparse file) are not yet on
+ * disk. When kvblk_flush() returns 0, every store to the flushed targets that
+ * completed before the call is on stable storage and survives a power loss,
+ * with the file metadata needed to read it back (its size, its blocks):
+ * fdatasync(2) of the target (a block device: the kernel sends the device a
+ * cache flush; a file: its data and allocation, the journal committed), or
+ * for an NVMe generic char device (uring_cmd) an NVMe Flush command of its
+ * namespace. Stores still in flight during the call are not covered; flush
+ * again after they complete. Loads never need it.
+ *
+ * Cost: one synchronous flush per target, on the calling thread, while other
+ * threads' batches go on: on a device with a volatile write cache it lasts
+ * as long as the device takes to write that cache out (tens of microseconds
+ * when clean to many milliseconds after large stores); a file also pays a
+ * journal commit. Flush once after a group of stores, not after each.
+ *
+ * Return: 0. Errors: -EINVAL NULL @dev or @flags not 0; -ENOENT @target is
+ * not added; -EBADF @target was not opened with KVBLK_OPEN_WRITE (nothing of
+ * it to flush); -EIO (and the other errors of fdatasync(2): -ENOSPC, -EDQUOT)
+ * write-back of some stored data failed: which data is lost is not known,
+ * store it again; an NVMe Flush the controller failed: -EIO. With
+ * KVBLK_TARGET_ALL every writable target is flushed even after one fails;
+ * the first error is returned and kvblk_last_error() names its target.
+ */
+int kvblk_flush(kvblk_dev *dev, uint32_t target, uint32_t flags) KVBLK_NOEXCEPT;
 
 /* ------------------------------------------------- asynchronous (0.3) */
 

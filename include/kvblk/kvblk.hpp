@@ -435,6 +435,12 @@ public:
 	/** Zero the counters (throws Error). */
 	void reset_stats() { detail::check(kvblk_reset_stats(dev_), "kvblk_reset_stats"); }
 
+	/** kvblk_flush(): completed stores to @target (KVBLK_TARGET_ALL: every writable one) made durable (throws Error). */
+	void flush(uint32_t target = KVBLK_TARGET_ALL) { detail::check(kvblk_flush(dev_, target, 0), "kvblk_flush"); }
+
+	/** kvblk_check_buffer(): 0 intact, or the -errno (-ESTALE, -EFAULT, ...); never throws. */
+	[[nodiscard]] int check_buffer(const Buffer &b) noexcept { return kvblk_check_buffer(dev_, b.id()); }
+
 private:
 	using BatchFn = int (*)(kvblk_dev *, const kvblk_desc *, uint32_t, kvblk_result *, kvblk_batch_info *);
 

@@ -537,7 +537,8 @@ def open(path, backend="auto", **opts):  # noqa: A001 - the package's entry poin
                 "uring_cmd".
     Keyword options (0 = libkvblk's default): queue_depth (commands in flight per ring,
     1..4096), workers (rings or threads, 1..64), write (allow stores), buffered (no O_DIRECT),
-    create_bytes (create or extend a regular file to this many bytes; implies OPEN_CREATE),
+    create_bytes (create or extend a regular file to this many bytes; implies OPEN_CREATE and
+    needs write=True),
     max_cmd_bytes (largest command, bytes), max_descs (descriptors per call), eagain_retries,
     max_batches (outstanding submitted batches).
     Errors: kvblk.Error with errno and libkvblk's reason: EINVAL bad option, ENOENT/EACCES/...

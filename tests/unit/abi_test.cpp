@@ -28,7 +28,7 @@ const char *const kPublic02[] = {"kvblk_register_dmabuf", "kvblk_set_staging", "
 const char *const kPublic03[] = {"kvblk_submit_opts_init", "kvblk_submit",	   "kvblk_reap",
 				 "kvblk_wait",		   "kvblk_cancel",	   "kvblk_event_fd",
 				 "kvblk_add_target",	   "kvblk_add_target_fd", "kvblk_remove_target",
-				 "kvblk_get_target_info"};
+				 "kvblk_get_target_info", "kvblk_flush",	   "kvblk_check_buffer"};
 
 /* Two versions: 40-byte descriptors @KVBLK_0.1, 48-byte ones @@KVBLK_0.3 (the default). */
 const char *const kTwoVersions[] = {"kvblk_load_many", "kvblk_store_many"};

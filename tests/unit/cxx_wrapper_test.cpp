@@ -165,6 +165,15 @@ TEST_F(CxxWrapperTest, buffer_raii_and_moves)
 	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), -ENOENT) << "the Buffer unregistered itself";
 
 	kvblk::Buffer c = dev.register_buffer(mem.data(), mem.size());
+	EXPECT_EQ(dev.check_buffer(c), 0) << kvblk_last_error();
+	/* A read-only device: nothing to flush at target 0 (-EBADF), nothing at all for ALL. */
+	EXPECT_NO_THROW(dev.flush());
+	try {
+		dev.flush(0);
+		FAIL() << "no exception";
+	} catch (const kvblk::Error &e) {
+		EXPECT_EQ(e.errno_value(), EBADF);
+	}
 	const uint32_t kept = c.release();
 	EXPECT_FALSE(c);
 	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), kept), 0) << "release() left it registered";

@@ -134,7 +134,7 @@ TEST_F(StoreRulesTest, store_past_end_of_file_is_erange_and_does_not_extend)
 TEST_F(StoreRulesTest, create_makes_extends_and_never_shrinks)
 {
 	const std::string path = dir_.file("new");
-	kvblk_open_opts o = make_opts(KVBLK_BACKEND_PSYNC, 0, 0, 0, KVBLK_OPEN_CREATE);
+	kvblk_open_opts o = make_opts(KVBLK_BACKEND_PSYNC, 0, 0, 0, KVBLK_OPEN_WRITE | KVBLK_OPEN_CREATE);
 	o.create_bytes = 3 * MiB;
 	DevPtr dev = open_dev(path, o);
 	EXPECT_EQ(get_info(dev.get()).capacity, 3 * MiB);
@@ -156,6 +156,19 @@ TEST_F(StoreRulesTest, create_makes_extends_and_never_shrinks)
 	kvblk_dev *d = nullptr;
 	EXPECT_EQ(kvblk_open(path.c_str(), &o, &d), -EINVAL);
 	EXPECT_NE(std::string(kvblk_last_error()).find("create_bytes"), std::string::npos);
+}
+
+/* KVBLK_OPEN_CREATE alone would make a file nobody can store into: refused, nothing created. */
+TEST_F(StoreRulesTest, create_without_write_is_einval_and_creates_nothing)
+{
+	const std::string path = dir_.file("never");
+	kvblk_open_opts o = make_opts(KVBLK_BACKEND_PSYNC, 0, 0, 0, KVBLK_OPEN_CREATE);
+	o.create_bytes = 1 * MiB;
+	kvblk_dev *d = nullptr;
+	EXPECT_EQ(kvblk_open(path.c_str(), &o, &d), -EINVAL);
+	EXPECT_EQ(d, nullptr);
+	EXPECT_NE(std::string(kvblk_last_error()).find("KVBLK_OPEN_WRITE"), std::string::npos) << kvblk_last_error();
+	EXPECT_EQ(file_size(path), -1) << "the file was created";
 }
 
 } // namespace

@@ -332,6 +332,12 @@ TEST_F(TargetsTest, fifo_and_socket_are_enotsup_immediately)
 	EXPECT_NE(std::string(kvblk_last_error()).find("a FIFO"), std::string::npos) << kvblk_last_error();
 	kvblk_dev *other = nullptr;
 	EXPECT_EQ(kvblk_open(fifo.c_str(), nullptr, &other), -ENOTSUP);
+	/* Every backend: refused from stat(2), before any backend is involved. */
+	for (int b = KVBLK_BACKEND_AUTO; b < KVBLK_BACKEND_MAX; b++) {
+		const kvblk_open_opts o = make_opts(kvblk_backend(b));
+		EXPECT_EQ(kvblk_open(fifo.c_str(), &o, &other), -ENOTSUP) << kvblk_backend_name(b);
+		EXPECT_EQ(other, nullptr);
+	}
 	const int ffd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	ASSERT_GE(ffd, 0);
 	EXPECT_EQ(kvblk_add_target_fd(dev_.get(), ffd, 0, &id), -ENOTSUP);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -49,6 +50,28 @@ enum Exit {
 void err(const std::string &msg)
 {
 	std::fprintf(stderr, "kvblk-bench: %s\n", msg.c_str());
+}
+
+// A whole number above 0: the message names the value (CLI11's PositiveNumber printed the
+// range of a double, 0 to 1.8e308).
+const CLI::Validator kPositive(
+	[](std::string &v) {
+		char *end = nullptr;
+		errno = 0;
+		const unsigned long long x = v.empty() || v[0] == '-' ? 0 : std::strtoull(v.c_str(), &end, 10);
+		if (errno || !end || *end || x == 0)
+			return "must be a whole number above 0, not '" + v + "'";
+		return std::string();
+	},
+	"N>0");
+
+// The first of @list outside [lo, hi], as one usage line; "" when all are in.
+std::string out_of_range(const char *opt, const std::vector<uint32_t> &list, uint32_t lo, uint32_t hi)
+{
+	for (uint32_t v : list)
+		if (v < lo || v > hi)
+			return fmt::format("{} {}: must be {} to {}", opt, v, lo, hi);
+	return {};
 }
 
 // Writes the replay logs of one pass for each number of fio jobs the search
@@ -207,11 +230,11 @@ int main(int argc, char **argv)
 			      ->check(CLI::Range(uint64_t(1), uint64_t(1) << 24))
 			      ->group(g_store);
 	auto *mib = app.add_option("-s,--object-mib", object_mib, "Object size in MiB (default: the workload's)")
-			    ->check(CLI::PositiveNumber)
+			    ->check(kPositive)
 			    ->group(g_store);
 	auto *kib = app.add_option("--object-kib", object_kib, "Object size in KiB instead, e.g. 256")
 			    ->excludes(mib)
-			    ->check(CLI::PositiveNumber)
+			    ->check(kPositive)
 			    ->group(g_store);
 	auto *order_o = app.add_option("--order", order_opt, "Load order: file or random (default: the workload's)")
 				->check(CLI::IsMember({"file", "random"}))
@@ -257,7 +280,7 @@ int main(int argc, char **argv)
 	app.add_option("--buffer-mib", buffer_mib,
 		       "Host memory loaded back to back before it is verified (whole batches, at least one)")
 		->capture_default_str()
-		->check(CLI::PositiveNumber)
+		->check(kPositive)
 		->group(g_loads);
 	app.add_option("--dest", dest,
 		       "Load into host memory; into CUDA device memory (staged through pinned host buffers, "
@@ -320,7 +343,17 @@ int main(int argc, char **argv)
 	app.add_flag("-L", latency, "Batch-latency percentiles per setting; -LL adds the library's command histogram")
 		->group(g_out);
 
-	CLI11_PARSE(app, argc, argv);
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::CallForHelp &e) {
+		return app.exit(e);
+	} catch (const CLI::CallForAllHelp &e) {
+		return app.exit(e);
+	} catch (const CLI::ParseError &e) {
+		// Usage errors: one line naming the option and the value, exit 2 (the man page's).
+		err(e.what());
+		return kExitSetup;
+	}
 
 	if (!KVBLK_CHECK_VERSION()) {
 		err(fmt::format("libkvblk {} is not compatible with headers {}.{}", kvblk_version(),
@@ -329,12 +362,25 @@ int main(int argc, char **argv)
 	}
 	if (!workers.empty())
 		threads = rings = workers;
-	for (auto *list : {&threads, &rings, &qds, &fio_qds})
-		for (uint32_t v : *list)
-			if (v == 0) {
-				err("worker, ring and queue-depth counts must be > 0");
-				return kExitSetup;
-			}
+	// Every setting is checked before anything runs: a bad one stops here, with exit 2.
+	for (const std::string &bad :
+	     {out_of_range("--threads", threads, 1, KVBLK_MAX_WORKERS), out_of_range("--rings", rings, 1, KVBLK_MAX_WORKERS),
+	      out_of_range("--qd", qds, 1, KVBLK_MAX_QUEUE_DEPTH), out_of_range("--fio-qd", fio_qds, 1, 65536)}) {
+		if (!bad.empty()) {
+			err(bad);
+			return kExitSetup;
+		}
+	}
+	if (cmd_bytes < 4096 || cmd_bytes > (1ull << 30) || cmd_bytes % 4096) {
+		err(fmt::format("--cmd-size {}: must be a multiple of 4 KiB from 4 KiB to 1 GiB", cmd_bytes));
+		return kExitSetup;
+	}
+	for (const auto &b : backends) {
+		if (kvblk_backend_from_name(b.c_str()) < 0) {
+			err(fmt::format("--backends {}: not a backend (psync, threadpool, uring, auto, kmod, uring_cmd)", b));
+			return kExitSetup;
+		}
+	}
 
 	// The workload: the preset, with any shape given on the command line.
 	const WorkloadPreset &preset = *find_preset(workload);
@@ -386,6 +432,21 @@ int main(int argc, char **argv)
 		err(fmt::format("workload {}: {} {} ({})", wl.name, wl.where(), rep.store_state.created ? "written" : "reused",
 				rep.store_state.reason));
 	rep.host = collect_host(wl.paths[0], rep.store_state.is_blockdev);
+
+	// Each backend asked for must be able to open the store: say why once and run nothing.
+	for (size_t i = 0; i < backends.size(); i++) {
+		if (std::find(backends.begin(), backends.begin() + long(i), backends[i]) != backends.begin() + long(i))
+			continue;
+		kvblk_open_opts o;
+		kvblk_open_opts_init(&o, sizeof(o));
+		o.backend = uint32_t(kvblk_backend_from_name(backends[i].c_str()));
+		kvblk_dev *probe = nullptr;
+		if (kvblk_open(wl.paths[0].c_str(), &o, &probe) != 0) {
+			err(fmt::format("--backends {}: cannot serve {}: {}", backends[i], wl.paths[0], kvblk_last_error()));
+			return kExitSetup;
+		}
+		kvblk_close(probe);
+	}
 
 	if (!engine_shape.empty())
 		return run_engine(wl, engine_shape, backends, rings, qds, cmd_bytes, repeat, output, quiet);

@@ -6,6 +6,7 @@
  */
 #include "common.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -71,7 +72,18 @@ int main(int argc, char **argv)
 	std::map<std::string, Output> outputs{ { "normal", Output::normal },
 					       { "json", Output::json } };
 	app.add_option("-o,--output", g.output, "Output format: normal or json")
-		->transform(CLI::CheckedTransformer(outputs, CLI::ignore_case))
+		->transform(CLI::Validator(
+			[&outputs](std::string &v) {
+				std::string l = v;
+				for (char &c : l)
+					c = char(std::tolower(static_cast<unsigned char>(c)));
+				const auto it = outputs.find(l);
+				if (it == outputs.end())
+					return "must be normal or json, not '" + v + "'";
+				v = std::to_string(int(it->second)); /* what the enum option parses */
+				return std::string();
+			},
+			"normal|json"))
 		->option_text("normal|json");
 	app.add_flag("-v,--verbose", g.verbose, "More detail (repeatable)");
 
@@ -83,6 +95,27 @@ int main(int argc, char **argv)
 	register_trace(app, g, handler);
 	register_crossover(app, g, handler);
 
+	/* The first word that is not an option must name a subcommand. */
+	for (int i = 1; i < argc; i++) {
+		const std::string a = argv[i];
+		if (a == "-o" || a == "--output") {
+			i++;
+			continue;
+		}
+		if (!a.empty() && a[0] == '-')
+			continue;
+		bool known = false;
+		std::string names;
+		for (const CLI::App *sub : app.get_subcommands({})) {
+			known |= sub->get_name() == a;
+			names += (names.empty() ? "" : ", ") + sub->get_name();
+		}
+		if (!known) {
+			std::fprintf(stderr, "kvblkctl: unknown subcommand '%s' (one of %s)\n", a.c_str(), names.c_str());
+			return 2;
+		}
+		break;
+	}
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::CallForHelp &e) {
@@ -93,8 +126,7 @@ int main(int argc, char **argv)
 		std::string cmd = "usage";
 		for (auto *sub : app.get_subcommands())
 			cmd = sub->get_name();
-		std::fprintf(stderr, "kvblkctl: %s: %s\n", cmd.c_str(), e.what());
-		std::fprintf(stderr, "Run with --help for more information.\n");
+		std::fprintf(stderr, "kvblkctl: %s: %s (see --help)\n", cmd.c_str(), e.what());
 		return 2;
 	}
 	if (!handler)

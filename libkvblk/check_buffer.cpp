@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+// kvblk_check_buffer(): whether a registered host buffer still maps the pages the kernel
+// pinned for it. Loads into an io_uring fixed buffer go to the pages pinned at registration;
+// a program that replaced the mapping (munmap + mmap, MADV_DONTNEED, ...) no longer sees
+// them. The probe: a token is written through the CPU into 8 bytes of every page of the
+// range (the current mapping), then an 8-byte io_uring WRITE_FIXED per page copies those
+// bytes from the pinned pages into a memfd; a page whose token does not come back is not
+// the one mapped. The 8 bytes are restored. Buffers without pinned pages (psync, threadpool,
+// uring_cmd, a fallback) read into whatever is mapped, so only the mapping is checked.
+#include "device.hpp"
+#include "last_error.hpp"
+#include "mapping.hpp"
+
+#include <kvblk/kvblk.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <random>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <vector>
+
+using namespace kvblk::detail;
+
+namespace {
+
+using ull = unsigned long long;
+
+/* Mark @id stale (if still live) and fail with @err. */
+int stale(kvblk_dev *dev, uint32_t id, int err, const std::string &why)
+{
+	{
+		auto g = dev->buffers.lock();
+		if (dev->buffers.find_locked(id))
+			dev->buffers.mark_stale_locked(id);
+	}
+	return fail(err, "kvblk_check_buffer: buffer %u: %s; loads naming it fail with -ESTALE until it is "
+			 "unregistered and registered again", id, why.c_str());
+}
+
+/* The probe of a fixed buffer: 0, -ESTALE (with *bad the first page replaced), or -errno. */
+int probe_pinned(kvblk_dev *dev, const RegisteredBuffer &b, uint64_t *bad)
+{
+	const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+	const uint64_t base = uint64_t(uintptr_t(b.base));
+	/* One 8-byte slot per page the range touches (clipped to the range). */
+	std::vector<uint8_t *> at;
+	for (uint64_t p = base & ~(page - 1); p < base + b.len; p += page) {
+		uint64_t a = std::max(p, base);
+		if (a + 8 > base + b.len)
+			a = base + b.len >= 8 ? base + b.len - 8 : base;
+		at.push_back(reinterpret_cast<uint8_t *>(uintptr_t(a)));
+	}
+	if (b.len < 8)
+		return 0; /* nothing to probe with: too small to tell */
+	const int mfd = memfd_create("kvblk-check", MFD_CLOEXEC);
+	if (mfd < 0)
+		return fail(-errno, "kvblk_check_buffer: memfd_create: %s", errno_text(errno).c_str());
+	const size_t n = at.size();
+	std::vector<uint64_t> saved(n), token(n), back(n);
+	std::vector<IoObject> objs(n);
+	std::vector<kvblk_result> res(n);
+	std::mt19937_64 rng(std::random_device{}());
+	const uint64_t seed = rng() | 1;
+	for (size_t i = 0; i < n; i++) {
+		std::memcpy(&saved[i], at[i], 8);
+		token[i] = seed ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull);
+		std::memcpy(at[i], &token[i], 8);
+		IoObject &o = objs[i];
+		o.offset = uint64_t(i) * 8;
+		o.length = 8;
+		o.mem = at[i];
+		o.buf_id = KVBLK_BUF_NONE;
+		o.fixed_index = b.fixed_index;
+		o.buf_offset = uint64_t(at[i] - b.base);
+		o.fd = mfd;
+		res[i] = kvblk_result{};
+	}
+	int ret;
+	{
+		std::lock_guard<std::mutex> io(dev->io_mutex);
+		Batch batch{IoDir::write, objs.data(), uint32_t(n), res.data(), {}};
+		ret = dev->backend->run(batch);
+	}
+	for (size_t i = 0; i < n; i++) /* restore before anything else can fail */
+		std::memcpy(at[i], &saved[i], 8);
+	for (size_t i = 0; !ret && i < n; i++)
+		if (res[i].status)
+			ret = fail(res[i].status, "kvblk_check_buffer: the probe write of page %zu failed: %s", i,
+				   errno_text(res[i].status).c_str());
+	if (!ret && pread(mfd, back.data(), n * 8, 0) != ssize_t(n * 8))
+		ret = fail(-EIO, "kvblk_check_buffer: reading the probe back failed");
+	close(mfd);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < n; i++) {
+		if (back[i] != token[i]) {
+			*bad = uint64_t(at[i] - b.base);
+			return -ESTALE;
+		}
+	}
+	return 0;
+}
+
+int check(kvblk_dev *dev, uint32_t id)
+{
+	RegisteredBuffer b;
+	PinSet pin;
+	{
+		auto g = dev->buffers.lock();
+		const RegisteredBuffer *p = dev->buffers.find_locked(id);
+		if (!p)
+			return fail(-ENOENT, "kvblk_check_buffer: buffer id %u is not registered", id);
+		if (p->kind != KVBLK_MEM_HOST)
+			return fail(-EINVAL, "kvblk_check_buffer: buffer %u is not KVBLK_MEM_HOST memory", id);
+		if (p->pins)
+			return fail(-EBUSY, "kvblk_check_buffer: a batch that names buffer %u is outstanding", id);
+		if (p->stale)
+			return fail(-ESTALE, "kvblk_check_buffer: buffer %u was found stale before", id);
+		b = *p;
+		pin.set(id);
+		dev->buffers.pin_locked(pin); /* unregistration waits (-EBUSY) until the end */
+	}
+	struct Unpin {
+		kvblk_dev *dev;
+		PinSet &pin;
+		~Unpin() { dev->buffers.unpin(pin); }
+	} unpin{dev, pin};
+
+	std::string why;
+	if (int ret = check_writable_range(b.base, b.len, &why))
+		return stale(dev, id, ret, "the range is no longer usable: " + why);
+	if (dev->backend->kind() == KVBLK_BACKEND_KMOD)
+		return fail(-EOPNOTSUPP, "kvblk_check_buffer: buffer %u is pinned by kvblk.ko, whose pages cannot "
+					 "be compared from userspace (the mapping itself is intact)", id);
+	if (b.fixed_index < 0)
+		return 0; /* no pinned pages: reads go to whatever is mapped */
+	uint64_t bad = 0;
+	const int ret = probe_pinned(dev, b, &bad);
+	if (ret == -ESTALE) {
+		char w[200];
+		std::snprintf(w, sizeof(w),
+			      "byte %llu (%p) is no longer backed by the page io_uring pinned at registration "
+			      "(the memory was unmapped and mapped again, or dropped with madvise)",
+			      ull(bad), static_cast<void *>(b.base + bad));
+		return stale(dev, id, -ESTALE, w);
+	}
+	return ret;
+}
+
+} // namespace
+
+extern "C" {
+
+int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) noexcept
+{
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_check_buffer") : 0)
+		return owner;
+	if (!dev)
+		return fail(-EINVAL, "kvblk_check_buffer: NULL dev");
+	try {
+		return check(dev, id);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_check_buffer: out of memory");
+	}
+}
+
+} // extern "C"
