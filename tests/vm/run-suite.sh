@@ -173,8 +173,12 @@ build_one() {	# id dir make-args...
 # from a copy of the folders and include/ in $KBUILD (the repository's layout;
 # conftest.sh runs there again, for that kernel), so builds never collide.
 read -ra module_dirs <<<"${KVBLK_VM_MODULE_DIRS:-kmod tests/kmod-exporters}"
+# The copy lives under the root, one folder per checkout (kroots may be shared
+# by several worktrees through KVBLK_VM_KROOTS: one folder for all of them
+# once linked another tree's ns.o into a module).
 KBUILD=$REPO
-[ -z "$VM_KROOT" ] || KBUILD=$VM_KROOT/kvblk-build/$kver
+[ -z "$VM_KROOT" ] ||
+	KBUILD=$VM_KROOT/kvblk-build/$(printf '%s' "$REPO" | cksum | cut -d' ' -f1)/$kver
 export KVBLK_VM_KBUILD=$KBUILD	# run-vm.sh: KVBLK_KO and the guest's KVBLK_VM_KBUILD
 build_modules() {	# dir
 	local d=$1 ok=0
