@@ -391,6 +391,16 @@ TEST_F(KmodTargetsTest, target_info_names_each_lane)
 	EXPECT_FALSE(f.flags & KVBLK_INFO_BUFFERED);
 	EXPECT_EQ(f.capacity, kFileBytes);
 	EXPECT_EQ(f.max_cmd_bytes, std::min<uint64_t>(d.max_cmd_bytes, KVBLK_DEFAULT_MAX_CMD_BYTES));
+	/*
+	 * Queue depth and workers of the backend that serves each: kvblk.ko's max_inflight of
+	 * each namespace; the uring lane takes the depth asked for (the default here), as the
+	 * device's own stores do.
+	 */
+	EXPECT_EQ(std::to_string(a.queue_depth), read_line(kvblk_sysfs(a_) + "/max_inflight"));
+	EXPECT_EQ(std::to_string(b.queue_depth), read_line(kvblk_sysfs(b_) + "/max_inflight"));
+	EXPECT_EQ(b.workers, d.workers);
+	EXPECT_EQ(f.queue_depth, KVBLK_DEFAULT_QUEUE_DEPTH);
+	EXPECT_EQ(f.workers, d.workers);
 
 	/* B has a kvblk.ko context of its own: the module's directory for it, one user. */
 	EXPECT_EQ(read_line(kvblk_sysfs(b_) + "/attached"), "1");
@@ -755,14 +765,14 @@ TEST_F(KmodTargetsTest, close_with_outstanding_batches)
 	EXPECT_FALSE(exists(kvblk_sysfs(a_)));
 }
 
-/* A small max_cmd_bytes reaches every lane: commands counted at 8 KiB on each target. */
+/* Options reach every lane: commands counted at 8 KiB on each target, the uring lane's depth and rings. */
 TEST_F(TargetsTest, kmod_lanes_small_max_cmd_bytes)
 {
 	REQUIRE_KMOD();
 	make_file();
 	if (IsSkipped() || HasFatalFailure())
 		return;
-	DevPtr dev = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 0, 0, 8 * KiB));
+	DevPtr dev = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 2, 16, 8 * KiB));
 	ASSERT_TRUE(dev);
 	uint32_t id_b = 0, id_f = 0;
 	ASSERT_EQ(kvblk_add_target(dev.get(), b_.c_str(), 0, &id_b), 0) << kvblk_last_error();
@@ -772,6 +782,9 @@ TEST_F(TargetsTest, kmod_lanes_small_max_cmd_bytes)
 	track(dev.get(), id_f, file_, true, kFileBase);
 	for (const Tgt &t : tgts_)
 		EXPECT_EQ(t.info.max_cmd_bytes, 8 * KiB) << "target " << t.id;
+	EXPECT_EQ(tgts_[2].info.queue_depth, 16u);
+	EXPECT_EQ(tgts_[2].info.workers, 2u);
+	EXPECT_EQ(tgts_[1].info.workers, 2u);
 	const std::vector<Obj> objs = plan({0, 1, 2}, 15, 11);
 	AlignedBuf mem(span(objs));
 	load_and_check(dev.get(), objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING}, KVBLK_BACKEND_KMOD);
@@ -838,6 +851,9 @@ TEST_F(KmodTargetsTest, refused_block_device_goes_to_the_uring_lane)
 	EXPECT_TRUE(starts_with(i.backend_reason, "uring: kvblk.ko cannot serve it: ")) << i.backend_reason;
 	EXPECT_TRUE(i.flags & KVBLK_INFO_BLOCKDEV);
 	EXPECT_FALSE(exists(kvblk_sysfs(other)));
+	/* The uring lane the file made serves it: the lane's command size and depth. */
+	EXPECT_EQ(i.max_cmd_bytes, tgts_[2].info.max_cmd_bytes);
+	EXPECT_EQ(i.queue_depth, tgts_[2].info.queue_depth);
 	const std::vector<Obj> objs = plan({3, 0, 1, 2}, 16, 13);
 	AlignedBuf mem(span(objs));
 	load_and_check(dev, objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING}, KVBLK_BACKEND_KMOD);
