@@ -294,7 +294,10 @@ struct kvblk_dev_info {
  * @KVBLK_ASYNC_THREAD: psync, threadpool, kmod: one dispatch thread per device
  *                      hands queued batches to the backend one after another
  *                      (kmod: one LOAD_MANY ioctl per batch and target, until
- *                      kvblk.ko takes io_uring commands).
+ *                      kvblk.ko takes io_uring commands). A kvblk_load_many()
+ *                      or kvblk_store_many() that finds no batch queued or
+ *                      running is served on the calling thread instead (still
+ *                      one batch at a time).
  */
 enum kvblk_async {
 	KVBLK_ASYNC_NATIVE = 1,
