@@ -100,6 +100,18 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	Job *j = jp.release();
 	*ticket = j->ticket;
 	if (!j->native) {
+		if (j->sync && j->path != KVBLK_PATH_STAGED && !dispatching_ && prio_q_.empty() && normal_q_.empty()) {
+			/* Nothing to wait behind: serve it here, one job at a time as ever. */
+			dispatching_ = true;
+			j->state = Job::State::running;
+			lk.unlock();
+			j->batch_done(run_sync_(*j));
+			lk.lock();
+			dispatching_ = false;
+			if (!prio_q_.empty() || !normal_q_.empty())
+				disp_cv_.notify_one();
+			return 0;
+		}
 		(priority ? prio_q_ : normal_q_).push_back(j);
 		disp_cv_.notify_one();
 		return 0;
@@ -115,16 +127,18 @@ void Scheduler::dispatch_main()
 {
 	std::unique_lock<std::mutex> lk(mu_);
 	for (;;) {
-		disp_cv_.wait(lk, [&] { return stop_ || !prio_q_.empty() || !normal_q_.empty(); });
+		disp_cv_.wait(lk, [&] { return stop_ || (!dispatching_ && (!prio_q_.empty() || !normal_q_.empty())); });
 		std::deque<Job *> &q = !prio_q_.empty() ? prio_q_ : normal_q_;
 		if (q.empty())
-			return; /* stop_ and nothing queued */
+			return; /* stop_ and nothing queued (shutdown() waited for every job) */
 		Job *j = q.front();
 		q.pop_front();
 		j->state = Job::State::running;
+		dispatching_ = true;
 		lk.unlock();
 		j->batch_done(run_sync_(*j));
 		lk.lock();
+		dispatching_ = false;
 	}
 }
 

@@ -14,7 +14,10 @@
 //     batches first) itself;
 //   - dispatch: one thread per device takes queued jobs (priority ones ahead of the others)
 //     and serves each with a synchronous Backend::run() (psync, threadpool, kmod) or
-//     Stager::run() (the staged CUDA path, on every backend).
+//     Stager::run() (the staged CUDA path, on every backend). One job is served at a time.
+//     A synchronous call (kvblk_load_many()) that finds nothing queued and nothing being
+//     served is served on its own thread instead, as the dispatch thread would serve it:
+//     no wake-up of the dispatch thread and back (staged batches always go to it).
 // When the last object of a Job completes, complete() folds unaligned parts back into the
 // caller's results (copying their bounced edges), records the stats and posts its
 // completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;
@@ -217,6 +220,7 @@ private:
 	uint32_t reapers_waiting_ = 0;
 	uint32_t submitters_waiting_ = 0;
 	std::thread dispatcher_;
+	bool dispatching_ = false;	/* run_sync_ is serving a job (dispatch thread or inline) */
 	bool stop_ = false;
 };
 

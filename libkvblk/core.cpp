@@ -237,6 +237,7 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		cfg.workers = 1;
 		break;
 	}
+	const uint32_t requested_qd = cfg.queue_depth;
 	/* kmod: the kernel splits objects itself; by default at its own limit. */
 	const uint64_t dflt_cmd = choice.backend == KVBLK_BACKEND_KMOD ? 0 : KVBLK_DEFAULT_MAX_CMD_BYTES;
 	ret = effective_max_cmd(o, t, dflt_cmd, &cfg.max_cmd_bytes);
@@ -255,10 +256,19 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	if (ret)
 		return ret;
 	dev->targets.t0().max_cmd_bytes = cfg.max_cmd_bytes;
+	dev->targets.t0().queue_depth = cfg.queue_depth;
+	dev->targets.t0().workers = cfg.workers;
 	dev->config = cfg;
-	/* A kmod device serves the targets added later on lanes of their own (lanes.cpp). */
-	if (choice.backend == KVBLK_BACKEND_KMOD)
-		dev->backend = make_kmod_lanes(std::move(dev->backend), cfg);
+	/*
+	 * A kmod device serves the targets added later on lanes of their own (lanes.cpp). The
+	 * kmod backend reports kvblk.ko's max_inflight as its queue depth; the lanes' uring rings
+	 * (and their stores) take the depth that was asked for, as the device's own stores do.
+	 */
+	if (choice.backend == KVBLK_BACKEND_KMOD) {
+		BackendConfig lane_base = cfg;
+		lane_base.queue_depth = requested_qd;
+		dev->backend = make_kmod_lanes(std::move(dev->backend), lane_base);
+	}
 
 	kvblk_dev_info &info = dev->info;
 	info.info_size = sizeof(info);

@@ -398,25 +398,29 @@ int place_on_kmod_device(Lanes &lanes, uint32_t id, BackendConfig &t, const Back
 		std::unique_ptr<Backend> be = make_kmod_backend(k, &err);
 		if (be) {
 			t.max_cmd_bytes = k.max_cmd_bytes;
+			t.queue_depth = k.queue_depth; /* the namespace's max_inflight */
+			t.workers = k.workers;
 			*reason = "kmod: " + t.path + " has a kvblk.ko context of its own (" + k.note + ")";
 			return int(lanes.add_lane(std::move(be)));
 		}
 		why = "kvblk.ko cannot serve it: " + std::string(last_error());
 	}
 	*reason = "uring: " + why;
-	for (uint32_t i = 1; i < lanes.lane_count(); i++)
-		if (lanes.lane_exists(i) && lanes.lane(i).kind() == KVBLK_BACKEND_URING)
-			return int(i);
 	BackendConfig u = base;
 	u.fd = -1; /* commands use each object's fd */
 	u.path = "(uring lane)";
 	u.queue_depth = std::min<uint32_t>(base.queue_depth, KVBLK_MAX_QUEUE_DEPTH);
 	u.max_cmd_bytes = std::min<uint64_t>(base.max_cmd_bytes, KVBLK_DEFAULT_MAX_CMD_BYTES);
+	t.max_cmd_bytes = u.max_cmd_bytes;
+	t.queue_depth = u.queue_depth;
+	t.workers = u.workers;
+	for (uint32_t i = 1; i < lanes.lane_count(); i++)
+		if (lanes.lane_exists(i) && lanes.lane(i).kind() == KVBLK_BACKEND_URING)
+			return int(i);
 	int err = 0;
 	std::unique_ptr<Backend> be = make_uring_backend(u, &err);
 	if (!be)
 		return err;
-	t.max_cmd_bytes = u.max_cmd_bytes;
 	return int(lanes.add_lane(std::move(be)));
 }
 

@@ -24,6 +24,7 @@ namespace kvblk::detail {
  *                 starts, so bytes appended after it was added are loadable; a block
  *                 device keeps t.capacity.
  * @max_cmd_bytes: largest command for its objects (what the backend that serves it said).
+ * @queue_depth, @workers: those of the backend that serves it (kvblk_get_target_info()).
  * @pins:          batches that name it and have not finished (under the table lock).
  * @mark:          the last batch serial that pinned it (one pin per batch).
  */
@@ -31,6 +32,8 @@ struct TargetEntry {
 	Target t;
 	std::atomic<uint64_t> size{0};
 	uint64_t max_cmd_bytes = 0;
+	uint32_t queue_depth = 0;
+	uint32_t workers = 0;
 	uint32_t pins = 0;
 	uint64_t mark = 0;
 };

@@ -59,6 +59,8 @@ int add_opened(kvblk_dev *dev, const char *fn, std::unique_ptr<TargetEntry> e, u
 		return ret;
 	}
 	e->max_cmd_bytes = cfg.max_cmd_bytes;
+	e->queue_depth = cfg.queue_depth;
+	e->workers = cfg.workers;
 	e->size.store(t.capacity, std::memory_order_relaxed);
 	dev->targets.publish(slot, std::move(e));
 	*id = slot;
@@ -149,6 +151,8 @@ int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *in
 		i.mem_align = t.mem_align;
 		i.capacity = current_size(t);
 		i.max_cmd_bytes = e->max_cmd_bytes;
+		i.queue_depth = e->queue_depth;
+		i.workers = e->workers;
 		std::string reason;
 		i.backend = dev->backend->target_kind(id, IoDir::read, &reason);
 		if (!reason.empty())

@@ -6,7 +6,7 @@
 # Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
 #   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio; the Python
 #         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest)
-#   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, kernel source
+#   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, e2fsprogs, kernel source
 #         (its kselftest harness headers) for the module tests; debootstrap
 #         for the other kernels of the matrix
 set -euo pipefail
@@ -19,6 +19,7 @@ user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev l
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
 	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots
+	 e2fsprogs  # mkfs.ext4: the O_DIRECT file of the libkvblk-targets case
 	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
 
 pkgs=()

@@ -310,7 +310,10 @@ struct kvblk_dev_info {
  * @KVBLK_ASYNC_THREAD: psync, threadpool, kmod: one dispatch thread per device
  *                      hands queued batches to the backend one after another
  *                      (kmod: one LOAD_MANY ioctl per batch and target, until
- *                      kvblk.ko takes io_uring commands).
+ *                      kvblk.ko takes io_uring commands). A kvblk_load_many()
+ *                      or kvblk_store_many() that finds no batch queued or
+ *                      running is served on the calling thread instead (still
+ *                      one batch at a time).
  */
 enum kvblk_async {
 	KVBLK_ASYNC_NATIVE = 1,
@@ -386,7 +389,10 @@ int kvblk_remove_target(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * kvblk_get_target_info() - what kvblk_get_info() reports, for target @id
  * (since 0.3): backend and backend_reason of the backend that serves it,
  * flags, logical_block_size, mem_align, capacity (now: files are sized
- * again when each batch starts), max_cmd_bytes, queue_depth, workers.
+ * again when each batch starts), and that backend's max_cmd_bytes,
+ * queue_depth and workers (kmod device: an added namespace reports its
+ * kvblk.ko context's max_inflight; a target served by uring, the queue
+ * depth and workers the device was opened with).
  * Errors: those of kvblk_get_info(); -ENOENT no such target.
  */
 int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;

@@ -10,9 +10,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <poll.h>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace kvblk_test;
@@ -462,6 +464,81 @@ TEST_F(AsyncTest, eventfd_is_readable_exactly_while_entries_wait)
 	ASSERT_EQ(kvblk_reap(dev.get(), c, 5, 2, -1), 2);
 	EXPECT_EQ(c[1].flags, KVBLK_CQE_BATCH);
 	EXPECT_FALSE(readable(efd)) << "queue empty";
+}
+
+/*
+ * Dispatch-thread backends (psync, threadpool, kmod): a kvblk_load_many() that finds nothing
+ * queued and nothing running is served on the caller's thread (no hop to the dispatch thread
+ * and back); one that finds a batch running waits behind it and is served by the dispatch
+ * thread, one batch at a time as ever.
+ */
+TEST_F(AsyncTest, idle_sync_call_runs_on_the_caller_thread_busy_one_waits_its_turn)
+{
+	Gate gate;
+	std::mutex mu;
+	std::map<uint64_t, std::set<std::thread::id>> threads; /* by object offset */
+	std::atomic<int> running{0}, most{0};
+	Seams s;
+	s.on_complete = [&](const CommandInfo &c, int64_t res) {
+		const int now = ++running;
+		int m = most.load();
+		while (now > m && !most.compare_exchange_weak(m, now)) {
+		}
+		{
+			std::lock_guard<std::mutex> g(mu);
+			threads[c.obj_offset].insert(std::this_thread::get_id());
+		}
+		if (c.obj_offset == 8 * kObj && c.attempt == 0)
+			gate.wait();
+		--running;
+		return res;
+	};
+	SeamGuard sg(s);
+	DevPtr dev = open(KVBLK_BACKEND_PSYNC);
+	GateOpener go{gate};
+	AlignedBuf mem(3 * kObj);
+	std::vector<kvblk_result> r(2);
+	ASSERT_EQ(kvblk_load_many(dev.get(), descs_at(0, 2, mem).data(), 2, r.data(), nullptr), 2);
+	EXPECT_TRUE(exact(mem.data(), 0, 2 * kObj));
+	{
+		std::lock_guard<std::mutex> g(mu);
+		EXPECT_EQ(threads[0], std::set<std::thread::id>{std::this_thread::get_id()});
+		EXPECT_EQ(threads[kObj], std::set<std::thread::id>{std::this_thread::get_id()});
+	}
+
+	/* An asynchronous batch held at the gate on the dispatch thread; a load_many behind it. */
+	AlignedBuf held(kObj);
+	const uint64_t t = submit(dev.get(), descs_at(8 * kObj, 1, held), submit_opts());
+	ASSERT_TRUE(gate.wait_arrived());
+	std::thread::id caller;
+	std::atomic<bool> returned{false};
+	std::thread other([&] {
+		caller = std::this_thread::get_id();
+		kvblk_result rr{};
+		const kvblk_desc d = plain_desc(2 * kObj, kObj, mem.data() + 2 * kObj, 9);
+		EXPECT_EQ(kvblk_load_many(dev.get(), &d, 1, &rr, nullptr), 1) << kvblk_last_error();
+		returned = true;
+	});
+	/* Its batch is outstanding (queued behind the held one) before the gate opens. */
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (get_stats(dev.get()).outstanding_peak < 2 && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	EXPECT_EQ(get_stats(dev.get()).outstanding_peak, 2u);
+	EXPECT_FALSE(returned.load());
+	gate.open();
+	other.join();
+	EXPECT_TRUE(returned.load());
+	EXPECT_EQ(kvblk_wait(dev.get(), t, -1, nullptr), 1);
+	EXPECT_TRUE(exact(mem.data() + 2 * kObj, 2 * kObj, kObj));
+	EXPECT_TRUE(exact(held.data(), 8 * kObj, kObj));
+	std::lock_guard<std::mutex> g(mu);
+	ASSERT_EQ(threads[8 * kObj].size(), 1u);
+	const std::thread::id dispatcher = *threads[8 * kObj].begin();
+	EXPECT_NE(dispatcher, std::this_thread::get_id());
+	/* The dispatch thread served the queued call after the held batch: never two at once. */
+	EXPECT_EQ(threads[2 * kObj], std::set<std::thread::id>{dispatcher});
+	EXPECT_NE(dispatcher, caller);
+	EXPECT_EQ(most.load(), 1) << "two batches ran at once on a psync device";
 }
 
 /* Backends held on a first batch (serial: psync; uring with one ring of depth 1). */

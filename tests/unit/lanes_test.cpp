@@ -244,4 +244,47 @@ TEST_F(LanesTest, removing_the_last_target_of_a_lane_drops_it)
 	EXPECT_EQ(b.counters.served_by, 1u << KVBLK_BACKEND_KMOD);
 }
 
+/*
+ * A kmod device's own placement (make_kmod_lanes()): files go to one uring lane made with the
+ * device's requested queue depth and workers and the uring command size, and every target on
+ * it is told so (kvblk_get_target_info() reports what each target's backend uses), the second
+ * one too. Here the "kvblk.ko" of lane 0 reports a larger command and depth than uring takes.
+ */
+TEST_F(LanesTest, kmod_placement_reports_the_uring_lane_of_every_file)
+{
+	BackendConfig base = config_of(fds_[0], 4 * kBytes);
+	base.max_cmd_bytes = 512 * KiB;	/* kvblk.ko's */
+	base.queue_depth = 16;		/* asked for; kvblk.ko's max_inflight is not the lane's */
+	base.workers = 2;
+	std::unique_ptr<Backend> lanes = make_kmod_lanes(std::make_unique<FakeKmod>(), base);
+	auto *l = static_cast<Lanes *>(lanes.get());
+	for (uint32_t id : {1u, 2u}) {
+		SCOPED_TRACE("target " + std::to_string(id));
+		BackendConfig t = config_of(fds_[id], 4 * kBytes);
+		t.max_cmd_bytes = base.max_cmd_bytes; /* what kvblk_add_target() passes: the device's */
+		t.queue_depth = 256;
+		t.workers = 1;
+		ASSERT_EQ(l->add_target(id, t), 0) << kvblk_last_error();
+		EXPECT_EQ(t.max_cmd_bytes, KVBLK_DEFAULT_MAX_CMD_BYTES);
+		EXPECT_EQ(t.queue_depth, 16u);
+		EXPECT_EQ(t.workers, 2u);
+		std::string why;
+		EXPECT_EQ(l->target_kind(id, IoDir::read, &why), KVBLK_BACKEND_URING);
+		EXPECT_EQ(why, "uring: test is not a block device");
+	}
+	EXPECT_EQ(l->lane_of(1), l->lane_of(2)) << "one uring lane for every file";
+	EXPECT_EQ(l->lane_count(), 2u);
+
+	/* Objects of both files are split at the lane's command size. */
+	AlignedBuf dst(2 * kBytes);
+	IoObject o[2] = {obj(1, 0, dst.data()), obj(2, kBytes, dst.data() + kBytes)};
+	kvblk_result r[2] = {};
+	Batch b{IoDir::read, o, 2, r, {}};
+	ASSERT_EQ(l->run(b), 0);
+	EXPECT_EQ(r[0].status, 0);
+	EXPECT_EQ(r[1].status, 0);
+	EXPECT_EQ(b.counters.commands, 2 * ((kBytes + KVBLK_DEFAULT_MAX_CMD_BYTES - 1) / KVBLK_DEFAULT_MAX_CMD_BYTES));
+	EXPECT_EQ(b.counters.served_by, 1u << KVBLK_BACKEND_URING);
+}
+
 } // namespace

@@ -12,7 +12,8 @@
 #    /host, for a chroot kernel its /lib/modules/KVER over /host/lib/modules,
 #    and bind-mounts /results over the run folder's own host path, so
 #    every path is the same inside `chroot /host` as on the host;
-# 4. waits for the data namespace (serial kvblk0; usually /dev/nvme0n1), then runs tests/vm/guest-run.sh (mode run) or an
+# 4. waits for the data namespace (serial kvblk0; usually /dev/nvme0n1) and a
+#    second one (serial kvblk1) when the variant has it, then runs tests/vm/guest-run.sh (mode run) or an
 #    interactive shell (mode shell) in `chroot /host`;
 # 5. powers off.
 export PATH=/bin:/sbin
@@ -90,6 +91,27 @@ while :; do
 	sleep 0.1
 done
 export KVBLK_TEST_DEVICE KVBLK_TEST_NGDEV
+# A variant with a second namespace (VM_NS2_BYTES): the controller with serial
+# kvblk1 gives KVBLK_TEST_DEVICE2 and KVBLK_TEST_NGDEV2.
+if [ -n "${KVBLK_VM_NS2_BYTES:-}" ]; then
+	i=0
+	while :; do
+		for s in /sys/class/nvme/nvme*/serial; do
+			read -r ser <"$s" 2>/dev/null || continue
+			[ "$ser" = kvblk1 ] || continue
+			c=${s%/serial}
+			c=${c##*/}
+			if [ -b "/dev/${c}n1" ] && [ -c "/dev/ng${c#nvme}n1" ]; then
+				KVBLK_TEST_DEVICE2=/dev/${c}n1 KVBLK_TEST_NGDEV2=/dev/ng${c#nvme}n1
+				break 2
+			fi
+		done
+		i=$((i + 1))
+		[ $i -gt 300 ] && die "no namespace of the controller with serial kvblk1 appeared in 30 s"
+		sleep 0.1
+	done
+	export KVBLK_TEST_DEVICE2 KVBLK_TEST_NGDEV2
+fi
 
 hostname kvblk-vm
 export HOME=/root TERM=${TERM:-linux}

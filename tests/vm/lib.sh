@@ -187,8 +187,11 @@ vm_variant_names() {
 # properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
 # guest sees, when it is not the image size), VM_QEMU_PRE (devices placed before
 # the data controller, e.g. a PCIe switch), VM_NVME_BUS (the bus the data
-# controller sits on) and VM_QEMU_EXTRA. Sets the VM_* variables below and
-# VM_INSTANCE (a file-name-safe form of the spec).
+# controller sits on), VM_QEMU_EXTRA, and VM_NS2_OFFSET / VM_NS2_BYTES / VM_NS2_LBA:
+# a second NVMe controller (serial kvblk1) with one namespace of VM_NS2_BYTES and
+# VM_NS2_LBA-byte blocks (default VM_LBA) whose byte 0 is byte VM_NS2_OFFSET of
+# the pattern image (the guest's KVBLK_TEST_DEVICE2).
+# Sets the VM_* variables below and VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v
 	local conf=$VM_DIR/variants/$name.conf
@@ -196,7 +199,7 @@ vm_load_variant() {
 
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
 	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
-	VM_QEMU_PRE='' VM_NVME_BUS=''
+	VM_QEMU_PRE='' VM_NVME_BUS='' VM_NS2_OFFSET='' VM_NS2_BYTES='' VM_NS2_LBA=''
 
 	# shellcheck source=/dev/null
 	. "$conf"
@@ -222,6 +225,15 @@ vm_load_variant() {
 	VM_DISK_BYTES=$(vm_bytes "$VM_DISK_SIZE")
 	VM_MAX_CMD_BYTES=$((4096 << VM_MDTS))
 	case $VM_LBA in 512 | 4096) ;; *) vm_die "variant '$spec': lba must be 512 or 4096" ;; esac
+	if [ -n "$VM_NS2_BYTES" ]; then
+		VM_NS2_OFFSET=$(vm_bytes "${VM_NS2_OFFSET:-0}") VM_NS2_BYTES=$(vm_bytes "$VM_NS2_BYTES")
+		VM_NS2_LBA=${VM_NS2_LBA:-$VM_LBA}
+		case $VM_NS2_LBA in 512 | 4096) ;; *) vm_die "variant '$spec': VM_NS2_LBA must be 512 or 4096" ;; esac
+		if [ $((VM_NS2_OFFSET % VM_NS2_LBA)) -ne 0 ] || [ $((VM_NS2_BYTES % VM_NS2_LBA)) -ne 0 ] ||
+		   [ $((VM_NS2_OFFSET + VM_NS2_BYTES)) -gt "$VM_DISK_BYTES" ]; then
+			vm_die "variant '$spec': the second namespace ($VM_NS2_BYTES bytes at $VM_NS2_OFFSET) is not LBA-aligned inside the image"
+		fi
+	fi
 	if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 		if [ $((VM_BAD_BYTE_OFFSET % VM_LBA)) -ne 0 ] ||
 		   [ "$VM_BAD_BYTE_OFFSET" -ge "$VM_DISK_BYTES" ]; then

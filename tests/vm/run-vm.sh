@@ -65,6 +65,11 @@ run_dir=$(cd "$run_dir" && pwd)
 	env_line KVBLK_VM_PATTERN_TOOL "$tool"
 	env_line KVBLK_TEST_DEVICE /dev/nvme0n1
 	env_line KVBLK_TEST_NGDEV /dev/ng0n1
+	if [ -n "$VM_NS2_BYTES" ]; then
+		env_line KVBLK_VM_NS2_OFFSET "$VM_NS2_OFFSET"
+		env_line KVBLK_VM_NS2_BYTES "$VM_NS2_BYTES"
+		env_line KVBLK_VM_NS2_LBA "$VM_NS2_LBA"
+	fi
 	env_line KVBLK_KO "${KVBLK_VM_KBUILD:-$REPO}/kmod/kvblk.ko"
 	if [ $mode = shell ] && rows_cols=$(stty size 2>/dev/null); then
 		env_line KVBLK_VM_TTY_ROWS "${rows_cols% *}"
@@ -95,6 +100,14 @@ fi
 # every clock read an emulated MMIO access (fio, timeouts, dmesg get slow).
 append="console=ttyS0 quiet panic=-1 printk.devkmsg=on tsc=reliable $VM_APPEND ${KVBLK_VM_APPEND:-}"
 read -ra extra <<<"$VM_QEMU_EXTRA ${KVBLK_VM_QEMU_EXTRA:-}"
+# A second controller (serial kvblk1) whose namespace is a window of the same
+# image: its byte b is the image's byte VM_NS2_OFFSET + b (raw offset/size).
+ns2=()
+if [ -n "$VM_NS2_BYTES" ]; then
+	ns2=(-drive "file=$img,if=none,id=nv1,format=raw,snapshot=on,offset=$VM_NS2_OFFSET,size=$VM_NS2_BYTES"
+		-device "nvme,id=nvme1,serial=kvblk1,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS"
+		-device "nvme-ns,drive=nv1,bus=nvme1,nsid=1,logical_block_size=$VM_NS2_LBA,physical_block_size=$VM_NS2_LBA")
+fi
 # Devices the data controller's bus needs (a PCIe switch), placed before it.
 read -ra pre <<<"$VM_QEMU_PRE"
 qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
@@ -107,6 +120,7 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	"${pre[@]}"
 	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS${VM_NVME_BUS:+,bus=$VM_NVME_BUS}"
 	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
+	"${ns2[@]}"
 	"${extra[@]}")
 printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
 echo >>"$run_dir/qemu.cmd"

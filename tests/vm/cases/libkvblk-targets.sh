@@ -1,0 +1,61 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# libkvblk's several targets on real devices (tests/unit/device_targets_test.cpp), in the
+# variant two-ns (two controllers, a namespace each): a kmod device on namespace A with
+# namespace B (its own kvblk.ko context) and a regular file (the uring lane) added, one
+# batch interleaved over the three, target info, stats, kvblk_remove_target (-EBUSY while a
+# batch names it, B's context released after), submit/reap over the lanes; a uring_cmd
+# device on /dev/ngAn1 with /dev/ngBn1 added; null_blk (memory_backed, so that reads
+# return its zeros) as a block device kvblk.ko refuses (the uring lane). The file lives
+# on ext4 on a loop device over a tmpfs file (tmpfs itself takes O_DIRECT only from
+# Linux 6.6). Undoes what it did.
+. "$(dirname "$0")/lib.sh"
+set +e
+
+bin=${KVBLK_DEVICE_TESTS:-build/tests/unit/kvblk_device_tests}
+[ -x "$bin" ] || skip "$bin not built (make userspace)"
+[ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built (make -C kmod)"
+[ -n "${KVBLK_TEST_DEVICE2:-}" ] || skip "no second namespace (KVBLK_TEST_DEVICE2): run it in the variant two-ns"
+command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 missing (e2fsprogs)"
+export TMPDIR=${KVBLK_VM_CASE_DIR:-/tmp}
+rc=0
+
+work=$(mktemp -d /tmp/kvblk-targets.XXXXXX) || fail "mktemp"
+loop=''
+mounted=0
+cleanup() {
+	[ $mounted = 1 ] && { umount "$work/mnt" || { echo "FAIL: umount $work/mnt" >&2; rc=1; }; }
+	[ -n "$loop" ] && losetup -d "$loop"
+	rm -rf "$work"
+}
+modprobe -q loop 2>/dev/null
+modprobe -q ext4 2>/dev/null
+truncate -s 64M "$work/fs.img" && loop=$(losetup -f --show "$work/fs.img") ||
+	{ cleanup; fail "no loop device over $work/fs.img"; }
+mkdir -p "$work/mnt"
+if ! mkfs.ext4 -q -F -b 4096 "$loop" || ! mount -t ext4 "$loop" "$work/mnt"; then
+	cleanup
+	fail "cannot make and mount ext4 on $loop"
+fi
+mounted=1
+export KVBLK_TEST_FILE_DIR=$work/mnt
+
+loaded_kvblk=0
+if [ ! -c /dev/kvblk ]; then
+	insmod "$KVBLK_KO" || { cleanup; fail "insmod $KVBLK_KO"; }
+	loaded_kvblk=1
+fi
+loaded_nullb=0
+if [ -z "${KVBLK_TEST_NONNVME_DEVICE:-}" ] && [ ! -e /sys/module/null_blk ] &&
+	modprobe null_blk nr_devices=1 gb=1 queue_mode=2 memory_backed=1 && [ -b /dev/nullb0 ]; then
+	export KVBLK_TEST_NONNVME_DEVICE=/dev/nullb0
+	loaded_nullb=1
+fi
+KVBLK_TEST_KMOD=1 "$bin" --gtest_brief=1 --gtest_filter='*TargetsTest.*' || rc=1
+[ $loaded_nullb = 1 ] && rmmod null_blk
+if [ $loaded_kvblk = 1 ] && ! rmmod kvblk; then
+	echo "FAIL: rmmod kvblk after the target tests (a context leaked?)" >&2
+	rc=1
+fi
+cleanup
+exit $rc
