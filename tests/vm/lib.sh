@@ -187,7 +187,10 @@ vm_variant_names() {
 # properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
 # guest sees, when it is not the image size), VM_QEMU_PRE (devices placed before
 # the data controller, e.g. a PCIe switch), VM_NVME_BUS (the bus the data
-# controller sits on) and VM_QEMU_EXTRA. Sets the VM_* variables below and
+# controller sits on), VM_QEMU_EXTRA, VM_SLICE_NS (N more namespaces on the
+# data controller, nsid 2..N+1, each a distinct 1/N slice of the pattern image,
+# read-only like it) and VM_SCRATCH_NS (size of one more, blank namespace after
+# those, for file systems). Sets the VM_* variables below and
 # VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v
@@ -196,7 +199,7 @@ vm_load_variant() {
 
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
 	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
-	VM_QEMU_PRE='' VM_NVME_BUS=''
+	VM_QEMU_PRE='' VM_NVME_BUS='' VM_SLICE_NS=0 VM_SCRATCH_NS=''
 
 	# shellcheck source=/dev/null
 	. "$conf"

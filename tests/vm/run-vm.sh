@@ -84,6 +84,26 @@ if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 	drive=blkdebug:$run_dir/blkdebug.conf:$img
 fi
 
+# More namespaces on the data controller: slices of the pattern image (each a
+# different part, so that a read from the wrong member never matches), then
+# a blank scratch namespace.
+more_ns=()
+nsid=1
+if [ "${VM_SLICE_NS:-0}" -gt 0 ]; then
+	slice=$((VM_DISK_BYTES / VM_SLICE_NS))
+	for ((k = 0; k < VM_SLICE_NS; k++)); do
+		nsid=$((nsid + 1))
+		more_ns+=(-drive "driver=raw,offset=$((k * slice)),size=$slice,file.driver=file,file.filename=$img,if=none,id=nv$nsid,snapshot=on"
+			-device "nvme-ns,drive=nv$nsid,bus=nvme0,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+	done
+fi
+if [ -n "${VM_SCRATCH_NS:-}" ]; then
+	nsid=$((nsid + 1))
+	truncate -s "$VM_SCRATCH_NS" "$run_dir/scratch.img"
+	more_ns+=(-drive "file=$run_dir/scratch.img,if=none,id=nv$nsid,format=raw,snapshot=on"
+		-device "nvme-ns,drive=nv$nsid,bus=nvme0,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+fi
+
 machine=q35
 iommu=()
 if [ "$VM_IOMMU" = 1 ]; then
@@ -107,6 +127,7 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	"${pre[@]}"
 	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS${VM_NVME_BUS:+,bus=$VM_NVME_BUS}"
 	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
+	"${more_ns[@]}"
 	"${extra[@]}")
 printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
 echo >>"$run_dir/qemu.cmd"
