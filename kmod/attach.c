@@ -53,10 +53,14 @@ static void kvblk_blk_info(struct block_device *bdev, struct kvblk_ns_info *info
 	info->nr_hw_queues = queue_is_mq(q) ? q->nr_hw_queues : 0;
 }
 
-/* Can the file system do direct I/O on this file? */
+/*
+ * Can the file system do direct I/O on this file? FMODE_CAN_ODIRECT, set at
+ * open (a macro in 6.1, 6.12 and 7.2: tested by name, not by version;
+ * kernels without it say so through a_ops->direct_IO).
+ */
 static bool kvblk_file_can_odirect(struct file *file)
 {
-#ifdef KVBLK_HAVE_FMODE_CAN_ODIRECT
+#ifdef FMODE_CAN_ODIRECT
 	return file->f_mode & FMODE_CAN_ODIRECT;
 #else
 	return file->f_mapping->a_ops && file->f_mapping->a_ops->direct_IO;

@@ -162,17 +162,6 @@ int kvblk_probe(unsigned long a, struct page **p)
 }
 EOF
 
-# FMODE_CAN_ODIRECT: the file system does direct I/O on this file (set at
-# open); without it, a_ops->direct_IO says so.
-probe FMODE_CAN_ODIRECT <<'EOF'
-#include <linux/fs.h>
-bool kvblk_probe(struct file *f);
-bool kvblk_probe(struct file *f)
-{
-	return f->f_mode & FMODE_CAN_ODIRECT;
-}
-EOF
-
 # dma_max_mapping_size() (swiotlb-aware segment limit).
 # FOLL_PCI_P2PDMA: GUP admits PCI P2PDMA pages (the user-space P2PDMA
 # series: FOLL flag, p2pmem/allocate mmap; not in 6.1).

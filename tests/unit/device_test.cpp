@@ -510,9 +510,9 @@ TEST_F(DeviceChoiceTest, non_nvme_block_device)
 		AlignedBuf got(len);
 		kvblk_desc desc = plain_desc(i.capacity - len, len, got.data(), 6);
 		kvblk_result r{};
+		/* null_blk moves no data: the status is what can be checked here (bytes: VM blk-* cases). */
 		ASSERT_EQ(kvblk_load_many(k.get(), &desc, 1, &r, nullptr), 1) << kvblk_last_error();
-		Reference ref(other);
-		EXPECT_TRUE(ref.same(got.data(), i.capacity - len, len));
+		EXPECT_EQ(r.status, 0);
 		k.reset();
 		/* ... and AUTO still picks uring for it. */
 		DevPtr d = open_dev(other, make_opts(KVBLK_BACKEND_AUTO));

@@ -187,10 +187,10 @@ vm_variant_names() {
 # properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
 # guest sees, when it is not the image size), VM_QEMU_PRE (devices placed before
 # the data controller, e.g. a PCIe switch), VM_NVME_BUS (the bus the data
-# controller sits on), VM_QEMU_EXTRA, VM_SLICE_NS (N more namespaces on the
-# data controller, nsid 2..N+1, each a distinct 1/N slice of the pattern image,
-# read-only like it) and VM_SCRATCH_NS (size of one more, blank namespace after
-# those, for file systems). Sets the VM_* variables below and
+# controller sits on), VM_QEMU_EXTRA, VM_SLICE_NS (N namespaces on a second
+# controller with serial kvblkx, nsid 1..N, each a distinct 1/N slice of the
+# pattern image, read-only like it) and VM_SCRATCH_NS (size of one more, blank
+# namespace there, nsid N+1, for file systems). Sets the VM_* variables below and
 # VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v

@@ -22,14 +22,10 @@ smoke=tests/kmod-smoke/kmod_smoke
 [ -x "$smoke" ] || skip "$smoke not built"
 [ -f "$KVBLK_KO" ] || skip "$KVBLK_KO not built"
 
+# The four slice namespaces of variants/stripe4, nsid 1-4 of the second controller.
 slices() {
-	local d n=0 out=()
-	for d in /sys/block/nvme0n*; do
-		case ${d##*/} in nvme0n1) continue ;; esac
-		[ -e "$d/partition" ] && continue
-		out+=("/dev/${d##*/}")
-	done
-	printf '%s\n' "${out[@]}" | sort -V | head -n 4
+	local k
+	for k in 1 2 3 4; do wait_extra_ns $k; extra_ns $k; done
 }
 
 cleanup=()

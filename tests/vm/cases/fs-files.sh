@@ -15,12 +15,10 @@ bin=tests/kmod-smoke/kmod_files
 [ -f "$KVBLK_KO" ] || skip "$KVBLK_KO not built"
 command -v "mkfs.$fs" >/dev/null || skip "no mkfs.$fs"
 
-# The scratch namespace: the last one of the data controller.
-dev=
-for d in /sys/block/nvme0n*; do
-	[ -e "$d/partition" ] || dev=/dev/${d##*/}
-done
-[ -n "$dev" ] && [ "$dev" != "$KVBLK_TEST_DEVICE" ] || skip "no scratch namespace (variants/stripe4)"
+# The scratch namespace: nsid 5 of the second controller (variants/stripe4).
+wait_extra_ns 5
+dev=$(extra_ns 5)
+[ -n "$dev" ] || skip "no scratch namespace (variants/stripe4)"
 modprobe "$fs" 2>/dev/null || true
 mnt=$(mktemp -d /tmp/kvblk-fs.XXXXXX)
 
