@@ -17,6 +17,7 @@
 #include <linux/sizes.h>
 #include <linux/slab.h>
 
+#include "engine.h"
 #include "kvblk.h"
 
 /**
@@ -405,7 +406,19 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	if (ret)
 		return ret;
 
-	buf = kvblk_mem_create(ns->info.dma_dev, &r);
+	/*
+	 * The PRP engine hands bus addresses to the controller: memory is
+	 * DMA-mapped for it now. The block-layer engines only need pinned
+	 * pages (the block layer maps each I/O for whatever device serves
+	 * it), so only host memory, which has struct pages, is served there.
+	 */
+	if (!ctx->engine->dma_mapped && r.kind != KVBLK_MEM_HOST) {
+		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only (attach a whole nvme-pci namespace)\n",
+				    current->comm, task_pid_nr(current), r.kind);
+		return -EOPNOTSUPP;
+	}
+	buf = kvblk_mem_create(ctx->engine->dma_mapped ? ns->info.dma_dev : NULL,
+			       &r);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 

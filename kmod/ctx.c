@@ -8,6 +8,7 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 
+#include "engine.h"
 #include "kvblk.h"
 
 /**
@@ -56,8 +57,8 @@ static void kvblk_ctx_free(struct kref *ref)
 	}
 	xa_destroy(&ctx->bufs);
 	if (ctx->ns) {
-		kvblk_ns_put(ctx->ns);
-		fput(ctx->bdev_file);
+		kvblk_ns_put(ctx->ns, ctx->engine->id);
+		fput(ctx->file);
 	}
 	mutex_destroy(&ctx->lock);
 	kfree(ctx);

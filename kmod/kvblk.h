@@ -4,23 +4,27 @@
  *
  * Object model:
  *   struct kvblk_ctx    one per open of /dev/kvblk (file->private_data).
- *   struct kvblk_ns     one per attached NVMe namespace (gendisk), shared by
- *                       every context attached to it or to its partitions;
- *                       owns the PRP list dma_pools, counters, tunables and
- *                       /sys/kernel/kvblk/<disk>/.
- *   struct kvblk_buf    a registered, pinned, DMA-mapped destination.
+ *   struct kvblk_ns     one per disk (gendisk) with an attached context:
+ *                       the disk itself, one of its partitions, or a file
+ *                       on a file system on it; owns the counters,
+ *                       tunables, /sys/kernel/kvblk/<disk>/ and, once a
+ *                       PRP context attaches, the PRP list dma_pools.
+ *   struct kvblk_buf    a registered, pinned destination (DMA-mapped for
+ *                       the NVMe controller when the PRP engine serves).
  *   struct kvblk_batch  one KVBLK_IOC_LOAD_MANY call while its commands are
  *                       in flight; may outlive the call (fatal signal).
  *
  * Lifetimes: a batch holds a reference on its context and one on every
- * buffer it targets; a context holds its namespace and the block device
- * file it attached. So nothing a command targets is unmapped, unpinned or
+ * buffer it targets; a context holds its namespace object and the file
+ * (block device or regular file) it attached. So nothing a command targets is unmapped, unpinned or
  * freed before the command completes, whatever the caller does.
  */
 #ifndef KVBLK_INTERNAL_H
 #define KVBLK_INTERNAL_H
 
 #include <linux/atomic.h>
+#include <linux/bvec.h>
+#include <linux/fs.h>
 #include <linux/completion.h>
 #include <linux/kobject.h>
 #include <linux/kref.h>
@@ -81,6 +85,9 @@
 
 #define KVBLK_HIST_BUCKETS	32
 
+/* enum kvblk_engine values, for per-engine counts. */
+#define KVBLK_ENGINE_NR		(KVBLK_ENGINE_FILE + 1)
+
 /* Error kinds counted per namespace (stats/errors_*). */
 enum kvblk_err_kind {
 	/*
@@ -113,13 +120,17 @@ struct kvblk_stats {
 	atomic_t inflight_peak;
 };
 
-/* Identity and limits of a namespace, found by attach. */
+/*
+ * Identity and limits of a disk, found by the first attach. The NVMe
+ * fields (dma_dev, nsid) are set only by a PRP attach; the block-layer
+ * and file engines re-read the geometry at every batch instead.
+ */
 struct kvblk_ns_info {
 	struct gendisk *disk;
 	struct request_queue *q;
-	struct device *dma_dev;		/* the NVMe PCI function */
+	struct device *dma_dev;		/* the NVMe PCI function, or NULL */
 	dev_t devt;			/* of the whole disk */
-	u32 nsid;
+	u32 nsid;			/* 0 unless NVMe through the PRP engine */
 	u32 lba_shift;
 	u32 hw_max_bytes;		/* queue_max_hw_sectors in bytes */
 	u32 nr_hw_queues;
@@ -136,7 +147,8 @@ struct kvblk_ns {
 	struct list_head node;		/* kvblk_ns_list, under kvblk_ns_lock */
 	unsigned int users;		/* attached contexts, kvblk_ns_lock */
 	struct kvblk_ns_info info;	/* info.dma_dev is referenced */
-	struct kvblk_prp_pools prp_pools;
+	struct kvblk_prp_pools prp_pools; /* set by the first PRP attach */
+	unsigned int engine_users[KVBLK_ENGINE_NR]; /* kvblk_ns_lock */
 	char name[32];			/* disk name */
 	/* Tunables: READ_ONCE()/WRITE_ONCE(). */
 	u32 max_cmd_bytes;
@@ -145,14 +157,18 @@ struct kvblk_ns {
 	struct kvblk_stats stats;
 };
 
+struct kvblk_engine_ops;
+
 struct kvblk_ctx {
 	struct kref ref;
 	struct mutex lock;		/* attach and the buffer table */
 	struct kvblk_ns *ns;		/* NULL until attached, then fixed */
-	struct file *bdev_file;		/* the attached fd's file, held */
-	u64 start_bytes;		/* partition start on the namespace */
-	u64 capacity;			/* bytes addressable */
-	u32 max_cmd_bytes;		/* effective, fixed at attach */
+	const struct kvblk_engine_ops *engine;	/* fixed at attach */
+	struct file *file;		/* the attached fd's file, held */
+	u64 start_bytes;		/* partition start on the disk */
+	u64 capacity;			/* bytes addressable at attach */
+	u32 max_cmd_bytes;		/* split size, fixed at attach */
+	u32 lba_shift;			/* logical block size at attach */
 	unsigned int nr_bufs;
 	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
 };
@@ -208,6 +224,7 @@ struct kvblk_buf {
 	struct device *dev;		/* mapped for; referenced */
 	const struct kvblk_mem_ops *ops;
 	void *priv;			/* the provider's state */
+	struct page **pages;		/* host memory's pinned pages, or NULL */
 	struct kvblk_dma_seg *segs;	/* kvmalloc'ed, freed by the core */
 	unsigned int nr_segs;
 	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
@@ -241,15 +258,26 @@ struct kvblk_prp {
 
 struct kvblk_batch;
 
-/* One NVMe Read command in flight (a slot of its batch). */
+/*
+ * One command in flight (a slot of its batch): an NVMe Read, a bio or a
+ * kiocb, covering [done, done + bytes) of object obj.
+ */
 struct kvblk_cmd {
 	struct llist_node free_node;	/* on a free list of its batch */
 	struct kvblk_batch *b;
 	u32 obj;			/* descriptor index */
 	u32 bytes;
-	u64 slba;			/* namespace LBA */
+	u64 done;			/* offset of the command in its object */
+	u64 slba;			/* disk LBA (partition start included) */
 	u64 start_ns;
-	struct kvblk_prp prp;
+	union {				/* what the engine keeps per slot */
+		struct kvblk_prp prp;	/* engine_prp.c */
+		struct {		/* engine_file.c */
+			struct kiocb iocb;
+			struct bio_vec *bvec;
+			unsigned int nr_bvec;
+		} file;
+	};
 };
 
 /* One object (descriptor) of a batch. */
@@ -271,9 +299,14 @@ enum kvblk_batch_owner {
 struct kvblk_batch {
 	struct kvblk_ctx *ctx;		/* referenced */
 	struct kvblk_ns *ns;
+	const struct kvblk_engine_ops *eng;
 	u64 id;
 	u32 nr_objs;
+	/* The target's live geometry, read by the engine's begin(). */
 	u32 max_cmd_bytes;
+	u32 lba_shift;
+	u32 align_mask;			/* buf_offset alignment - 1 */
+	u64 capacity;
 	u64 nr_cmds;			/* commands issued */
 	u64 t_first;			/* first submission, ns */
 	u64 t_done;			/* last completion, ns */
@@ -315,12 +348,13 @@ struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx);
 
 /* attach.c */
 long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg);
+int kvblk_reject(struct gendisk *disk, const char *why);
 
 /* ns.c */
 int kvblk_ns_init(void);
 void kvblk_ns_exit(void);
-struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info);
-void kvblk_ns_put(struct kvblk_ns *ns);
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine);
+void kvblk_ns_put(struct kvblk_ns *ns, u32 engine);
 
 /* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
@@ -377,7 +411,7 @@ int kvblk_prp_build(struct kvblk_prp_pools *pools, const struct kvblk_buf *buf,
 		    __le64 *prp2, gfp_t gfp);
 void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp);
 
-/* submit.c */
+/* batch.c */
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
 
 /* stats.c */

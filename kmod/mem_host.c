@@ -4,8 +4,9 @@
  *
  * A host buffer is pinned once (FOLL_WRITE | FOLL_LONGTERM), charged to the
  * owner's RLIMIT_MEMLOCK the way io_uring charges fixed buffers (unless the
- * caller has CAP_IPC_LOCK), and DMA-mapped once for the namespace's NVMe PCI
- * function (dma_map_sgtable()).
+ * caller has CAP_IPC_LOCK), and, for the PRP engine, DMA-mapped once for the
+ * namespace's NVMe PCI function (dma_map_sgtable()). The block-layer engines
+ * use the pinned pages (buf->pages) and never a mapping of kvblk's.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -66,10 +67,12 @@ static void kvblk_mem_host_release(struct kvblk_buf *buf)
 {
 	struct kvblk_mem_host *h = buf->priv;
 
-	/* Ranges were synced for the CPU after each batch: skip the rest. */
-	dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
-			  DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(&h->sgt);
+	if (buf->dev) {
+		/* Ranges were synced for the CPU after each batch: skip the rest. */
+		dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
+				  DMA_ATTR_SKIP_CPU_SYNC);
+		sg_free_table(&h->sgt);
+	}
 	unpin_user_pages_dirty_lock(h->pages, h->nr_pages, true);
 	kvblk_mem_host_free(h);
 }
@@ -194,7 +197,8 @@ int kvblk_map_pages(struct device *dev, struct page **pages,
 
 /**
  * kvblk_mem_host_create() - pin, charge and DMA-map a host buffer.
- * @dev: the NVMe controller's DMA device.
+ * @dev: the NVMe controller's DMA device, or NULL: pin only (the
+ *       block-layer engines map each I/O through the block layer).
  * @r: the request; @r->addr and @r->len are page aligned (checked by the
  *     caller).
  *
@@ -238,6 +242,17 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	ret = kvblk_pin_user(r->addr, h->nr_pages, KVBLK_GUP_LONGTERM, h->pages);
 	if (ret)
 		goto out_free;
+	if (!dev) {
+		buf = kvblk_buf_alloc(NULL, KVBLK_MEM_HOST, r->len,
+				      &kvblk_mem_host_ops);
+		if (IS_ERR(buf)) {
+			ret = PTR_ERR(buf);
+			goto out_unpin;
+		}
+		buf->priv = h;
+		buf->pages = h->pages;
+		return buf;
+	}
 	ret = kvblk_map_pages(dev, h->pages, h->nr_pages, &h->sgt);
 	if (ret) {
 		ret = -ENOMEM;
@@ -250,6 +265,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		goto out_unmap;
 	}
 	buf->priv = h;
+	buf->pages = h->pages;
 	ret = kvblk_buf_segs_from_sgt(buf, &h->sgt, 0);
 	if (ret) {
 		kvblk_buf_abort(buf);

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ns.c - per-namespace objects: one per attached NVMe namespace, shared by
- * every context attached to it (or to one of its partitions).
+ * ns.c - per-disk objects: one per disk with an attached context, shared by
+ * every context attached to it, to one of its partitions or to a file on a
+ * file system on it, whatever their engines.
  *
  * /sys/kernel/kvblk/<disk>/      info and tunables (tunables.c)
  * /sys/kernel/kvblk/<disk>/stats counters (stats.c)
  *
- * The object lives while at least one context is attached; it owns the
- * dma_pool of PRP list pages for the namespace's PCI function.
+ * The object lives while at least one context is attached; once a PRP
+ * context attaches it owns the dma_pools of PRP lists for the namespace's
+ * PCI function, until the object goes.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -53,7 +55,9 @@ static ssize_t nr_hw_queues_show(struct kobject *kobj,
 static ssize_t pci_dev_show(struct kobject *kobj, struct kobj_attribute *attr,
 			    char *buf)
 {
-	return sysfs_emit(buf, "%s\n", dev_name(to_kvblk_ns(kobj)->info.dma_dev));
+	struct device *dev = READ_ONCE(to_kvblk_ns(kobj)->info.dma_dev);
+
+	return sysfs_emit(buf, "%s\n", dev ? dev_name(dev) : "none");
 }
 
 static ssize_t dev_show(struct kobject *kobj, struct kobj_attribute *attr,
@@ -64,10 +68,25 @@ static ssize_t dev_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%u:%u\n", MAJOR(devt), MINOR(devt));
 }
 
+static const char *const kvblk_engine_names[KVBLK_ENGINE_NR] = {
+	[KVBLK_ENGINE_PRP] = "prp",
+	[KVBLK_ENGINE_BIO] = "bio",
+	[KVBLK_ENGINE_FILE] = "file",
+};
+
+/* The engines of the contexts attached now, e.g. "prp" or "bio file". */
 static ssize_t engine_show(struct kobject *kobj, struct kobj_attribute *attr,
 			   char *buf)
 {
-	return sysfs_emit(buf, "prp\n");
+	struct kvblk_ns *ns = to_kvblk_ns(kobj);
+	ssize_t len = 0;
+	unsigned int i;
+
+	for (i = 0; i < KVBLK_ENGINE_NR; i++)
+		if (kvblk_engine_names[i] && READ_ONCE(ns->engine_users[i]))
+			len += sysfs_emit_at(buf, len, "%s%s", len ? " " : "",
+					     kvblk_engine_names[i]);
+	return len + sysfs_emit_at(buf, len, "\n");
 }
 
 static ssize_t attached_show(struct kobject *kobj, struct kobj_attribute *attr,
@@ -126,6 +145,32 @@ static struct kobj_type kvblk_ns_ktype = {
 	.default_groups	= kvblk_ns_groups,
 };
 
+/*
+ * The PRP engine's state: the NVMe PCI function and its PRP list pools.
+ * Called under kvblk_ns_lock by the first PRP attach of the disk.
+ */
+static int kvblk_ns_prp_init(struct kvblk_ns *ns, const struct kvblk_ns_info *info)
+{
+	int ret;
+
+	if (ns->prp_pools.page)
+		return 0;
+	ret = kvblk_prp_pools_create(&ns->prp_pools, info->dma_dev, ns->name);
+	if (ret)
+		return ret;
+	ns->info.nsid = info->nsid;
+	WRITE_ONCE(ns->info.dma_dev, get_device(info->dma_dev));
+	return 0;
+}
+
+static void kvblk_ns_prp_exit(struct kvblk_ns *ns)
+{
+	if (!ns->prp_pools.page)
+		return;
+	kvblk_prp_pools_destroy(&ns->prp_pools);
+	put_device(ns->info.dma_dev);
+}
+
 static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 {
 	struct kvblk_ns *ns;
@@ -135,61 +180,69 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 	if (!ns)
 		return ERR_PTR(-ENOMEM);
 	ns->info = *info;
-	ns->users = 1;
+	ns->info.dma_dev = NULL;	/* kvblk_ns_prp_init() */
+	ns->info.nsid = 0;
 	strscpy(ns->name, info->disk->disk_name, sizeof(ns->name));
 	ns->max_cmd_bytes = READ_ONCE(g_max_cmd_bytes);
 	ns->max_inflight = READ_ONCE(g_max_inflight);
 	ns->max_descs = READ_ONCE(g_max_descs);
 
 	ret = kvblk_stats_init(&ns->stats);
-	if (ret)
-		goto out_free_ns;
-
-	ret = kvblk_prp_pools_create(&ns->prp_pools, info->dma_dev, ns->name);
-	if (ret)
-		goto out_free_stats;
-	get_device(info->dma_dev);
-
+	if (ret) {
+		kfree(ns);
+		return ERR_PTR(ret);
+	}
 	ret = kobject_init_and_add(&ns->kobj, &kvblk_ns_ktype, kvblk_root, "%s",
 				   ns->name);
 	if (ret) {
-		/* A stale namespace of the same name is still attached. */
-		kvblk_prp_pools_destroy(&ns->prp_pools);
-		put_device(info->dma_dev);
+		/* A stale disk of the same name is still attached. */
 		kobject_put(&ns->kobj);		/* frees ns and its stats */
 		return ERR_PTR(ret == -EEXIST ? -EBUSY : ret);
 	}
 	return ns;
-
-out_free_stats:
-	kvblk_stats_free(&ns->stats);
-out_free_ns:
-	kfree(ns);
-	return ERR_PTR(ret);
 }
 
 /**
- * kvblk_ns_get() - the namespace object for a disk; created on first attach.
- * @info: identity and limits found by attach; info->dma_dev is referenced
- *        by the object it creates.
+ * kvblk_ns_get() - the object of a disk; created on the first attach.
+ * @info: identity and limits found by attach; for the PRP engine
+ *        info->dma_dev is referenced by the object (its PRP pools).
+ * @engine: enum kvblk_engine of the attaching context.
  *
  * Return: the object with one more user, or ERR_PTR(-ENOMEM), or
  * ERR_PTR(-EBUSY) when a different disk of the same name is still attached.
  */
-struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info)
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine)
 {
 	struct kvblk_ns *ns;
+	bool found = false;
+	int ret = 0;
 
 	mutex_lock(&kvblk_ns_lock);
 	list_for_each_entry(ns, &kvblk_ns_list, node) {
 		if (ns->info.disk == info->disk) {
-			WRITE_ONCE(ns->users, ns->users + 1);
-			goto out_unlock;
+			found = true;
+			break;
 		}
 	}
-	ns = kvblk_ns_create(info);
-	if (!IS_ERR(ns))
+	if (!found) {
+		ns = kvblk_ns_create(info);
+		if (IS_ERR(ns))
+			goto out_unlock;
+	}
+	if (engine == KVBLK_ENGINE_PRP)
+		ret = kvblk_ns_prp_init(ns, info);
+	if (ret) {
+		if (!found) {
+			kobject_del(&ns->kobj);
+			kobject_put(&ns->kobj);
+		}
+		ns = ERR_PTR(ret);
+		goto out_unlock;
+	}
+	if (!found)
 		list_add(&ns->node, &kvblk_ns_list);
+	WRITE_ONCE(ns->users, ns->users + 1);
+	WRITE_ONCE(ns->engine_users[engine], ns->engine_users[engine] + 1);
 out_unlock:
 	mutex_unlock(&kvblk_ns_lock);
 	return ns;
@@ -197,13 +250,15 @@ out_unlock:
 
 /**
  * kvblk_ns_put() - one user less; the last one removes the object.
- * @ns: namespace object.
+ * @ns: the object.
+ * @engine: the engine given to kvblk_ns_get().
  *
  * Context: process context. No batch of any user is in flight.
  */
-void kvblk_ns_put(struct kvblk_ns *ns)
+void kvblk_ns_put(struct kvblk_ns *ns, u32 engine)
 {
 	mutex_lock(&kvblk_ns_lock);
+	WRITE_ONCE(ns->engine_users[engine], ns->engine_users[engine] - 1);
 	WRITE_ONCE(ns->users, ns->users - 1);
 	if (ns->users) {
 		mutex_unlock(&kvblk_ns_lock);
@@ -217,8 +272,7 @@ void kvblk_ns_put(struct kvblk_ns *ns)
 	kobject_del(&ns->kobj);
 	mutex_unlock(&kvblk_ns_lock);
 
-	kvblk_prp_pools_destroy(&ns->prp_pools);
-	put_device(ns->info.dma_dev);
+	kvblk_ns_prp_exit(ns);
 	kobject_put(&ns->kobj);
 }
 

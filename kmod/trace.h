@@ -2,11 +2,14 @@
 /*
  * trace.h - kvblk tracepoints (events/kvblk/ in tracefs).
  *
- * dev is the namespace's whole-disk dev_t; batch a module-wide batch
- * sequence number; tag the caller's kvblk_desc.tag, so that every NVMe
- * command can be attributed to the object that caused it; slba the
- * namespace LBA (partition start included); hwq the blk-mq hardware queue
- * (NVMe submission/completion queue pair) the command went to.
+ * dev is the whole disk's dev_t (for a file: the disk of its file system);
+ * batch a module-wide batch sequence number; tag the caller's
+ * kvblk_desc.tag, so that every command (an NVMe Read, a bio, a direct-I/O
+ * read) can be attributed to the object that caused it; slba the disk LBA
+ * (partition start included; for a file the file offset in logical
+ * blocks); hwq the blk-mq hardware queue (NVMe submission/completion queue
+ * pair) the command went to, for the PRP engine (0 for the block-layer
+ * engines: the block layer picks the queue after kvblk).
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM kvblk

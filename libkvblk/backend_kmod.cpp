@@ -210,8 +210,10 @@ public:
 			if (!writer_)
 				return err;
 		}
+		const char *engine = a.engine == uapi::KVBLK_ENGINE_PRP ? "prp" :
+				     a.engine == uapi::KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
 		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
-			   (a.engine == uapi::KVBLK_ENGINE_PRP ? "prp" : "engine " + std::to_string(a.engine)) +
+			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
 			   " engine" + (cfg.writable ? ", stores through uring" : "");
 		page_ = uint64_t(sysconf(_SC_PAGESIZE));
 		return 0;

@@ -19,7 +19,7 @@ user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev l
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
 	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots
-	 e2fsprogs  # mkfs.ext4: the O_DIRECT file of the libkvblk-targets case
+	 mdadm dmsetup xfsprogs e2fsprogs  # tests/vm/cases/blk-*.sh (md RAID-0, dm-striped, ext4, xfs), libkvblk-targets (ext4)
 	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
 
 pkgs=()

@@ -10,9 +10,17 @@
  * It also checks that the namespace's sysfs counters moved by exactly the
  * batch's numbers.
  *
- * usage: kmod_smoke [DEVICE]   (default $KVBLK_TEST_DEVICE, else /dev/nvme0n1)
+ * usage: kmod_smoke [TARGET]   (default $KVBLK_TEST_DEVICE, else /dev/nvme0n1)
+ * TARGET is a block device (any: NVMe, partition, md, dm, loop) or a
+ * regular file (the file engine); the engine expected is the one the uapi
+ * promises: file for a file, bio with KMOD_SMOKE_ENGINE=bio (attach flag
+ * KVBLK_ATTACH_F_ENGINE_BIO) or on a device that is not an nvme-pci
+ * namespace, else prp.
  * KMOD_SMOKE_HOLD=N keeps the context attached N seconds before the loads
  * (to try rmmod while attached).
+ * KMOD_SMOKE_ROUNDS=N random batches (default 4) of KMOD_SMOKE_OBJS objects
+ * (default 48) of at most KMOD_SMOKE_MAXLEN bytes (default 3 commands) into
+ * a buffer of KMOD_SMOKE_BUF_MB MiB (default 64).
  * Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk).
  */
 #define _GNU_SOURCE
@@ -27,6 +35,8 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <linux/kvblk.h>
@@ -73,29 +83,71 @@ static long long sysfs_u64(const char *disk, const char *file)
 	return v;
 }
 
-/* The whole disk's name (kvblk's sysfs directory) for a disk or partition. */
+/*
+ * The whole disk's name (kvblk's sysfs directory) for a disk, a partition
+ * (its disk) or a regular file (the disk of its file system).
+ */
 static const char *whole_disk(const char *dev)
 {
 	static char name[256];
-	const char *base = strrchr(dev, '/') ? strrchr(dev, '/') + 1 : dev;
-	char path[512], real[PATH_MAX];
+	char path[PATH_MAX + 32], real[PATH_MAX];
+	struct stat st;
+	dev_t d;
 	char *slash;
 
-	snprintf(name, sizeof(name), "%s", base);
-	snprintf(path, sizeof(path), "/sys/class/block/%s/partition", base);
-	if (access(path, F_OK))
+	snprintf(name, sizeof(name), "?");
+	if (stat(dev, &st))
 		return name;
-	snprintf(path, sizeof(path), "/sys/class/block/%s", base);
+	d = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	snprintf(path, sizeof(path), "/sys/dev/block/%u:%u", major(d), minor(d));
 	if (!realpath(path, real))
 		return name;
+	snprintf(path, sizeof(path), "%s/partition", real);
+	if (!access(path, F_OK)) {
+		slash = strrchr(real, '/');
+		if (slash)
+			*slash = 0;
+	}
 	slash = strrchr(real, '/');
-	if (!slash)
-		return name;
-	*slash = 0;
-	slash = strrchr(real, '/');
-	if (slash)
-		snprintf(name, sizeof(name), "%s", slash + 1);
+	snprintf(name, sizeof(name), "%.200s", slash ? slash + 1 : real);
 	return name;
+}
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *v = getenv(name);
+
+	return v && *v ? strtoull(v, NULL, 0) : def;
+}
+
+/* The engine the uapi promises for this target and these attach flags. */
+static uint32_t expected_engine(const char *dev, const char *disk, bool bio)
+{
+	char path[512], transport[32] = "";
+	struct stat st;
+	FILE *f;
+
+	if (!stat(dev, &st) && S_ISREG(st.st_mode))
+		return KVBLK_ENGINE_FILE;
+	if (bio)
+		return KVBLK_ENGINE_BIO;
+	snprintf(path, sizeof(path), "/sys/block/%s/device/transport", disk);
+	f = fopen(path, "r");
+	if (f) {
+		if (!fgets(transport, sizeof(transport), f))
+			transport[0] = 0;
+		fclose(f);
+	}
+	return !strncmp(transport, "pcie", 4) ? KVBLK_ENGINE_PRP : KVBLK_ENGINE_BIO;
+}
+
+static uint32_t want_engine;
+static uint32_t buf_align = 4;
+
+/* A buffer misalignment the engine accepts (a multiple of buf_align). */
+static uint32_t mis_ok(uint32_t mis)
+{
+	return mis - mis % buf_align;
 }
 
 struct counters {
@@ -141,7 +193,7 @@ static int add_obj(struct plan *p, uint64_t dev_off, uint64_t len,
 		   uint64_t *buf_cursor, uint32_t misalign, uint32_t buf_id,
 		   uint64_t buf_len)
 {
-	uint64_t bo = (*buf_cursor + 4095) / 4096 * 4096 + misalign;
+	uint64_t bo = (*buf_cursor + 4095) / 4096 * 4096 + mis_ok(misalign);
 
 	if (dev_off <= dev_bad && dev_bad < dev_off + len)
 		return 0;	/* keep clear of the injected error */
@@ -188,7 +240,8 @@ static int run_batch(int kfd, int dfd, const char *disk, unsigned char *buf,
 	      what, ret, ret < 0 ? errno : 0, p->n);
 	CHECK(lm.nr_ok == p->n, "%s: nr_ok %u", what, lm.nr_ok);
 	CHECK(lm.bad_index == -1, "%s: bad_index %d", what, lm.bad_index);
-	CHECK(lm.engine == KVBLK_ENGINE_PRP, "%s: engine %u", what, lm.engine);
+	CHECK(lm.engine == want_engine, "%s: engine %u, want %u", what, lm.engine,
+	      want_engine);
 
 	for (i = 0; i < p->n; i++) {
 		const struct kvblk_desc *d = &p->d[i];
@@ -257,7 +310,7 @@ static void media_error_check(int kfd, int dfd, const char *disk,
 		{ .offset = 0, .length = 8 * lba, .buf_id = buf_id,
 		  .buf_offset = 1 << 20, .tag = 2 },
 		{ .offset = bad + 64 * lba, .length = 2 * mc + lba,
-		  .buf_id = buf_id, .buf_offset = (2 << 20) + 4, .tag = 3 },
+		  .buf_id = buf_id, .buf_offset = (2 << 20) + mis_ok(4), .tag = 3 },
 	};
 	struct kvblk_desc_result r[3];
 	struct kvblk_load_many lm = {
@@ -305,7 +358,8 @@ int main(int argc, char **argv)
 	unsigned char *buf;
 	struct plan p;
 	int kfd, dfd, bfd;
-	unsigned int i, round;
+	unsigned int i, round, nrounds, nobjs;
+	uint64_t maxlen;
 
 	if (!dev)
 		dev = "/dev/nvme0n1";
@@ -331,6 +385,14 @@ int main(int argc, char **argv)
 	memset(&at, 0, sizeof(at));
 	at.size = sizeof(at);
 	at.bdev_fd = bfd;
+	{
+		const char *e = getenv("KMOD_SMOKE_ENGINE");
+		bool bio = e && !strcmp(e, "bio");
+
+		if (bio)
+			at.flags = KVBLK_ATTACH_F_ENGINE_BIO;
+		want_engine = expected_engine(dev, disk, bio);
+	}
 	if (ioctl(kfd, KVBLK_IOC_ATTACH, &at)) {
 		fprintf(stderr, "FAIL: ATTACH %s: %s\n", dev, strerror(errno));
 		return 1;
@@ -368,9 +430,13 @@ int main(int argc, char **argv)
 	       " capacity %" PRIu64 " start_lba %" PRIu64 " hw_queues %u engine %u\n",
 	       dev, at.nsid, lba, mc, cap, (uint64_t)at.start_lba, at.nr_hw_queues,
 	       at.engine);
-	CHECK(at.engine == KVBLK_ENGINE_PRP, "engine %u", at.engine);
+	CHECK(at.engine == want_engine, "engine %u, want %u", at.engine, want_engine);
 	CHECK(mc >= lba && mc % lba == 0, "max_cmd_bytes %" PRIu64, mc);
-	{
+	CHECK(at.buf_align >= 4 && !(at.buf_align & (at.buf_align - 1)),
+	      "buf_align %u", at.buf_align);
+	if (at.buf_align >= 4)
+		buf_align = at.buf_align;
+	if (at.engine == KVBLK_ENGINE_PRP) {
 		char path[512];
 		FILE *f;
 		unsigned int nsid = 0;
@@ -389,7 +455,7 @@ int main(int argc, char **argv)
 	    bad_off - at.start_lba * lba < cap)
 		dev_bad = bad_off - at.start_lba * lba;
 
-	buf_len = 64ULL << 20;
+	buf_len = env_u64("KMOD_SMOKE_BUF_MB", 64) << 20;
 	buf = mmap(NULL, buf_len, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED) {
@@ -446,13 +512,18 @@ int main(int argc, char **argv)
 	run_batch(kfd, dfd, disk, buf, buf_len, &p, "shapes");
 
 	/* Rounds 1..: random objects at random places. */
-	for (round = 1; round <= 4; round++) {
+	nrounds = env_u64("KMOD_SMOKE_ROUNDS", 4);
+	nobjs = env_u64("KMOD_SMOKE_OBJS", 48);
+	maxlen = env_u64("KMOD_SMOKE_MAXLEN", 3 * mc + 2 * lba);
+	if (maxlen > cap)
+		maxlen = cap;
+	for (round = 1; round <= nrounds; round++) {
 		char what[32];
 
 		memset(&p, 0, sizeof(p));
 		cur = 0;
-		for (i = 0; i < 48; i++) {
-			uint64_t nlb = 1 + rnd() % ((3 * mc) / lba + 2);
+		for (i = 0; i < nobjs && i < 64; i++) {
+			uint64_t nlb = 1 + rnd() % (maxlen / lba);
 			uint64_t len = nlb * lba;
 			uint64_t dev_off = (rnd() % ((cap - len) / lba + 1)) * lba;
 			uint32_t mis = (rnd() % 1024) * 4;
@@ -464,6 +535,8 @@ int main(int argc, char **argv)
 		}
 		snprintf(what, sizeof(what), "random-%u", round);
 		run_batch(kfd, dfd, disk, buf, buf_len, &p, what);
+		if (failures)
+			break;
 	}
 
 	/*
@@ -479,8 +552,8 @@ int main(int argc, char **argv)
 	{
 		struct kvblk_desc d[2] = {
 			{ .offset = 0, .length = lba, .buf_id = reg.buf_id },
-			{ .offset = cap - lba, .length = 2 * lba, .buf_id = reg.buf_id,
-			  .buf_offset = 8192 },
+			{ .offset = cap - cap % lba - lba, .length = 2 * lba,
+			  .buf_id = reg.buf_id, .buf_offset = 8192 },
 		};
 		struct kvblk_desc_result r[2];
 		struct kvblk_load_many lm = {

@@ -187,11 +187,14 @@ vm_variant_names() {
 # properties, e.g. ms=8,mset=0,pi=0) and VM_NS_BYTES (the namespace capacity the
 # guest sees, when it is not the image size), VM_QEMU_PRE (devices placed before
 # the data controller, e.g. a PCIe switch), VM_NVME_BUS (the bus the data
-# controller sits on), VM_QEMU_EXTRA, and VM_NS2_OFFSET / VM_NS2_BYTES / VM_NS2_LBA:
+# controller sits on), VM_QEMU_EXTRA, VM_NS2_OFFSET / VM_NS2_BYTES / VM_NS2_LBA:
 # a second NVMe controller (serial kvblk1) with one namespace of VM_NS2_BYTES and
 # VM_NS2_LBA-byte blocks (default VM_LBA) whose byte 0 is byte VM_NS2_OFFSET of
-# the pattern image (the guest's KVBLK_TEST_DEVICE2).
-# Sets the VM_* variables below and VM_INSTANCE (a file-name-safe form of the spec).
+# the pattern image (the guest's KVBLK_TEST_DEVICE2), VM_SLICE_NS (N namespaces on
+# another controller with serial kvblkx, nsid 1..N, each a distinct 1/N slice of
+# the pattern image, read-only like it) and VM_SCRATCH_NS (size of one more, blank
+# namespace there, nsid N+1, for file systems). Sets the VM_* variables below and
+# VM_INSTANCE (a file-name-safe form of the spec).
 vm_load_variant() {
 	local spec=$1 name=${1%%:*} kv k v
 	local conf=$VM_DIR/variants/$name.conf
@@ -200,6 +203,7 @@ vm_load_variant() {
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
 	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
 	VM_QEMU_PRE='' VM_NVME_BUS='' VM_NS2_OFFSET='' VM_NS2_BYTES='' VM_NS2_LBA=''
+	VM_SLICE_NS=0 VM_SCRATCH_NS=''
 
 	# shellcheck source=/dev/null
 	. "$conf"

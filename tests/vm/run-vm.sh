@@ -89,6 +89,31 @@ if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 	drive=blkdebug:$run_dir/blkdebug.conf:$img
 fi
 
+# More namespaces, on a second controller (serial kvblkx, so that the data
+# controller keeps its one namespace whatever order the guest probes them
+# in): slices of the pattern image, nsid 1..N (each a different part, so
+# that a read from the wrong member never matches), then a blank scratch
+# namespace, nsid N+1. Cases find them by serial and nsid.
+more_ns=()
+nsid=0
+if [ "${VM_SLICE_NS:-0}" -gt 0 ] || [ -n "${VM_SCRATCH_NS:-}" ]; then
+	more_ns+=(-device "nvme,id=nvme1,serial=kvblkx,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS")
+fi
+if [ "${VM_SLICE_NS:-0}" -gt 0 ]; then
+	slice=$((VM_DISK_BYTES / VM_SLICE_NS))
+	for ((k = 0; k < VM_SLICE_NS; k++)); do
+		nsid=$((nsid + 1))
+		more_ns+=(-drive "driver=raw,offset=$((k * slice)),size=$slice,file.driver=file,file.filename=$img,if=none,id=nx$nsid,snapshot=on"
+			-device "nvme-ns,drive=nx$nsid,bus=nvme1,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+	done
+fi
+if [ -n "${VM_SCRATCH_NS:-}" ]; then
+	nsid=$((nsid + 1))
+	truncate -s "$VM_SCRATCH_NS" "$run_dir/scratch.img"
+	more_ns+=(-drive "file=$run_dir/scratch.img,if=none,id=nx$nsid,format=raw,snapshot=on"
+		-device "nvme-ns,drive=nx$nsid,bus=nvme1,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+fi
+
 machine=q35
 iommu=()
 if [ "$VM_IOMMU" = 1 ]; then
@@ -121,6 +146,7 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS${VM_NVME_BUS:+,bus=$VM_NVME_BUS}"
 	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
 	"${ns2[@]}"
+	"${more_ns[@]}"
 	"${extra[@]}")
 printf '%q ' "${qemu[@]}" >"$run_dir/qemu.cmd"
 echo >>"$run_dir/qemu.cmd"

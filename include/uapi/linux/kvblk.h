@@ -11,13 +11,28 @@
  *
  * Model
  * -----
- * Each open of /dev/kvblk is a context. A context attaches exactly one NVMe
- * namespace (or a partition of one), given as an fd of its block device that
- * the caller already holds. Destination memory is registered once
- * (pinned and DMA-mapped for the namespace's NVMe controller) and named by a
- * buffer id. KVBLK_IOC_LOAD_MANY then reads a batch of objects, each
- * described by one struct kvblk_desc, with all of their NVMe commands in
- * flight together. Every descriptor gets its own status.
+ * Each open of /dev/kvblk is a context. A context attaches exactly one
+ * target, given as an fd the caller already holds: a block device (an NVMe
+ * namespace, a partition, an md or dm device, loop, virtio-blk, ...) or a
+ * regular file on a file system with direct I/O (ext4, xfs). An engine
+ * serves the context, chosen at attach (enum kvblk_engine):
+ *  - the block-layer engine: bios to the block device
+ *    (KVBLK_ENGINE_BIO) or direct-I/O reads through the file system
+ *    (KVBLK_ENGINE_FILE); the block layer and the file system split,
+ *    map, check limits, apply partition offsets and account, as for
+ *    pread(O_DIRECT) on the same fd. It serves every block device and
+ *    every regular file, and host memory destinations.
+ *  - the PRP engine (KVBLK_ENGINE_PRP): NVMe Read passthrough with PRPs
+ *    built by kvblk on a namespace (or partition) of an nvme-pci
+ *    controller; it also serves destinations without struct pages (CUDA
+ *    through nvidia-p2p, dma-buf, P2PDMA windows). In this version it is
+ *    the default on nvme-pci namespaces; KVBLK_ATTACH_F_ENGINE_BIO
+ *    chooses the block layer there.
+ * Destination memory is registered once (pinned; DMA-mapped for the NVMe
+ * controller when the PRP engine serves) and named by a buffer id.
+ * KVBLK_IOC_LOAD_MANY then reads a batch of objects, each described by one
+ * struct kvblk_desc, with all of their commands in flight together. Every
+ * descriptor gets its own status.
  *
  * Struct growth (iommufd rules)
  * -----------------------------
@@ -55,8 +70,10 @@
  * Feature bits returned by KVBLK_IOC_GET_FEATURES (a __u64).
  * @KVBLK_FEAT_PRP_ENGINE:  NVMe Read passthrough with module-built PRPs on
  *                          nvme-pci namespaces.
- * @KVBLK_FEAT_BIO_ENGINE:  bio engine for targets the PRP engine cannot serve
- *                          (multipath head, non-PCIe transports).
+ * @KVBLK_FEAT_BIO_ENGINE:  block-layer engine for block devices (any block
+ *                          device; KVBLK_ATTACH_F_ENGINE_BIO).
+ * @KVBLK_FEAT_FILE_ENGINE: block-layer engine for regular files (direct I/O
+ *                          through the file system).
  * @KVBLK_FEAT_MEM_HOST:    KVBLK_MEM_HOST registrations.
  * @KVBLK_FEAT_MEM_CUDA:    KVBLK_MEM_CUDA registrations (nvidia-p2p found).
  * @KVBLK_FEAT_MEM_DMABUF:  KVBLK_MEM_DMABUF registrations.
@@ -68,12 +85,14 @@
 #define KVBLK_FEAT_MEM_CUDA	(1ULL << 3)
 #define KVBLK_FEAT_MEM_DMABUF	(1ULL << 4)
 #define KVBLK_FEAT_MEM_P2PDMA	(1ULL << 5)
+#define KVBLK_FEAT_FILE_ENGINE	(1ULL << 6)
 
 /* Engines, reported in kvblk_attach.engine and kvblk_load_many.engine. */
 enum kvblk_engine {
 	KVBLK_ENGINE_NONE = 0,
 	KVBLK_ENGINE_PRP = 1,	/* NVMe Read passthrough, PRPs built by kvblk */
-	KVBLK_ENGINE_BIO = 2,	/* bios to the block device (host memory only) */
+	KVBLK_ENGINE_BIO = 2,	/* block layer: bios to the block device */
+	KVBLK_ENGINE_FILE = 3,	/* block layer: direct I/O through the file system */
 };
 
 /* Destination memory kinds, kvblk_buf_reg.kind. */
@@ -87,35 +106,61 @@ enum kvblk_mem_kind {
 
 /**
  * struct kvblk_attach - ioctl(KVBLK_IOC_ATTACH)
- * @size:         in: sizeof(struct kvblk_attach).
- * @flags:        in: must be 0.
- * @bdev_fd:      in: fd of an NVMe namespace block device (/dev/nvmeXnY) or a
- *                partition of one (/dev/nvmeXnYpZ), opened with O_RDONLY or
- *                O_RDWR. kvblk never reads what this fd could not.
- * @nsid:         out: NVMe namespace id, taken from the nvme driver.
- * @lba_size:     out: bytes per logical block (LBA); every offset and length
- *                in struct kvblk_desc is a multiple of it.
- * @max_cmd_bytes: out: largest NVMe command kvblk issues for this context:
- *                min(module tunable, controller limit from MDTS, as
- *                queue/max_hw_sectors_kb). Objects are split at this size.
- * @capacity:     out: bytes addressable through @bdev_fd (the partition's
- *                size for a partition). Offsets are relative to its start.
- * @start_lba:    out: first LBA of the partition on the namespace (0 for the
- *                whole namespace).
- * @nr_hw_queues: out: hardware queues (submission/completion queue pairs) of
- *                the namespace's blk-mq queue.
+ * @size:         in: sizeof(struct kvblk_attach): KVBLK_ATTACH_SIZE_VER0 (88,
+ *                without @buf_align) or more.
+ * @flags:        in: 0 or one of KVBLK_ATTACH_F_ENGINE_BIO (serve a block
+ *                device through the block layer, also an nvme-pci
+ *                namespace) and KVBLK_ATTACH_F_ENGINE_PRP (require the PRP
+ *                engine). Without either: a regular file gets the file
+ *                engine, a namespace or partition of an nvme-pci
+ *                controller the PRP engine, any other block device the
+ *                block-layer engine.
+ * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
+ *                /dev/nvme0n1p2, /dev/md0, /dev/dm-0, /dev/loop0, ...) or a
+ *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
+ *                reads what this fd could not: not past the live end of the
+ *                device, partition or file.
+ * @nsid:         out: NVMe namespace id, taken from the nvme driver (PRP
+ *                engine); 0 for the block-layer engines.
+ * @lba_size:     out: bytes per logical block of the device (for a file:
+ *                of the file system's device); every offset and length in
+ *                struct kvblk_desc is a multiple of it.
+ * @max_cmd_bytes: out: objects are split into commands of at most this
+ *                many bytes: for the PRP engine min(module tunable,
+ *                controller limit from MDTS, as queue/max_hw_sectors_kb);
+ *                for the block-layer engines min(module tunable, 1020 KiB),
+ *                and the block layer splits further to the device's limits.
+ * @capacity:     out: bytes addressable through @bdev_fd now (the
+ *                partition's size for a partition, the file's size for a
+ *                file). Offsets are relative to its start. Re-read at every
+ *                KVBLK_IOC_LOAD_MANY.
+ * @start_lba:    out: first LBA of the partition on the disk (0 for a whole
+ *                disk and for a file).
+ * @nr_hw_queues: out: blk-mq hardware queues of the device (0 for a
+ *                bio-based device such as md or dm, and for a file).
  * @engine:       out: enum kvblk_engine that serves this context.
  * @reserved:     must be 0.
  * @reserved2:    must be 0.
+ * @buf_align:    out: kvblk_desc.buf_offset must be a multiple of this: 4
+ *                for the PRP engine (dword-aligned PRP1), the device's DMA
+ *                alignment (at least 4) for a block device through the
+ *                block layer, max(@lba_size, DMA alignment) for a file.
+ *                Only written when @size covers it.
+ * @reserved3:    must be 0.
  *
  * One attach per context; a second one fails with -EBUSY.
- * Errors: -EBADF @bdev_fd is not an open fd; -ENOTBLK it is not a block
- * device; -EACCES it was opened without read access (O_WRONLY or O_PATH);
- * -EOPNOTSUPP the device is not an NVMe namespace, has metadata or
- * protection information in its LBA format (not supported: interleaved or
- * separate metadata), is being removed, or is a namespace no engine of this
- * module serves (the bio-based multipath head, a non-PCIe transport; the
- * kernel log names the reason); -EBUSY already attached.
+ * Errors: -EBADF @bdev_fd is not an open fd; -EISDIR it is a directory;
+ * -ENOTBLK it is neither a block device nor a regular file (a pipe, a
+ * socket, a character device); -EACCES it was opened without read access
+ * (O_WRONLY or O_PATH); -EINVAL both engine flags, an unknown flag, or a
+ * reserved field not 0; -EOPNOTSUPP (the kernel log names the reason):
+ * KVBLK_ATTACH_F_ENGINE_PRP on a target that is not a namespace or
+ * partition of an nvme-pci controller (a file, the bio-based multipath
+ * head, a non-PCIe transport, another device), or that the PRP engine
+ * refuses (metadata or protection information in its LBA format), a
+ * device being removed, an empty device or partition, a partition not
+ * aligned to the logical block size, or a file on a file system without a
+ * block device or without direct I/O; -EBUSY already attached; -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -130,7 +175,16 @@ struct kvblk_attach {
 	__u32 engine;
 	__u64 reserved;
 	__u64 reserved2[4];
+	/* Since KVBLK_ATTACH_SIZE_VER1. */
+	__u32 buf_align;
+	__u32 reserved3;
 };
+
+/* kvblk_attach.flags */
+#define KVBLK_ATTACH_F_ENGINE_BIO	(1U << 0)
+#define KVBLK_ATTACH_F_ENGINE_PRP	(1U << 1)
+#define KVBLK_ATTACH_F_ALL		(KVBLK_ATTACH_F_ENGINE_BIO | \
+					 KVBLK_ATTACH_F_ENGINE_PRP)
 
 /**
  * struct kvblk_buf_reg - ioctl(KVBLK_IOC_REGISTER_BUFFER)
@@ -154,13 +208,17 @@ struct kvblk_attach {
  * a long-term pin of page cache pages breaks file system writeback. It is
  * pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and charged to the
  * caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless the caller has
- * CAP_IPC_LOCK; then DMA-mapped once for the NVMe controller.
+ * CAP_IPC_LOCK; then, when the PRP engine serves the context, DMA-mapped
+ * once for the NVMe controller. The block-layer engines map nothing of
+ * their own: the block layer maps each I/O for the device that serves it.
  * Requires an attached context.
  * Errors: -ENXIO not attached; -EINVAL unknown @kind, @dmabuf_fd not 0 for
  * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
  * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
  * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
- * module (GET_FEATURES says which are), the range maps memory other than
+ * module (GET_FEATURES says which are), a kind other than KVBLK_MEM_HOST
+ * on a context the block-layer engine serves (CUDA, dma-buf and P2PDMA
+ * memory go through the PRP engine in this version), the range maps memory other than
  * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
  * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
@@ -253,19 +311,23 @@ struct kvblk_buf_unreg {
 
 /**
  * struct kvblk_desc - one object to read
- * @offset:     byte offset on the attached device (partition-relative);
- *              a multiple of kvblk_attach.lba_size.
+ * @offset:     byte offset on the attached target (partition-relative; in
+ *              the file for a file); a multiple of kvblk_attach.lba_size.
  * @length:     bytes; non-zero, a multiple of lba_size, at most 4 GiB.
- * @buf_offset: byte offset into the registered buffer; a multiple of 4 (NVMe
- *              PRP entries are dword aligned: NVMe Base Specification 2.0,
- *              4.1.1 "Physical Region Page Entry and List").
+ * @buf_offset: byte offset into the registered buffer; a multiple of
+ *              kvblk_attach.buf_align: 4 for the PRP engine (NVMe PRP
+ *              entries are dword aligned: NVMe Base Specification 2.0,
+ *              4.1.1 "Physical Region Page Entry and List"), the device's
+ *              DMA alignment for a block device through the block layer,
+ *              the logical block size for a file.
  * @buf_id:     registered buffer that receives the data.
  * @flags:      must be 0.
  * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
  *              of every NVMe command of this object.
  *
- * [offset, offset+length) must lie inside the device (else -ERANGE, also
- * when offset + length wraps past 2^64) and
+ * [offset, offset+length) must lie inside the target as it is when the
+ * batch starts: the device's or partition's size, the file's size (else
+ * -ERANGE, also when offset + length wraps past 2^64) and
  * [buf_offset, buf_offset+length) inside the buffer (else -EINVAL).
  */
 struct kvblk_desc {
@@ -281,11 +343,17 @@ struct kvblk_desc {
  * struct kvblk_desc_result - per-descriptor outcome
  * @status:   0, or a negative errno: -EIO a media or other device error on
  *            one of the object's commands (NVMe status mapped by the nvme
- *            driver), also a command cancelled by a controller reset or a
- *            timeout (the nvme driver fails those as aborted by the host);
+ *            driver; for the block-layer engines any failed bio or
+ *            direct-I/O read, whatever the block layer's status, except
+ *            the one below), also a command cancelled by a controller
+ *            reset or a timeout (the nvme driver fails those as aborted by
+ *            the host);
  *            -ENOLINK the command could not be sent: the namespace is being
  *            removed, or the path is not live (the block layer's
  *            BLK_STS_TRANSPORT); retrying later may succeed for both;
+ *            -ENODATA (file engine) the read came back short: the file
+ *            was truncated while the batch ran; the object's bytes are
+ *            not reported;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
@@ -325,11 +393,15 @@ struct kvblk_desc_result {
  *               otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch.
- * @nr_cmds:     out: NVMe commands issued for the batch.
+ * @nr_cmds:     out: commands issued for the batch: NVMe Read commands
+ *               (PRP engine), bios before the block layer split them
+ *               (KVBLK_ENGINE_BIO), direct-I/O reads (KVBLK_ENGINE_FILE).
  * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
  * @reserved:    must be 0.
  *
- * Every descriptor is validated before anything is submitted; one bad
+ * When the batch starts, the engine re-reads the target's size and logical
+ * block size (and, for the PRP engine, checks the namespace's LBA format
+ * is still the one attached). Every descriptor is validated before anything is submitted; one bad
  * descriptor fails the whole call, reads nothing, and is named by
  * @bad_index (its result carries the reason, the others -ECANCELED).
  * Then every object is split into NVMe Read commands of at most
@@ -345,6 +417,8 @@ struct kvblk_desc_result {
  * succeeded); an I/O error fails only its own descriptor.
  * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor (see
  * @bad_index), @nr_descs 0, or @desc_bytes / @result_bytes too small;
+ * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
+ * or to a format with metadata since attach: attach again;
  * -ERANGE a descriptor reaches past the device's end (see @bad_index);
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
@@ -375,6 +449,7 @@ struct kvblk_load_many {
 
 /* The first (smallest accepted) size of each struct. */
 #define KVBLK_ATTACH_SIZE_VER0		88
+#define KVBLK_ATTACH_SIZE_VER1		96	/* + buf_align, reserved3 */
 #define KVBLK_BUF_REG_SIZE_VER0		56
 #define KVBLK_BUF_UNREG_SIZE_VER0	16
 #define KVBLK_LOAD_MANY_SIZE_VER0	80

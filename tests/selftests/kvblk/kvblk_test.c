@@ -64,7 +64,7 @@
 #define GARBAGE 0x5A		/* result fill that the kernel must overwrite */
 
 /* The layout the header promises: sizes, natural alignment, VER0 constants. */
-_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER0, "attach size");
+_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER1, "attach size");
 _Static_assert(sizeof(struct kvblk_buf_reg) == KVBLK_BUF_REG_SIZE_VER0, "buf_reg size");
 _Static_assert(sizeof(struct kvblk_buf_unreg) == KVBLK_BUF_UNREG_SIZE_VER0, "buf_unreg size");
 _Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER0, "load_many size");
@@ -557,10 +557,16 @@ TEST_F(kvblk, attach_unknown_flag_einval)
 	struct kvblk_attach a;
 
 	for (unsigned int bit = 0; bit < 32; bit++) {
+		if (KVBLK_ATTACH_F_ALL & (1u << bit))
+			continue;
 		attach_init(&a, self->bdev_fd);
 		a.flags = 1u << bit;
 		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("flag bit %u", bit);
 	}
+	/* The two engine choices exclude each other. */
+	attach_init(&a, self->bdev_fd);
+	a.flags = KVBLK_ATTACH_F_ENGINE_BIO | KVBLK_ATTACH_F_ENGINE_PRP;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
 	expect_attachable(_metadata, self->fd, self->bdev_fd);
 }
 
@@ -637,15 +643,31 @@ TEST_F(kvblk, attach_char_device_enotblk)
 	close(nfd);
 }
 
-TEST_F(kvblk, attach_regular_file_enotblk)
+/*
+ * A regular file is served by the file engine when its file system sits on
+ * a block device and does direct I/O; the test binary's own file lies on
+ * the guest's 9p root, which has no block device.
+ */
+TEST_F(kvblk, attach_regular_file_without_bdev_eopnotsupp)
 {
 	struct kvblk_attach a;
 	int ffd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
 
 	ASSERT_LE(0, ffd);
 	attach_init(&a, ffd);
-	EXPECT_ERRNO(ENOTBLK, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
 	close(ffd);
+}
+
+TEST_F(kvblk, attach_directory_eisdir)
+{
+	struct kvblk_attach a;
+	int dfd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	ASSERT_LE(0, dfd);
+	attach_init(&a, dfd);
+	EXPECT_ERRNO(EISDIR, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	close(dfd);
 }
 
 TEST_F(kvblk, attach_own_context_fd_enotblk)
@@ -747,11 +769,16 @@ TEST_F(kvblk, attach_two_contexts_same_namespace)
 	close(fd2);
 }
 
-TEST_F(kvblk, attach_non_nvme_eopnotsupp)
+/*
+ * A block device that is not an NVMe namespace is served by the block-layer
+ * engine; asking for the PRP engine there is refused.
+ */
+TEST_F(kvblk, attach_non_nvme_bio_engine)
 {
 	struct other_bdev o;
 	struct kvblk_attach a;
-	int ofd, ret;
+	unsigned long long bytes = 0;
+	int ofd, ret, fd2;
 
 	ret = other_bdev_get(&o);
 	if (ret) {
@@ -761,8 +788,19 @@ TEST_F(kvblk, attach_non_nvme_eopnotsupp)
 	ofd = open(o.path, O_RDONLY | O_CLOEXEC);
 	EXPECT_LE(0, ofd) TH_LOG("open %s: %s", o.path, strerror(errno));
 	if (ofd >= 0) {
+		fd2 = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, fd2);
 		attach_init(&a, ofd);
-		EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", o.path);
+		a.flags = KVBLK_ATTACH_F_ENGINE_PRP;
+		EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(fd2, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", o.path);
+		attach_init(&a, ofd);
+		ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s: %s", o.path, strerror(errno));
+		EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+		EXPECT_EQ(0U, a.nsid);
+		EXPECT_EQ(0, ioctl(ofd, BLKGETSIZE64, &bytes));
+		EXPECT_EQ(bytes, a.capacity);
+		EXPECT_LE(4U, a.buf_align);
+		close(fd2);
 		close(ofd);
 	}
 	other_bdev_put(&o);

@@ -28,4 +28,26 @@ expect_fail() {
 
 pattern() { "$KVBLK_VM_PATTERN_TOOL" "$@"; }
 
+# extra_ns NSID: the block device of namespace NSID of the second controller
+# (serial kvblkx: variants with VM_SLICE_NS / VM_SCRATCH_NS), or nothing.
+extra_ns() {
+	local d
+	for d in /sys/block/nvme*n*; do
+		[ "$(tr -d ' ' <"$d/device/serial" 2>/dev/null)" = kvblkx ] || continue
+		[ "$(cat "$d/nsid" 2>/dev/null)" = "$1" ] && echo "/dev/${d##*/}"
+	done
+	return 0
+}
+
+# wait_extra_ns NSID: wait up to 10 s for it (the second controller's
+# namespaces are scanned after the data controller's).
+wait_extra_ns() {
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[ -n "$(extra_ns "$1")" ] && return 0
+		sleep 0.2
+	done
+	return 0
+}
+
 [ -n "${KVBLK_VM_VARIANT:-}" ] || { echo "not in the kvblk test VM (KVBLK_VM_VARIANT unset)"; exit 4; }

@@ -1,21 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * submit.c - KVBLK_IOC_LOAD_MANY on the PRP engine.
+ * batch.c - KVBLK_IOC_LOAD_MANY, written once for every engine.
  *
- * 1. Copy and validate every descriptor; one bad descriptor fails the call
- *    before anything is submitted (bad_index).
- * 2. Split each object into NVMe Read commands of at most max_cmd_bytes.
- * 3. For each command: a slot (at most max_inflight in flight), PRPs built
- *    from the buffer's DMA segments, a driver-private passthrough request
- *    on the namespace's blk-mq queue (blk_mq_alloc_request + nvme_init_request),
- *    executed under a plug so that one doorbell write covers many commands.
- *    A request without a bio is not data-mapped by nvme-pci: the PRPs built
- *    here reach the controller as they are.
- * 4. end_io (hard or soft IRQ context) records the object's status and
- *    returns the slot, lock-free; it wakes a submitter that waits for slots
- *    only once a quarter of them is free again, not per completion. The
- *    submitter takes every returned slot at once. A slot keeps its PRP
- *    lists for its next command. The last completion ends the batch.
+ * 1. Copy the descriptors in; the engine reads the target's live geometry
+ *    (engine.h, ->begin); validate every descriptor against it: one bad
+ *    descriptor fails the call before anything is submitted (bad_index).
+ * 2. Split each object into commands of at most max_cmd_bytes.
+ * 3. For each command: a slot (at most max_inflight in flight), then the
+ *    engine's ->submit (an NVMe Read with kvblk's PRPs, a bio, a kiocb),
+ *    all under one plug.
+ * 4. The engine's completion calls kvblk_cmd_end() (any context): it
+ *    records the object's status (first error wins) and returns the slot,
+ *    lock-free; it wakes a submitter that waits for slots only once a
+ *    quarter of them is free again, not per completion. The submitter
+ *    takes every returned slot at once. A slot keeps its engine state (PRP
+ *    lists, a bvec array) for its next command. The last completion ends
+ *    the batch.
  * 5. The caller waits killably. If it is killed, the batch is abandoned to
  *    the last completion, which releases it from a workqueue: until then it
  *    keeps its buffers (pinned and mapped) and its context alive.
@@ -24,18 +24,24 @@
 
 #include <linux/blk-mq.h>
 #include <linux/dmapool.h>
-#include <linux/nvme.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 
+#include "engine.h"
 #include "kvblk.h"
 #include "trace.h"
 
 static atomic64_t kvblk_batch_seq = ATOMIC64_INIT(0);
 
-/* Per-object status for a failed command, and the counter it goes to. */
-static int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
+/**
+ * kvblk_status_errno() - per-object status of a failed command.
+ * @sts: the block layer's status, not BLK_STS_OK.
+ * @kind: out: the error counter it goes to.
+ *
+ * Return: -ENOLINK for a lost path (BLK_STS_TRANSPORT), else -EIO.
+ */
+int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
 {
 	int err = blk_status_to_errno(sts);
 
@@ -51,44 +57,6 @@ static int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
 	return err == -ENOLINK ? -ENOLINK : -EIO;
 }
 
-/*
- * The head of the nvme driver's per-request data, struct nvme_request
- * (drivers/nvme/host/nvme.h: the same first members from 6.1 to 7.2,
- * kernel-apis.md 1.4); the header is private, so mirrored here.
- */
-struct kvblk_nvme_request_head {
-	struct nvme_command *cmd;
-	union nvme_result result;
-	u8 genctr;
-	u8 retries;
-	u8 flags;
-	u16 status;
-};
-
-/*
- * The command's outcome. Newer kernels complete passthrough requests in
- * batches (blk_mq_add_to_batch() admits failed ones: 7.2), and the batch
- * path calls end_io with BLK_STS_OK whatever the NVMe status was; the nvme
- * driver's own passthrough end_io reads the status from its request data
- * for that reason. So does kvblk: a non-zero NVMe status (SCT and SC, NVMe
- * Base Specification 2.0, 4.2.3 "Status Field Definition") fails the
- * command even when @sts says OK, mapped the way nvme_error_status() does
- * for the classes the uapi tells apart.
- */
-static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
-{
-	const struct kvblk_nvme_request_head *nr = blk_mq_rq_to_pdu(rq);
-	u16 st = READ_ONCE(nr->status) & 0x7ff;	/* SCT (10:8), SC (7:0) */
-
-	if (sts || !st)
-		return sts;
-	if (st >> 8 == 0x2)		/* Media and Data Integrity Errors */
-		return BLK_STS_MEDIUM;
-	if (st == NVME_SC_HOST_PATH_ERROR)
-		return BLK_STS_TRANSPORT;
-	return BLK_STS_IOERR;		/* also a command aborted by the host */
-}
-
 static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 					     struct kvblk_ns *ns, u32 nr)
 {
@@ -99,6 +67,7 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 		return NULL;
 	b->ctx = ctx;
 	b->ns = ns;
+	b->eng = ctx->engine;
 	b->nr_objs = nr;
 	b->max_cmd_bytes = ctx->max_cmd_bytes;
 	atomic_set(&b->pending, 1);
@@ -156,9 +125,9 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 		if (b->nr_cmds)
 			this_cpu_inc(ns->stats.pcpu->batch_lat[kvblk_lat_bucket(b->t_done - b->t_first)]);
 	}
-	/* No command is in flight: the slots' PRP lists go back. */
-	for (i = 0; b->slots && i < b->nr_slots; i++)
-		kvblk_prp_free(&ns->prp_pools, &b->slots[i].prp);
+	/* No command is in flight: what the slots kept goes back. */
+	for (i = 0; b->eng->slot_release && b->slots && i < b->nr_slots; i++)
+		b->eng->slot_release(b, &b->slots[i]);
 	kvblk_ctx_put(b->ctx);
 	kvfree(b->slots);
 	kvfree(b);
@@ -253,20 +222,49 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 	}
 }
 
-static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
+/**
+ * kvblk_cmd_issue() - a command is about to be handed to the device.
+ * @b: its batch.
+ * @cmd: the command; it may complete as soon as the engine hands it over.
+ * @hwq: blk-mq hardware queue for the tracepoint (0 when not known).
+ *
+ * Counts the command in the batch and the counters and traces it.
+ */
+void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 {
-	struct kvblk_cmd *cmd = rq->end_io_data;
+	struct kvblk_ns *ns = b->ns;
+	u64 now = ktime_get_ns();
+
+	if (!b->nr_cmds)
+		b->t_first = now;
+	b->nr_cmds++;
+	cmd->start_ns = now;
+	atomic_inc(&b->pending);
+	kvblk_stats_inflight_inc(&ns->stats);
+	trace_kvblk_cmd_submit(ns->info.devt, b->id, b->objs[cmd->obj].tag,
+			       cmd->obj, cmd->slba, cmd->bytes, hwq);
+}
+
+/**
+ * kvblk_cmd_end() - a command completed.
+ * @cmd: the command of kvblk_cmd_issue().
+ * @err: 0, or the object's status for this failure (-EIO, -ENOLINK, ...).
+ * @kind: the error counter when @err is not 0.
+ * @hwq: as for kvblk_cmd_issue().
+ *
+ * Context: any (hard or soft IRQ, process). The first error of an object
+ * wins. After this, the batch may be gone unless this was its last
+ * command.
+ */
+void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
+		   u32 hwq)
+{
 	struct kvblk_batch *b = cmd->b;
 	struct kvblk_ns *ns = b->ns;
 	struct kvblk_obj *obj = &b->objs[cmd->obj];
 	u64 lat = ktime_get_ns() - cmd->start_ns;
-	int err = 0;
 
-	sts = kvblk_cmd_status(rq, sts);
-	if (sts) {
-		enum kvblk_err_kind kind;
-
-		err = kvblk_status_errno(sts, &kind);
+	if (err) {
 		this_cpu_inc(ns->stats.pcpu->errors[kind]);
 		cmpxchg(&obj->status, 0, err);
 	} else {
@@ -276,63 +274,19 @@ static enum rq_end_io_ret kvblk_end_io(KVBLK_END_IO_ARGS(rq, sts))
 	this_cpu_inc(ns->stats.pcpu->cmd_lat[kvblk_lat_bucket(lat)]);
 	atomic_dec(&ns->stats.inflight);
 	trace_kvblk_cmd_complete(ns->info.devt, b->id, obj->tag, cmd->obj,
-				 cmd->slba, cmd->bytes, rq->mq_hctx->queue_num,
-				 err, lat);
+				 cmd->slba, cmd->bytes, hwq, err, lat);
 
 	kvblk_buf_dma_end(obj->buf);
 	kvblk_slot_put(b, cmd);
-	/* After this, b may be gone unless this was the last command. */
 	if (atomic_dec_and_test(&b->pending))
 		kvblk_batch_done(b);
-	return RQ_END_IO_FREE;
-}
-
-/*
- * A request on the namespace's queue. NOWAIT, so that requests held in the
- * plug are flushed before sleeping; on a tag shortage (or a queue frozen
- * for a controller reset) back off until one of our commands completes or
- * a jiffy passes. NOWAIT gives the same -EWOULDBLOCK for a frozen and for a
- * dying queue, so a removed disk is told apart by its own state: -ENOLINK.
- */
-static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
-				      struct blk_plug *plug)
-{
-	struct request *rq;
-	int nfree;
-	long ret;
-
-	for (;;) {
-		rq = blk_mq_alloc_request(b->ns->info.q, REQ_OP_DRV_IN,
-					  BLK_MQ_REQ_NOWAIT);
-		if (!IS_ERR(rq))
-			return rq;
-		ret = PTR_ERR(rq);
-		if (ret != -EWOULDBLOCK && ret != -EBUSY)
-			return ERR_PTR(-ENOLINK);	/* queue dying: device gone */
-		if (kvblk_disk_dead(b->ns->info.disk, b->ns->info.q))
-			return ERR_PTR(-ENOLINK);
-
-		blk_finish_plug(plug);
-		nfree = atomic_read(&b->nr_free);
-		ret = wait_event_killable_timeout(b->slot_wq,
-						  atomic_read(&b->nr_free) != nfree, 1);
-		blk_start_plug(plug);
-		if (ret < 0)
-			return ERR_PTR(-EINTR);
-	}
 }
 
 static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[i];
-	struct kvblk_ns *ns = b->ns;
-	u32 shift = ns->info.lba_shift;
-	struct nvme_command c;
 	struct kvblk_cmd *cmd;
-	struct request *rq;
-	__le64 prp1, prp2;
-	u64 now;
 	int ret;
 
 	cmd = kvblk_slot_get(b, plug);
@@ -341,51 +295,11 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	cmd->b = b;
 	cmd->obj = i;
 	cmd->bytes = len;
-	cmd->slba = (b->ctx->start_bytes + o->offset + done) >> shift;
-
-	ret = kvblk_buf_dma_begin(o->buf);
+	cmd->done = done;
+	cmd->slba = (b->ctx->start_bytes + o->offset + done) >> b->lba_shift;
+	ret = b->eng->submit(b, cmd, plug);
 	if (ret)
-		goto out_put_slot;
-	ret = kvblk_prp_build(&ns->prp_pools, o->buf, o->buf_offset + done, len,
-			      &cmd->prp, &prp1, &prp2, GFP_KERNEL);
-	if (ret)
-		goto out_dma_end;
-	kvblk_buf_sync(o->buf, o->buf_offset + done, len, false);
-
-	memset(&c, 0, sizeof(c));
-	c.rw.opcode = nvme_cmd_read;
-	c.rw.nsid = cpu_to_le32(ns->info.nsid);
-	c.rw.slba = cpu_to_le64(cmd->slba);
-	c.rw.length = cpu_to_le16((len >> shift) - 1);
-	c.rw.dptr.prp1 = prp1;
-	c.rw.dptr.prp2 = prp2;
-
-	rq = kvblk_alloc_rq(b, plug);
-	if (IS_ERR(rq)) {
-		ret = PTR_ERR(rq);
-		goto out_dma_end;
-	}
-	nvme_init_request(rq, &c);
-	rq->end_io = kvblk_end_io;
-	rq->end_io_data = cmd;
-
-	now = ktime_get_ns();
-	if (!b->nr_cmds)
-		b->t_first = now;
-	b->nr_cmds++;
-	cmd->start_ns = now;
-	atomic_inc(&b->pending);
-	kvblk_stats_inflight_inc(&ns->stats);
-	trace_kvblk_cmd_submit(ns->info.devt, b->id, o->tag, i, cmd->slba, len,
-			       rq->mq_hctx->queue_num);
-	/* cmd belongs to the completion from here on. */
-	blk_execute_rq_nowait(rq, false);
-	return 0;
-
-out_dma_end:
-	kvblk_buf_dma_end(o->buf);
-out_put_slot:
-	kvblk_slot_unget(b, cmd);	/* with its PRP lists, for the next */
+		kvblk_slot_unget(b, cmd);	/* with its engine state, for the next */
 	return ret;
 }
 
@@ -443,7 +357,7 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			  const struct kvblk_desc *descs, u32 *bad, u64 *nr_cmds,
 			  u64 *bytes)
 {
-	u64 lba_mask = (1ULL << b->ns->info.lba_shift) - 1;
+	u64 lba_mask = (1ULL << b->lba_shift) - 1;
 	int err = 0;
 	u32 i;
 
@@ -458,10 +372,10 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		if (d->flags || !d->length || d->length > KVBLK_MAX_DESC_BYTES ||
 		    ((d->offset | d->length) & lba_mask))
 			err = -EINVAL;
-		else if (d->offset > ctx->capacity ||
-			 d->length > ctx->capacity - d->offset)
+		else if (d->offset > b->capacity ||
+			 d->length > b->capacity - d->offset)
 			err = -ERANGE;
-		else if (d->buf_offset & 3)
+		else if (d->buf_offset & b->align_mask)
 			err = -EINVAL;
 		if (!err) {
 			buf = xa_load(&ctx->bufs, d->buf_id);
@@ -659,6 +573,10 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 			lm.bad_index = bad;
 		goto out_reject;
 	}
+	/* The target's geometry as it is now: size, block size, alignment. */
+	ret = b->eng->begin(b);
+	if (ret)
+		goto out_reject;
 	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
 	if (!ret)
 		ret = kvblk_bind_all(b, &bad);
@@ -676,7 +594,7 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 
 	b->id = atomic64_inc_return(&kvblk_batch_seq);
 	trace_kvblk_batch_start(ns->info.devt, b->id, b->nr_objs, nr_cmds, bytes);
-	lm.engine = KVBLK_ENGINE_PRP;
+	lm.engine = b->eng->id;
 
 	ret = kvblk_submit_all(b);
 	if (atomic_dec_and_test(&b->pending))

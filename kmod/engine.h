@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * engine.h - the interface between the batch layer and an engine.
+ *
+ * The load path reads top-down:
+ *
+ *   ioctl.c       KVBLK_IOC_LOAD_MANY
+ *   batch.c       copy-in, validation, splitting into commands, command
+ *                 slots (max_inflight), results, the killable wait
+ *   engine_*.c    how one command reaches the device:
+ *                   engine_prp.c   NVMe Read passthrough, PRPs built by kvblk
+ *                   engine_bio.c   a bio over the buffer's pages
+ *                   engine_file.c  a direct-I/O kiocb through ->read_iter
+ *   mem_*.c       the destination memory (pinned pages, DMA segments)
+ *
+ * An engine is chosen per context at attach (attach.c) and never changes.
+ * The batch layer owns every piece of state shared by the engines: the
+ * objects, the command slots, the counters and tracepoints, the status of
+ * each object (first error wins) and the batch's lifetime. An engine fills
+ * in the command, hands it to the device and, when it completes, calls
+ * kvblk_cmd_end() from any context.
+ */
+#ifndef KVBLK_ENGINE_H
+#define KVBLK_ENGINE_H
+
+#include <linux/blkdev.h>
+
+#include "kvblk.h"
+
+/**
+ * struct kvblk_engine_ops - one engine.
+ * @name:      for sysfs (engine) and messages: "prp", "bio", "file".
+ * @id:        enum kvblk_engine, reported in kvblk_attach.engine and
+ *             kvblk_load_many.engine.
+ * @dma_mapped: registered memory must be DMA-mapped for the NVMe PCI
+ *             function (the engine hands bus addresses to the device);
+ *             otherwise host memory is only pinned and the block layer
+ *             maps each I/O itself.
+ * @begin:     called once per batch before validation, in the caller's
+ *             process context: read the target's live geometry into the
+ *             batch (@b->capacity, @b->lba_shift, @b->align_mask,
+ *             @b->max_cmd_bytes). Returns 0 or an errno that fails the
+ *             whole call (documented for struct kvblk_load_many).
+ * @submit:    issue one command: @cmd->obj, bytes [@cmd->done, @cmd->done
+ *             + @cmd->bytes) of the object. Process context, @plug held.
+ *             Calls kvblk_cmd_issue() just before the command can
+ *             complete, then hands it to the device; from there on the
+ *             command belongs to the completion, which calls
+ *             kvblk_cmd_end() exactly once. Returns 0, or an errno with
+ *             nothing issued: -ENODEV the buffer was revoked (fails this
+ *             object only), -ENOLINK the device is going away, -EINTR,
+ *             -ENOMEM (stop the batch).
+ * @slot_release: free what a slot kept between its commands (PRP lists,
+ *             a bvec array). No command of the batch is in flight. May be
+ *             NULL.
+ */
+struct kvblk_engine_ops {
+	const char *name;
+	u32 id;
+	bool dma_mapped;
+	int (*begin)(struct kvblk_batch *b);
+	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,
+		      struct blk_plug *plug);
+	void (*slot_release)(struct kvblk_batch *b, struct kvblk_cmd *cmd);
+};
+
+extern const struct kvblk_engine_ops kvblk_engine_prp;
+extern const struct kvblk_engine_ops kvblk_engine_bio;
+extern const struct kvblk_engine_ops kvblk_engine_file;
+
+/* batch.c: what every engine calls. */
+void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq);
+void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
+		   u32 hwq);
+int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind);
+
+/* engine_bio.c */
+u32 kvblk_bio_max_cmd(u32 tunable);
+
+/* engine_prp.c: attach-time checks of the PRP engine. */
+bool kvblk_prp_capable(struct gendisk *disk);
+int kvblk_prp_probe(struct file *file, struct block_device *bdev,
+		    struct kvblk_ns_info *info);
+u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns);
+
+#endif /* KVBLK_ENGINE_H */

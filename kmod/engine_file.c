@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engine_file.c - the block-layer engine for regular files: each command is
+ * one direct-I/O kiocb (IOCB_DIRECT) through the file's own ->read_iter,
+ * over an ITER_BVEC iterator of the registered buffer's pinned pages,
+ * completed asynchronously through ->ki_complete.
+ *
+ * The file system does what it does for pread(O_DIRECT) on the same fd:
+ * it maps extents, reads holes as zeros, writes back dirty page cache
+ * over the range first (a buffered write is seen by the next load), and
+ * stops at the file's size. The file's size is read at every batch; a
+ * descriptor past it is refused, and a read that comes back short (the
+ * file was truncated while the batch ran) fails its object with -ENODATA:
+ * nothing stale or foreign is reported as data.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blkdev.h>
+#include <linux/fs.h>
+#include <linux/log2.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+
+#include "engine.h"
+#include "kvblk.h"
+
+static void kvblk_file_complete(struct kiocb *iocb, long ret)
+{
+	struct kvblk_cmd *cmd = container_of(iocb, struct kvblk_cmd, file.iocb);
+	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
+	int err = 0;
+
+	if (ret < 0) {
+		err = ret == -ENOLINK ? -ENOLINK : -EIO;
+		kind = ret == -ENODATA ? KVBLK_ERR_MEDIA :
+		       ret == -ENOLINK ? KVBLK_ERR_TRANSPORT : KVBLK_ERR_IO;
+	} else if (ret != cmd->bytes) {
+		err = -ENODATA;		/* short: the file ended before it */
+	}
+	kvblk_cmd_end(cmd, err, kind, 0);
+}
+
+/* A bvec array per slot, for the largest command; kept until the batch ends. */
+static int kvblk_file_bvec(struct kvblk_batch *b, struct kvblk_cmd *cmd,
+			   unsigned int nr)
+{
+	if (cmd->file.nr_bvec >= nr)
+		return 0;
+	kvfree(cmd->file.bvec);
+	cmd->file.nr_bvec = 0;
+	nr = max_t(unsigned int, nr, DIV_ROUND_UP(b->max_cmd_bytes, PAGE_SIZE) + 1);
+	cmd->file.bvec = kvmalloc_array(nr, sizeof(*cmd->file.bvec),
+					GFP_KERNEL_ACCOUNT);
+	if (!cmd->file.bvec)
+		return -ENOMEM;
+	cmd->file.nr_bvec = nr;
+	return 0;
+}
+
+static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
+			     struct blk_plug *plug)
+{
+	struct file *file = b->ctx->file;
+	struct kvblk_obj *o = &b->objs[cmd->obj];
+	struct kiocb *iocb = &cmd->file.iocb;
+	u64 off = o->buf_offset + cmd->done;
+	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
+				       PAGE_SIZE);
+	struct iov_iter iter;
+	unsigned int i;
+	u32 left;
+	ssize_t ret;
+
+	ret = kvblk_file_bvec(b, cmd, nr);
+	if (ret)
+		return ret;
+	ret = kvblk_buf_dma_begin(o->buf);
+	if (ret)
+		return ret;
+	for (i = 0, left = cmd->bytes; left; i++) {
+		unsigned int poff = off & (PAGE_SIZE - 1);
+		unsigned int n = min_t(u32, left, PAGE_SIZE - poff);
+
+		cmd->file.bvec[i].bv_page = o->buf->pages[off >> PAGE_SHIFT];
+		cmd->file.bvec[i].bv_offset = poff;
+		cmd->file.bvec[i].bv_len = n;
+		off += n;
+		left -= n;
+	}
+	/* READ is ITER_DEST on the kernels that have the name. */
+	iov_iter_bvec(&iter, READ, cmd->file.bvec, i, cmd->bytes);
+
+	init_sync_kiocb(iocb, file);
+	iocb->ki_pos = o->offset + cmd->done;
+	iocb->ki_flags |= IOCB_DIRECT;
+	iocb->ki_complete = kvblk_file_complete;
+
+	kvblk_cmd_issue(b, cmd, 0);
+	/* cmd belongs to the completion from here on. */
+	ret = file->f_op->read_iter(iocb, &iter);
+	if (ret != -EIOCBQUEUED)
+		kvblk_file_complete(iocb, ret);
+	return 0;
+}
+
+/*
+ * The file as it is now: its size, and the alignment its direct I/O
+ * demands (the file system's block device: logical block size for offsets,
+ * lengths and, since every page of the buffer is a segment of its own, the
+ * buffer offset too).
+ */
+static int kvblk_file_begin(struct kvblk_batch *b)
+{
+	struct file *file = b->ctx->file;
+	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
+	unsigned int lba = bdev_logical_block_size(bdev);
+
+	b->lba_shift = ilog2(lba);
+	b->capacity = i_size_read(file_inode(file));
+	b->align_mask = (lba - 1) | queue_dma_alignment(bdev_get_queue(bdev)) | 3;
+	b->max_cmd_bytes = round_down(b->ctx->max_cmd_bytes, lba);
+	return b->max_cmd_bytes ? 0 : -EOPNOTSUPP;
+}
+
+static void kvblk_file_slot_release(struct kvblk_batch *b,
+				    struct kvblk_cmd *cmd)
+{
+	kvfree(cmd->file.bvec);
+	cmd->file.bvec = NULL;
+	cmd->file.nr_bvec = 0;
+}
+
+const struct kvblk_engine_ops kvblk_engine_file = {
+	.name		= "file",
+	.id		= KVBLK_ENGINE_FILE,
+	.dma_mapped	= false,
+	.begin		= kvblk_file_begin,
+	.submit		= kvblk_file_submit,
+	.slot_release	= kvblk_file_slot_release,
+};

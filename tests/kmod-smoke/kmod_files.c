@@ -1,0 +1,458 @@
+// SPDX-License-Identifier: MIT
+/*
+ * kmod_files - kvblk.ko's file engine on regular files of a file system
+ * (ext4, xfs): direct-I/O kiocbs through the file's own ->read_iter.
+ *
+ * In DIR it writes NFILES chunk files (16 KiB .. 1 MiB, a multiple of
+ * 4 KiB; every fifth with a hole in the middle; half of them fsync'ed, the
+ * rest left dirty in the page cache), each word a function of (file, offset).
+ * Each file is attached to a context of its own (one target per context)
+ * and loaded in one batch of 1-4 objects into its own part of one mapping,
+ * with canary bytes around every object. Every object must equal the
+ * expected bytes (zeros in the hole) and pread(O_DIRECT) of the file.
+ * Then:
+ *   - a buffered write without fsync, then a load: the written bytes;
+ *   - the size is read per batch: an append is loadable by the next batch,
+ *     a range past the (new) end after a truncate is refused (-ERANGE);
+ *   - offsets not a multiple of the logical block size: -EINVAL;
+ *   - rights follow the fd: O_WRONLY and O_PATH -EACCES, a directory
+ *     -EISDIR, a pipe -ENOTBLK; KVBLK_ATTACH_F_ENGINE_PRP -EOPNOTSUPP.
+ *
+ * usage: kmod_files DIR [NFILES]   (default 200)
+ * Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <linux/kvblk.h>
+
+#define CANARY 0xc3
+#define MAX_OBJS 4
+
+static int failures;
+
+#define CHECK(cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);			\
+			fputc('\n', stderr);				\
+			failures++;					\
+		}							\
+	} while (0)
+
+static uint64_t rnd_state = 0x243f6a8885a308d3ULL;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* The word at byte offset @off (a multiple of 8) of file @i, generation @gen. */
+static uint64_t word(unsigned int i, unsigned int gen, uint64_t off)
+{
+	return off ^ ((uint64_t)i << 40) ^ ((uint64_t)gen << 56) ^ 0x6b76626c6b000000ULL;
+}
+
+static void fill(unsigned char *p, unsigned int i, unsigned int gen,
+		 uint64_t off, uint64_t len)
+{
+	uint64_t k;
+
+	for (k = 0; k < len; k += 8) {
+		uint64_t w = word(i, gen, off + k);
+
+		memcpy(p + k, &w, 8);
+	}
+}
+
+struct chunk {
+	char path[512];
+	uint64_t size;
+	uint64_t hole_off, hole_len;	/* reads as zeros */
+	unsigned int gen;		/* generation of the bytes outside the hole */
+};
+
+static int write_all(int fd, const void *p, uint64_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, off);
+
+		if (n <= 0)
+			return -1;
+		p = (const char *)p + n;
+		len -= n;
+		off += n;
+	}
+	return 0;
+}
+
+static int make_chunk(const char *dir, unsigned int i, struct chunk *c)
+{
+	unsigned char *p;
+	int fd, ret = 0;
+
+	snprintf(c->path, sizeof(c->path), "%s/chunk-%04u", dir, i);
+	c->size = (1 + rnd() % 64) * 16384;
+	c->gen = 0;
+	c->hole_off = c->hole_len = 0;
+	if (i % 5 == 4 && c->size >= 3 * 16384) {
+		c->hole_off = c->size / 3 / 4096 * 4096;
+		c->hole_len = c->size / 3 / 4096 * 4096;
+	}
+	p = malloc(c->size);
+	fd = open(c->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (!p || fd < 0) {
+		free(p);
+		return -1;
+	}
+	fill(p, i, 0, 0, c->size);
+	if (c->hole_len) {
+		if (ftruncate(fd, c->size) ||
+		    write_all(fd, p, c->hole_off, 0) ||
+		    write_all(fd, p + c->hole_off + c->hole_len,
+			      c->size - c->hole_off - c->hole_len,
+			      c->hole_off + c->hole_len))
+			ret = -1;
+	} else if (write_all(fd, p, c->size, 0)) {
+		ret = -1;
+	}
+	if (!ret && i % 2)
+		ret = fsync(fd);
+	close(fd);
+	free(p);
+	return ret;
+}
+
+/* Expected bytes of [off, off + len) of chunk @i. */
+static void expect(const struct chunk *c, unsigned int i, uint64_t off,
+		   uint64_t len, unsigned char *out)
+{
+	fill(out, i, c->gen, off, len);
+	if (c->hole_len) {
+		uint64_t a = off > c->hole_off ? off : c->hole_off;
+		uint64_t e = off + len < c->hole_off + c->hole_len ?
+			     off + len : c->hole_off + c->hole_len;
+
+		if (a < e)
+			memset(out + (a - off), 0, e - a);
+	}
+}
+
+struct ctx {
+	int kfd, ffd;
+	uint32_t buf_id, lba;
+	unsigned char *buf;
+	uint64_t buf_len;
+};
+
+static int ctx_open(struct ctx *x, const char *path, unsigned char *buf,
+		    uint64_t buf_len)
+{
+	struct kvblk_attach a = { .size = sizeof(a) };
+	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_HOST };
+
+	x->kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	x->ffd = open(path, O_RDONLY | O_CLOEXEC);
+	if (x->kfd < 0 || x->ffd < 0)
+		return -1;
+	a.bdev_fd = x->ffd;
+	if (ioctl(x->kfd, KVBLK_IOC_ATTACH, &a)) {
+		fprintf(stderr, "FAIL: ATTACH %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	CHECK(a.engine == KVBLK_ENGINE_FILE, "%s: engine %u", path, a.engine);
+	CHECK(a.nsid == 0 && a.start_lba == 0, "%s: nsid %u start_lba %llu", path,
+	      a.nsid, (unsigned long long)a.start_lba);
+	CHECK(a.buf_align >= a.lba_size, "%s: buf_align %u lba %u", path,
+	      a.buf_align, a.lba_size);
+	x->lba = a.lba_size;
+	r.addr = (uintptr_t)buf;
+	r.len = buf_len;
+	if (ioctl(x->kfd, KVBLK_IOC_REGISTER_BUFFER, &r)) {
+		fprintf(stderr, "FAIL: REGISTER %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	x->buf_id = r.buf_id;
+	x->buf = buf;
+	x->buf_len = buf_len;
+	return 0;
+}
+
+static void ctx_close(struct ctx *x)
+{
+	close(x->kfd);
+	close(x->ffd);
+}
+
+static long load(struct ctx *x, struct kvblk_desc *d, unsigned int n,
+		 struct kvblk_desc_result *r, struct kvblk_load_many *lm)
+{
+	unsigned int k;
+
+	for (k = 0; k < n; k++)
+		d[k].buf_id = x->buf_id;
+	memset(lm, 0, sizeof(*lm));
+	lm->size = sizeof(*lm);
+	lm->nr_descs = n;
+	lm->desc_bytes = sizeof(*d);
+	lm->descs = (uintptr_t)d;
+	lm->results = (uintptr_t)r;
+	lm->result_bytes = sizeof(*r);
+	return ioctl(x->kfd, KVBLK_IOC_LOAD_MANY, lm);
+}
+
+/* pread(O_DIRECT) of [off, off + len) into an aligned buffer. */
+static unsigned char *direct_read(const char *path, uint64_t off, uint64_t len)
+{
+	unsigned char *p;
+	uint64_t done = 0;
+	int fd = open(path, O_RDONLY | O_DIRECT);
+
+	if (fd < 0 || posix_memalign((void **)&p, 4096, len)) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while (done < len) {
+		ssize_t n = pread(fd, p + done, len - done, off + done);
+
+		if (n <= 0) {
+			free(p);
+			close(fd);
+			return NULL;
+		}
+		done += n;
+	}
+	close(fd);
+	return p;
+}
+
+/*
+ * Load [0, size) of chunk @i in 1..MAX_OBJS objects into @x's buffer at
+ * page-aligned places with canary gaps; check every byte.
+ */
+static void load_check(struct ctx *x, const struct chunk *c, unsigned int i,
+		       uint64_t from, uint64_t to, const char *what)
+{
+	struct kvblk_desc d[MAX_OBJS];
+	struct kvblk_desc_result r[MAX_OBJS];
+	struct kvblk_load_many lm;
+	unsigned int n = 1 + rnd() % MAX_OBJS, k;
+	uint64_t off = from, bo = 0, used = 0;
+	unsigned char *want;
+	long ret;
+
+	memset(x->buf, CANARY, x->buf_len);
+	memset(d, 0, sizeof(d));
+	for (k = 0; k < n && off < to; k++) {
+		uint64_t len = (to - off) / x->lba;
+
+		len = (k == n - 1 ? len : 1 + rnd() % len) * x->lba;
+		d[k].offset = off;
+		d[k].length = len;
+		d[k].buf_offset = bo;
+		d[k].tag = ((uint64_t)i << 8) | k;
+		off += len;
+		bo += (len + 4095) / 4096 * 4096 + 4096;	/* a canary page */
+	}
+	n = k;
+	ret = load(x, d, n, r, &lm);
+	CHECK(ret == (long)n && lm.nr_ok == n && lm.engine == KVBLK_ENGINE_FILE,
+	      "%s %s: LOAD_MANY %ld (errno %d) nr_ok %u engine %u", what, c->path,
+	      ret, ret < 0 ? errno : 0, lm.nr_ok, lm.engine);
+	for (k = 0; k < n; k++) {
+		unsigned char *dio;
+
+		CHECK(r[k].status == 0 && r[k].bytes == d[k].length,
+		      "%s %s: obj %u status %d bytes %llu", what, c->path, k,
+		      r[k].status, (unsigned long long)r[k].bytes);
+		want = malloc(d[k].length);
+		expect(c, i, d[k].offset, d[k].length, want);
+		CHECK(!memcmp(x->buf + d[k].buf_offset, want, d[k].length),
+		      "%s %s: obj %u (file %llu+%llu) differs from the bytes written",
+		      what, c->path, k, (unsigned long long)d[k].offset,
+		      (unsigned long long)d[k].length);
+		dio = direct_read(c->path, d[k].offset, d[k].length);
+		CHECK(dio && !memcmp(dio, want, d[k].length),
+		      "%s %s: pread(O_DIRECT) of obj %u differs", what, c->path, k);
+		free(dio);
+		free(want);
+		used = d[k].buf_offset + d[k].length;
+	}
+	/* Canaries: everything outside the objects is untouched. */
+	for (k = 0; k <= n; k++) {
+		uint64_t a = k ? d[k - 1].buf_offset + d[k - 1].length : 0;
+		uint64_t e = k < n ? d[k].buf_offset : used + 8192;
+		uint64_t j;
+
+		if (e > x->buf_len)
+			e = x->buf_len;
+		for (j = a; j < e; j++)
+			if (x->buf[j] != CANARY) {
+				CHECK(0, "%s %s: canary at buffer offset %llu overwritten",
+				      what, c->path, (unsigned long long)j);
+				break;
+			}
+	}
+}
+
+static void expect_attach_errno(const char *what, int fd, uint32_t flags, int err)
+{
+	struct kvblk_attach a = { .size = sizeof(a), .bdev_fd = fd, .flags = flags };
+	int k = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	int ret = ioctl(k, KVBLK_IOC_ATTACH, &a);
+
+	CHECK(ret == -1 && errno == err, "attach %s: ret %d errno %d, want %d",
+	      what, ret, ret ? errno : 0, err);
+	close(k);
+}
+
+int main(int argc, char **argv)
+{
+	const char *dir = argc > 1 ? argv[1] : NULL;
+	unsigned int nfiles = argc > 2 ? atoi(argv[2]) : 200, i;
+	uint64_t max_size = 64 * 16384, slice = max_size + (128 << 10);
+	struct chunk *c;
+	unsigned char *map;
+	struct ctx x;
+	int t;
+
+	if (!dir) {
+		fprintf(stderr, "usage: kmod_files DIR [NFILES]\n");
+		return 2;
+	}
+	t = open("/dev/kvblk", O_RDWR);
+	if (t < 0) {
+		printf("SKIP: /dev/kvblk: %s\n", strerror(errno));
+		return 4;
+	}
+	close(t);
+	c = calloc(nfiles, sizeof(*c));
+	map = mmap(NULL, slice * 2, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!c || map == MAP_FAILED)
+		return 1;
+
+	for (i = 0; i < nfiles; i++)
+		if (make_chunk(dir, i, &c[i])) {
+			fprintf(stderr, "FAIL: writing %s: %s\n", c[i].path, strerror(errno));
+			return 1;
+		}
+	printf("%u chunk files written in %s\n", nfiles, dir);
+
+	/* Every file, a context of its own, one batch each. */
+	for (i = 0; i < nfiles && !failures; i++) {
+		if (ctx_open(&x, c[i].path, map, slice)) {
+			failures++;
+			break;
+		}
+		load_check(&x, &c[i], i, 0, c[i].size, "chunk");
+		ctx_close(&x);
+	}
+	printf("%u files loaded and checked: %s\n", i, failures ? "FAIL" : "ok");
+
+	/* One file, several batches: coherence, size per batch, input rules. */
+	if (!failures && ctx_open(&x, c[0].path, map, slice) == 0) {
+		struct kvblk_desc d[1] = { { 0 } };
+		struct kvblk_desc_result r[1];
+		struct kvblk_load_many lm;
+		unsigned char *p = malloc(max_size + 65536);
+		int wfd = open(c[0].path, O_WRONLY);
+		uint64_t half = c[0].size / 2 / 4096 * 4096;
+		long ret;
+
+		/* A buffered write, no fsync: the next load returns it. */
+		c[0].gen = 1;
+		c[0].hole_len = 0;
+		fill(p, 0, 1, 0, c[0].size);
+		CHECK(wfd >= 0 && !write_all(wfd, p, c[0].size, 0), "rewrite");
+		load_check(&x, &c[0], 0, 0, c[0].size, "after buffered write");
+		printf("buffered write then load: %s\n", failures ? "FAIL" : "ok");
+
+		/* Append 64 KiB (buffered): the next batch sees the new size. */
+		fill(p, 0, 1, c[0].size, 65536);
+		CHECK(!write_all(wfd, p, 65536, c[0].size), "append");
+		c[0].size += 65536;
+		load_check(&x, &c[0], 0, c[0].size - 65536, c[0].size, "after append");
+		d[0].offset = c[0].size - 4096;
+		d[0].length = 8192;
+		ret = load(&x, d, 1, r, &lm);
+		CHECK(ret == -1 && errno == ERANGE && r[0].status == -ERANGE,
+		      "past the end: ret %ld errno %d status %d", ret, errno, r[0].status);
+
+		/* Truncate to half: past the new end is refused. */
+		CHECK(!ftruncate(wfd, half), "truncate");
+		c[0].size = half;
+		d[0].offset = half;
+		d[0].length = 4096;
+		ret = load(&x, d, 1, r, &lm);
+		CHECK(ret == -1 && errno == ERANGE && lm.bad_index == 0,
+		      "past the truncated end: ret %ld errno %d bad_index %d", ret,
+		      errno, lm.bad_index);
+		load_check(&x, &c[0], 0, 0, half, "after truncate");
+		printf("size read per batch (append, truncate): %s\n", failures ? "FAIL" : "ok");
+
+		/* Offsets and buffer offsets follow the logical block size. */
+		d[0].offset = 512 % x.lba ? 512 : 1;
+		d[0].length = x.lba;
+		d[0].buf_offset = 0;
+		ret = load(&x, d, 1, r, &lm);
+		CHECK(ret == -1 && errno == EINVAL, "unaligned offset: ret %ld errno %d",
+		      ret, errno);
+		d[0].offset = 0;
+		d[0].buf_offset = 4;
+		ret = load(&x, d, 1, r, &lm);
+		CHECK(ret == -1 && errno == EINVAL, "buf_offset 4: ret %ld errno %d",
+		      ret, errno);
+
+		/* Rights follow the fd; only what the engine serves. */
+		expect_attach_errno("O_WRONLY", wfd, 0, EACCES);
+		{
+			int pfd = open(c[0].path, O_PATH);
+			int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+			int rfd = open(c[0].path, O_RDONLY);
+			int pp[2];
+
+			expect_attach_errno("O_PATH", pfd, 0, EACCES);
+			expect_attach_errno("directory", dfd, 0, EISDIR);
+			expect_attach_errno("PRP on a file", rfd,
+					    KVBLK_ATTACH_F_ENGINE_PRP, EOPNOTSUPP);
+			if (!pipe(pp)) {
+				expect_attach_errno("pipe", pp[0], 0, ENOTBLK);
+				close(pp[0]);
+				close(pp[1]);
+			}
+			close(pfd);
+			close(dfd);
+			close(rfd);
+		}
+		printf("input rules and rights: %s\n", failures ? "FAIL" : "ok");
+		close(wfd);
+		free(p);
+		ctx_close(&x);
+	}
+
+	for (i = 0; i < nfiles; i++)
+		unlink(c[i].path);
+	if (failures) {
+		printf("kmod-files: FAIL (%d checks failed)\n", failures);
+		return 1;
+	}
+	printf("kmod-files: PASS\n");
+	return 0;
+}
