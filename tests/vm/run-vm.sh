@@ -97,21 +97,21 @@ fi
 more_ns=()
 nsid=0
 if [ "${VM_SLICE_NS:-0}" -gt 0 ] || [ -n "${VM_SCRATCH_NS:-}" ]; then
-	more_ns+=(-device "nvme,id=nvme1,serial=kvblkx,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS")
+	more_ns+=(-device "nvme,id=nvmex,serial=kvblkx,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS")
 fi
 if [ "${VM_SLICE_NS:-0}" -gt 0 ]; then
 	slice=$((VM_DISK_BYTES / VM_SLICE_NS))
 	for ((k = 0; k < VM_SLICE_NS; k++)); do
 		nsid=$((nsid + 1))
 		more_ns+=(-drive "driver=raw,offset=$((k * slice)),size=$slice,file.driver=file,file.filename=$img,if=none,id=nx$nsid,snapshot=on"
-			-device "nvme-ns,drive=nx$nsid,bus=nvme1,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+			-device "nvme-ns,drive=nx$nsid,bus=nvmex,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
 	done
 fi
 if [ -n "${VM_SCRATCH_NS:-}" ]; then
 	nsid=$((nsid + 1))
 	truncate -s "$VM_SCRATCH_NS" "$run_dir/scratch.img"
 	more_ns+=(-drive "file=$run_dir/scratch.img,if=none,id=nx$nsid,format=raw,snapshot=on"
-		-device "nvme-ns,drive=nx$nsid,bus=nvme1,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
+		-device "nvme-ns,drive=nx$nsid,bus=nvmex,nsid=$nsid,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA")
 fi
 
 machine=q35
