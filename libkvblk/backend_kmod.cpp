@@ -390,6 +390,13 @@ private:
 		kres_.resize(kdescs_.size());
 		size_t pos = 0;
 		while (pos < kdescs_.size()) {
+			if (b.cancelled()) {
+				/* kvblk_cancel(): the descriptors of the ioctls not sent yet end here (also
+				 * those of a later pass for plain destinations). */
+				for (size_t k = pos; k < kdescs_.size(); k++)
+					note_status(owner_[k], -ECANCELED);
+				return true;
+			}
 			const uint32_t nr = uint32_t(std::min<size_t>(kernel_descs_, kdescs_.size() - pos));
 			for (size_t k = pos; k < pos + nr; k++)
 				kres_[k] = uapi::kvblk_desc_result{kNoResult, 0, 0};

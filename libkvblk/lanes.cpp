@@ -19,7 +19,22 @@ namespace kvblk::detail {
  * objs/res/idx/batch/ret: its part of the running batch (idx: the object's index in it).
  */
 struct Lanes::Lane {
+	/*
+	 * The part of a batch a lane runs asks the whole batch whether kvblk_cancel()
+	 * came: the lane's backend then ends its objects not yet issued with
+	 * -ECANCELED (kvblk.ko between ioctls, psync/threadpool between objects).
+	 * Per-object results are taken from the lane when it ends, so object_done()
+	 * is not forwarded: the scheduler reports them then.
+	 */
+	struct CancelSink final : BatchSink {
+		const Batch *whole = nullptr;
+		void object_done(uint32_t) noexcept override {}
+		[[nodiscard]] bool cancelled() const noexcept override { return whole && whole->cancelled(); }
+		void batch_done(int) noexcept override {}	/* lanes run(), never start() */
+	};
+
 	std::unique_ptr<Backend> be;
+	CancelSink sink;
 	std::vector<int32_t> fixed = std::vector<int32_t>(kMaxBuffers, -1);
 	std::vector<uint8_t> device_ok = std::vector<uint8_t>(kMaxBuffers, 0);
 	uint32_t targets = 0;
@@ -335,6 +350,9 @@ int Lanes::split_and_run(Batch &b, std::vector<std::shared_ptr<Lane>> &lanes)
 		for (size_t k = 0; k < l->objs.size(); k++)
 			l->res[k] = kvblk_result{0, 0, 0, b.results[l->idx[k]].tag};
 		l->batch = Batch{b.dir, l->objs.data(), uint32_t(l->objs.size()), l->res.data(), {}};
+		l->sink.whole = &b;
+		l->batch.sink = &l->sink;
+		l->batch.priority = b.priority;
 		l->ret = 0;
 	}
 	for (size_t i = 1; i < lanes.size(); i++)

@@ -27,6 +27,11 @@ public:
 	{
 		threads.insert(std::this_thread::get_id());
 		for (uint32_t i = 0; i < b.count; i++) {
+			if (b.cancelled()) {	/* as psync and kvblk.ko: what is not issued yet ends */
+				b.results[i].status = -ECANCELED;
+				b.results[i].bytes = 0;
+				continue;
+			}
 			const IoObject &o = b.objects[i];
 			const ssize_t n = pread(o.fd, o.mem, o.length, off_t(o.offset));
 			b.results[i].status = n == ssize_t(o.length) ? 0 : -EIO;
@@ -157,6 +162,36 @@ TEST_F(LanesTest, batch_split_by_lane_and_merged)
 	ASSERT_NE(kmod1_, nullptr);
 	EXPECT_EQ(kmod1_->threads.size(), 1u);
 	EXPECT_EQ(kmod1_->threads.count(std::this_thread::get_id()), 0u);
+}
+
+/* kvblk_cancel() of a running batch reaches the part each lane runs. */
+TEST_F(LanesTest, cancel_reaches_every_lane)
+{
+	struct Cancelled final : BatchSink {
+		void object_done(uint32_t) noexcept override {}
+		bool cancelled() const noexcept override { return true; }
+		void batch_done(int) noexcept override {}
+	} sink;
+	ASSERT_EQ(add(1), 0);
+	constexpr uint32_t kN = 6;
+	AlignedBuf dst(kN * kBytes);
+	std::memset(dst.data(), 0x5a, kN * kBytes);
+	std::vector<IoObject> objs;
+	std::vector<kvblk_result> res(kN);
+	for (uint32_t i = 0; i < kN; i++) {	/* targets 0,1,0,1,...: lane 0 and lane 1 */
+		objs.push_back(obj(i % 2, (i / 2) * kBytes, dst.data() + i * kBytes));
+		res[i] = kvblk_result{0, 0, 0, i};
+	}
+	Batch b{IoDir::read, objs.data(), kN, res.data(), {}};
+	b.sink = &sink;
+	ASSERT_EQ(lanes_->run(b), 0);
+	for (uint32_t i = 0; i < kN; i++) {
+		SCOPED_TRACE(i);
+		EXPECT_EQ(res[i].status, -ECANCELED);
+		EXPECT_EQ(res[i].bytes, 0u);
+	}
+	const std::vector<uint8_t> untouched(kN * kBytes, 0x5a);
+	EXPECT_EQ(std::memcmp(dst.data(), untouched.data(), kN * kBytes), 0) << "a cancelled object was read";
 }
 
 TEST_F(LanesTest, all_on_lane_zero_is_not_split)
