@@ -347,8 +347,10 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
  * alignment and capacity (kvblk_get_target_info()); descriptors are checked
  * against their own target's. uring/threadpool/psync devices read every
  * target through their own rings or threads; a kmod device serves an added
- * PCIe NVMe namespace through its own kvblk.ko context and any other target
- * through the uring backend (the backend that served each part is counted
+ * block device that kvblk.ko attaches (an NVMe namespace through its PRP
+ * engine; md, dm, loop, null_blk... through its block-layer engine) through
+ * its own kvblk.ko context, and files (and devices kvblk.ko refuses) through
+ * the uring backend (the backend that served each part is counted
  * in stats.batches_by_backend). A uring_cmd device takes NVMe generic char
  * devices only.
  * Errors: -EINVAL NULL argument or unknown flag; -ENOSPC KVBLK_MAX_TARGETS

@@ -10,7 +10,8 @@
 //   KVBLK_VM_NS2_OFFSET                    B's byte b holds the image pattern of byte OFFSET + b
 //   KVBLK_VM_NS2_BYTES, KVBLK_VM_NS2_LBA   B's capacity and logical block size
 //   KVBLK_TEST_FILE_DIR                    a directory on a file system that takes O_DIRECT
-//   KVBLK_TEST_NONNVME_DEVICE              a block device kvblk.ko refuses (null_blk), optional
+//   KVBLK_TEST_NONNVME_DEVICE              a block device that is no NVMe namespace (null_blk),
+//                                          served by kvblk.ko's block-layer engine, optional
 //   KVBLK_TEST_KMOD=1                      kvblk.ko must be loaded (fail instead of skip)
 //
 // Every object is compared with an O_DIRECT pread(2) of its own target (the block device for
@@ -836,28 +837,33 @@ TEST_F(TargetsTest, kmod_lanes_store_same_bytes_back)
 	EXPECT_EQ(kvblk_store_many(dev.get(), &w, 1, &r, nullptr), -EBADF);
 }
 
-/* A block device kvblk.ko refuses (null_blk): the uring lane, and kvblk.ko's reason. */
-TEST_F(KmodTargetsTest, refused_block_device_goes_to_the_uring_lane)
+/*
+ * A block device that is no NVMe namespace (null_blk): kvblk.ko's block-layer engine
+ * serves it, so it gets a kvblk.ko context of its own (a lane of its own), released on remove.
+ */
+TEST_F(KmodTargetsTest, non_nvme_block_device_gets_a_block_layer_context)
 {
 	const char *other = env("KVBLK_TEST_NONNVME_DEVICE");
 	if (!other)
 		GTEST_SKIP() << "KVBLK_TEST_NONNVME_DEVICE is not set";
 	kvblk_dev *dev = dev_.get();
+	ASSERT_FALSE(exists(kvblk_sysfs(other))) << other << " is attached to kvblk.ko before the test";
 	uint32_t id = 0;
 	ASSERT_EQ(kvblk_add_target(dev, other, 0, &id), 0) << kvblk_last_error();
 	track(dev, id, other, false, 0);
 	const kvblk_dev_info &i = tgts_.back().info;
-	EXPECT_EQ(i.backend, uint32_t(KVBLK_BACKEND_URING));
-	EXPECT_TRUE(starts_with(i.backend_reason, "uring: kvblk.ko cannot serve it: ")) << i.backend_reason;
+	EXPECT_EQ(i.backend, uint32_t(KVBLK_BACKEND_KMOD));
+	EXPECT_TRUE(starts_with(i.backend_reason, std::string("kmod: ") + other + " has a kvblk.ko context of its own"))
+		<< i.backend_reason;
+	EXPECT_NE(std::string(i.backend_reason).find("block-layer engine"), std::string::npos) << i.backend_reason;
 	EXPECT_TRUE(i.flags & KVBLK_INFO_BLOCKDEV);
-	EXPECT_FALSE(exists(kvblk_sysfs(other)));
-	/* The uring lane the file made serves it: the lane's command size and depth. */
-	EXPECT_EQ(i.max_cmd_bytes, tgts_[2].info.max_cmd_bytes);
-	EXPECT_EQ(i.queue_depth, tgts_[2].info.queue_depth);
+	EXPECT_TRUE(exists(kvblk_sysfs(other)));
+	/* Its objects interleaved with A's, B's and the file's (the uring lane). */
 	const std::vector<Obj> objs = plan({3, 0, 1, 2}, 16, 13);
 	AlignedBuf mem(span(objs));
 	load_and_check(dev, objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING}, KVBLK_BACKEND_KMOD);
 	ASSERT_EQ(kvblk_remove_target(dev, id), 0) << kvblk_last_error();
+	EXPECT_FALSE(exists(kvblk_sysfs(other))) << other << "'s kvblk.ko context was not released";
 	/* The file keeps the uring lane. */
 	const std::vector<Obj> f = plan({2, 0}, 6, 14);
 	AlignedBuf m2(span(f));

@@ -6,7 +6,8 @@
 # batch interleaved over the three, target info, stats, kvblk_remove_target (-EBUSY while a
 # batch names it, B's context released after), submit/reap over the lanes; a uring_cmd
 # device on /dev/ngAn1 with /dev/ngBn1 added; null_blk (memory_backed, so that reads
-# return its zeros) as a block device kvblk.ko refuses (the uring lane). The file lives
+# return its zeros) as a block device that is no NVMe namespace (kvblk.ko's block-layer
+# engine: a kvblk.ko context of its own). The file lives
 # on ext4 on a loop device over a tmpfs file (tmpfs itself takes O_DIRECT only from
 # Linux 6.6). Undoes what it did.
 . "$(dirname "$0")/lib.sh"
