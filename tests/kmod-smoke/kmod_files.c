@@ -37,30 +37,11 @@
 
 #include <linux/kvblk.h>
 
+#define SMOKE_SEED 0x243f6a8885a308d3ULL
+#include "smoke_check.h"
+
 #define CANARY 0xc3
 #define MAX_OBJS 4
-
-static int failures;
-
-#define CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);			\
-			fputc('\n', stderr);				\
-			failures++;					\
-		}							\
-	} while (0)
-
-static uint64_t rnd_state = 0x243f6a8885a308d3ULL;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
 
 /* The word at byte offset @off (a multiple of 8) of file @i, generation @gen. */
 static uint64_t word(unsigned int i, unsigned int gen, uint64_t off)

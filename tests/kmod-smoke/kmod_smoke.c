@@ -41,31 +41,13 @@
 
 #include <linux/kvblk.h>
 
+#define SMOKE_SEED 0x9e3779b97f4a7c15ULL
+#include "smoke_check.h"
+
 #define GUARD 0xa5
 
-static int failures;
 /* Device byte offset of an injected media error (VM blkdebug), or none. */
 static uint64_t dev_bad = UINT64_MAX;
-
-#define CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);			\
-			fputc('\n', stderr);				\
-			failures++;					\
-		}							\
-	} while (0)
-
-static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rnd(void)
-{
-	rnd_state ^= rnd_state << 13;
-	rnd_state ^= rnd_state >> 7;
-	rnd_state ^= rnd_state << 17;
-	return rnd_state;
-}
 
 static long long sysfs_u64(const char *disk, const char *file)
 {
@@ -527,7 +509,6 @@ int main(int argc, char **argv)
 			uint64_t len = nlb * lba;
 			uint64_t dev_off = (rnd() % ((cap - len) / lba + 1)) * lba;
 			uint32_t mis = (rnd() % 1024) * 4;
-
 
 			if (add_obj(&p, dev_off, len, &cur, mis, reg.buf_id,
 				    buf_len))

@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What kmod_smoke.c and kmod_files.c share: CHECK() counts a failed assertion
+ * in @failures and says where, and rnd() is a xorshift64 generator whose seed
+ * each program sets (SMOKE_SEED, defined before this header) so that its runs
+ * repeat.
+ */
+#ifndef KVBLK_SMOKE_CHECK_H
+#define KVBLK_SMOKE_CHECK_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#ifndef SMOKE_SEED
+#error "define SMOKE_SEED (the program's xorshift64 seed) before including smoke_check.h"
+#endif
+
+static int failures;
+
+#define CHECK(cond, ...)						\
+	do {								\
+		if (!(cond)) {						\
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+			fprintf(stderr, __VA_ARGS__);			\
+			fputc('\n', stderr);				\
+			failures++;					\
+		}							\
+	} while (0)
+
+static uint64_t rnd_state = SMOKE_SEED;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+#endif
