@@ -3,13 +3,25 @@
  * mem_cuda.c - CUDA device memory destinations (KVBLK_MEM_CUDA) through
  * NVIDIA's nvidia-p2p interface (GPUDirect RDMA).
  *
- * The GPU pages of the range are pinned, with
- * nvidia_p2p_get_pages_persistent() where the driver has it and it works
- * (not on MIG or vGPU), else with nvidia_p2p_get_pages() and a free
- * callback, then DMA-mapped for the namespace's NVMe PCI function with
- * nvidia_p2p_dma_map_pages(): one DMA address per 64 KiB GPU page, which
- * becomes the buffer's segment table. Loads then take the same PRP path as
- * host memory.
+ * The GPU pages of the range are pinned with
+ * nvidia_p2p_get_pages_persistent() and DMA-mapped for the namespace's NVMe
+ * PCI function with nvidia_p2p_dma_map_pages(): one DMA address per 64 KiB
+ * GPU page, which becomes the buffer's segment table. Loads then take the
+ * same PRP path as host memory. A persistent pin keeps the GPU memory until
+ * kvblk puts it (cudaFree does not take it away), so a registration never
+ * races the application's free.
+ *
+ * Pins with a free callback (nvidia_p2p_get_pages(), the only kind on MIG
+ * and vGPU) are not used: NVIDIA calls the callback from its own free path
+ * and frees the page table and its DMA mappings as soon as the callback
+ * returns. A free that comes while a registration is still being built
+ * (between nvidia_p2p_get_pages() and the end of nvidia_p2p_dma_map_pages())
+ * would free the tables under kvblk, or under the NVIDIA driver's own
+ * dma_map_pages; the callback cannot wait for the registration either,
+ * because the free path holds the driver's locks that dma_map_pages takes
+ * (nv-p2p.c in NVIDIA's open kernel modules). Such GPUs are served through a
+ * dma-buf of the allocation (KVBLK_MEM_DMABUF, cuMemGetHandleForAddressRange),
+ * whose revocation protocol has no such window (mem_dmabuf.c).
  *
  * kvblk.ko does not link against nvidia.ko: every registration resolves the
  * nvidia_p2p_* functions with __symbol_get() (which also pins the exporting
@@ -17,13 +29,10 @@
  * and serves host memory on machines without the NVIDIA driver, and
  * nvidia.ko cannot be unloaded under a registered buffer.
  *
- * Facts about the interface: kmod/nv-p2p.h and shared/notes/kernel-apis.md
- * section 4.
+ * Facts about the interface: kmod/nv-p2p.h.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
-#include <linux/atomic.h>
-#include <linux/completion.h>
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/sizes.h>
@@ -39,41 +48,32 @@
 
 #define KVBLK_GPU_PAGE	SZ_64K
 
-/* The nvidia_p2p_* functions, resolved at run time. */
+/*
+ * The nvidia_p2p_* functions, resolved at run time. The persistent pair
+ * is spelled out: drivers older than its introduction (and their headers)
+ * lack it.
+ */
 struct kvblk_nvp2p {
-	typeof(&nvidia_p2p_get_pages) get_pages;
-	typeof(&nvidia_p2p_put_pages) put_pages;
-	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
-	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
-	typeof(&nvidia_p2p_free_page_table) free_page_table;
-	typeof(&nvidia_p2p_free_dma_mapping) free_dma_mapping;
-	/*
-	 * Both or neither: older drivers (and their headers) lack them, so
-	 * the types are spelled out here.
-	 */
 	int (*get_pages_persistent)(u64 virtual_address, u64 length,
 				    struct nvidia_p2p_page_table **page_table,
 				    u32 flags);
 	int (*put_pages_persistent)(u64 virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    u32 flags);
+	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
+	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
 };
 
 static const struct {
 	const char *name;
 	size_t off;
-	bool optional;
 } kvblk_nvp2p_syms[] = {
-	{ "nvidia_p2p_get_pages", offsetof(struct kvblk_nvp2p, get_pages) },
-	{ "nvidia_p2p_put_pages", offsetof(struct kvblk_nvp2p, put_pages) },
+	{ "nvidia_p2p_get_pages_persistent",
+	  offsetof(struct kvblk_nvp2p, get_pages_persistent) },
+	{ "nvidia_p2p_put_pages_persistent",
+	  offsetof(struct kvblk_nvp2p, put_pages_persistent) },
 	{ "nvidia_p2p_dma_map_pages", offsetof(struct kvblk_nvp2p, dma_map_pages) },
 	{ "nvidia_p2p_dma_unmap_pages", offsetof(struct kvblk_nvp2p, dma_unmap_pages) },
-	{ "nvidia_p2p_free_page_table", offsetof(struct kvblk_nvp2p, free_page_table) },
-	{ "nvidia_p2p_free_dma_mapping", offsetof(struct kvblk_nvp2p, free_dma_mapping) },
-	{ "nvidia_p2p_get_pages_persistent",
-	  offsetof(struct kvblk_nvp2p, get_pages_persistent), true },
-	{ "nvidia_p2p_put_pages_persistent",
-	  offsetof(struct kvblk_nvp2p, put_pages_persistent), true },
 };
 
 static void **kvblk_nvp2p_slot(struct kvblk_nvp2p *nv, unsigned int i)
@@ -95,9 +95,9 @@ static void kvblk_nvp2p_put(struct kvblk_nvp2p *nv)
 }
 
 /*
- * Resolve and hold every function. Return: 0, or -EOPNOTSUPP when a
- * required one is not exported (no NVIDIA driver loaded, or one without
- * GPL exports of nvidia-p2p); nothing is held then.
+ * Resolve and hold every function. Return: 0, or -EOPNOTSUPP when one is
+ * not exported (no NVIDIA driver loaded, one without GPL exports of
+ * nvidia-p2p, or one too old for persistent pins); nothing is held then.
  */
 static int kvblk_nvp2p_get(struct kvblk_nvp2p *nv)
 {
@@ -106,18 +106,10 @@ static int kvblk_nvp2p_get(struct kvblk_nvp2p *nv)
 	memset(nv, 0, sizeof(*nv));
 	for (i = 0; i < ARRAY_SIZE(kvblk_nvp2p_syms); i++) {
 		*kvblk_nvp2p_slot(nv, i) = __symbol_get(kvblk_nvp2p_syms[i].name);
-		if (!*kvblk_nvp2p_slot(nv, i) && !kvblk_nvp2p_syms[i].optional) {
+		if (!*kvblk_nvp2p_slot(nv, i)) {
 			kvblk_nvp2p_put(nv);
 			return -EOPNOTSUPP;
 		}
-	}
-	if (!nv->get_pages_persistent != !nv->put_pages_persistent) {
-		if (nv->get_pages_persistent)
-			__symbol_put("nvidia_p2p_get_pages_persistent");
-		if (nv->put_pages_persistent)
-			__symbol_put("nvidia_p2p_put_pages_persistent");
-		nv->get_pages_persistent = NULL;
-		nv->put_pages_persistent = NULL;
 	}
 	return 0;
 }
@@ -137,130 +129,25 @@ bool kvblk_mem_cuda_available(void)
 	return true;
 }
 
-/*
- * Ownership of the NVIDIA tables of a callback registration, in ->state.
- *
- * Two parties may end a registration: release (the last reference to the
- * buffer went: unregister, close, or a failed registration) and NVIDIA's
- * free callback (cudaFree, or the owning process died). After the callback
- * returns NVIDIA frees the page table and every DMA mapping of it, so
- * whoever comes second must keep its hands off them, and neither may free
- * what the other still uses. Each claims the tables with one cmpxchg from
- * CREATING or LIVE:
- *
- *   callback wins (-> REVOKING): it fences the buffer (kvblk_buf_revoke():
- *     no new command, none in flight), hands the tables back the way
- *     NVIDIA's guide says (free_dma_mapping/free_page_table, no-ops in
- *     current drivers; never put_pages) and completes ->gone (-> GONE).
- *     Release, or a registration that was still being created, waits for
- *     ->gone (the callback uses the buffer until then) and makes no NVIDIA
- *     call at all.
- *
- *   release wins (-> RELEASING): no command targets the buffer (release runs
- *     only then), so nothing needs fencing. It unmaps, completes ->unmapped
- *     and calls put_pages. A callback that comes now sees RELEASING and
- *     waits for ->unmapped before it returns, so NVIDIA frees the tables
- *     only after our unmap is done with them, never during it. put_pages
- *     blocks while a callback runs; if the callback has already returned,
- *     put_pages finds the table unlinked from RM's tracker and returns 0
- *     without touching it (nv-p2p.c: rm_p2p_put_pages() gives
- *     NV_ERR_OBJECT_NOT_FOUND, mapped to success for non-persistent
- *     tables). After put_pages returns no callback is made, so the state
- *     word is freed only when no callback can use it. The fake driver of
- *     the tests behaves the same way.
- *
- * Deadlock freedom: the callback takes no lock (the buffer's own fence
- * spinlock and wait queue only) and waits only for our unmap, which needs
- * no NVIDIA lock held around a callback (it neither calls put_pages nor
- * waits for anything that would); release waits for the callback only when
- * the callback won, and the callback then waits for in-flight NVMe
- * commands, which complete or time out on their own.
- *
- * Persistent registrations have no callback and use none of this.
- */
-enum {
-	KVBLK_CUDA_CREATING,	/* create owns the tables */
-	KVBLK_CUDA_LIVE,	/* registered */
-	KVBLK_CUDA_REVOKING,	/* the free callback claimed them */
-	KVBLK_CUDA_GONE,	/* ... and returned: NVIDIA frees them */
-	KVBLK_CUDA_RELEASING,	/* release claimed them */
-};
-
 struct kvblk_mem_cuda {
 	struct kvblk_nvp2p nv;		/* held while the buffer exists */
 	struct kvblk_buf *buf;
 	struct pci_dev *pdev;		/* the NVMe function (buf->dev) */
 	u64 va;
-	bool persistent;
 	struct nvidia_p2p_page_table *pt;
 	struct nvidia_p2p_dma_mapping *map;
-	atomic_t state;
-	struct completion gone;		/* the callback returned */
-	struct completion unmapped;	/* release unmapped */
 };
 
-static void kvblk_cuda_free_callback(void *data)
+/* Unmap and hand the pin back. */
+static void kvblk_cuda_unpin(struct kvblk_mem_cuda *c)
 {
-	struct kvblk_mem_cuda *c = data;
-	int old = atomic_read(&c->state);
-
-	do {
-		if (old == KVBLK_CUDA_RELEASING) {
-			wait_for_completion(&c->unmapped);
-			return;
-		}
-		if (old != KVBLK_CUDA_CREATING && old != KVBLK_CUDA_LIVE) {
-			/* A second callback for one table: never made. */
-			pr_warn_ratelimited("cuda: free callback for a revoked buffer\n");
-			return;
-		}
-	} while (!atomic_try_cmpxchg(&c->state, &old, KVBLK_CUDA_REVOKING));
-
-	kvblk_buf_revoke(c->buf);
-	/* While creating, the tables may not be assigned yet. */
-	if (old == KVBLK_CUDA_LIVE) {
-		c->nv.free_dma_mapping(c->map);
-		c->nv.free_page_table(c->pt);
-	}
-	pr_info_ratelimited("cuda: buffer %u (GPU address 0x%llx) revoked: the CUDA allocation was freed\n",
-			    c->buf->id, c->va);
-	atomic_set(&c->state, KVBLK_CUDA_GONE);
-	complete(&c->gone);
-}
-
-/*
- * Hand the tables back (see the state comment above). Return: true when the
- * free callback came first (the allocation was freed under us).
- */
-static bool kvblk_cuda_unpin(struct kvblk_mem_cuda *c)
-{
-	int old, ret;
-
-	if (c->persistent) {
-		if (c->map)
-			c->nv.dma_unmap_pages(c->pdev, c->pt, c->map);
-		ret = c->nv.put_pages_persistent(c->va, c->pt, 0);
-		if (ret)
-			pr_warn_ratelimited("cuda: nvidia_p2p_put_pages_persistent: %d\n", ret);
-		return false;
-	}
-
-	old = atomic_read(&c->state);
-	do {
-		if (old != KVBLK_CUDA_CREATING && old != KVBLK_CUDA_LIVE) {
-			wait_for_completion(&c->gone);
-			return true;
-		}
-	} while (!atomic_try_cmpxchg(&c->state, &old, KVBLK_CUDA_RELEASING));
+	int ret;
 
 	if (c->map)
 		c->nv.dma_unmap_pages(c->pdev, c->pt, c->map);
-	complete(&c->unmapped);
-	/* A callback racing us has returned when this returns (see above). */
-	ret = c->nv.put_pages(0, 0, c->va, c->pt);
+	ret = c->nv.put_pages_persistent(c->va, c->pt, 0);
 	if (ret)
-		pr_debug("cuda: nvidia_p2p_put_pages: %d\n", ret);
-	return false;
+		pr_warn_ratelimited("cuda: nvidia_p2p_put_pages_persistent: %d\n", ret);
 }
 
 static void kvblk_mem_cuda_release(struct kvblk_buf *buf)
@@ -277,46 +164,26 @@ static const struct kvblk_mem_ops kvblk_mem_cuda_ops = {
 	.release = kvblk_mem_cuda_release,
 };
 
-/* nvidia-p2p's errno as documented for struct kvblk_buf_reg. */
-static int kvblk_cuda_pin_errno(int ret)
+static int kvblk_cuda_pin(struct kvblk_mem_cuda *c, u64 len)
 {
+	/* Flags 0: NVIDIA_P2P_FLAGS_DEFAULT (a DMA-mappable pin). */
+	int ret = c->nv.get_pages_persistent(c->va, len, &c->pt, 0);
+
 	switch (ret) {
+	case 0:
+		return 0;
 	case -EINVAL:	/* not a pinnable CUDA allocation of this process */
+		pr_info_ratelimited("register: %s[%d]: nvidia_p2p_get_pages_persistent(0x%llx, %llu): -EINVAL: not CUDA device memory of this process\n",
+				    current->comm, task_pid_nr(current), c->va, len);
 		return -EFAULT;
 	case -ENOMEM:
 		return -ENOMEM;
-	default:
-		return -EOPNOTSUPP;
-	}
-}
-
-static int kvblk_cuda_pin(struct kvblk_mem_cuda *c, u64 len)
-{
-	int ret = -EOPNOTSUPP;
-
-	if (c->nv.get_pages_persistent) {
-		/* Flags 0: NVIDIA_P2P_FLAGS_DEFAULT (a DMA-mappable pin). */
-		ret = c->nv.get_pages_persistent(c->va, len, &c->pt, 0);
-		if (!ret) {
-			c->persistent = true;
-			return 0;
-		}
-		/* Not on MIG or vGPU: the callback variant may still work. */
-		pr_debug("cuda: nvidia_p2p_get_pages_persistent: %d, trying nvidia_p2p_get_pages\n",
-			 ret);
-		if (ret == -ENOMEM)
-			return ret;
-	}
-	c->buf->revocable = true;
-	ret = c->nv.get_pages(0, 0, c->va, len, &c->pt,
-			      kvblk_cuda_free_callback, c);
-	if (ret) {
-		pr_info_ratelimited("register: %s[%d]: nvidia_p2p_get_pages(0x%llx, %llu): %d\n",
+	default:	/* -ENOTSUPP on MIG and vGPU, or another refusal */
+		pr_info_ratelimited("register: %s[%d]: nvidia_p2p_get_pages_persistent(0x%llx, %llu): %d: no persistent pin on this GPU (MIG and vGPU have none); register a dma-buf of the allocation (KVBLK_MEM_DMABUF) instead\n",
 				    current->comm, task_pid_nr(current), c->va,
 				    len, ret);
-		return kvblk_cuda_pin_errno(ret);
+		return -EOPNOTSUPP;
 	}
-	return 0;
 }
 
 /* What kvblk needs of the tables, beyond what the driver checks itself. */
@@ -365,19 +232,19 @@ static int kvblk_cuda_check_map(const struct nvidia_p2p_dma_mapping *map,
  *     caller).
  *
  * Return: the buffer, or ERR_PTR: -EOPNOTSUPP (no nvidia-p2p exports: the
- * NVIDIA driver is not loaded; the controller is not a PCI device; the
- * driver refused for another reason; table versions or page size this
+ * NVIDIA driver is not loaded, or too old for persistent pins; the GPU
+ * has no persistent pins (MIG, vGPU); the controller is not a PCI device;
+ * the driver refused for another reason; table versions or page size this
  * module does not know: the kernel log says which), -EFAULT (the range is
- * not CUDA device memory of the caller that nvidia-p2p can pin, or it was
- * freed during the registration), -ENOMEM, -EIO (the mapping does not
- * cover the range).
+ * not CUDA device memory of the caller that nvidia-p2p can pin), -ENOMEM,
+ * -EIO (the mapping does not cover the range).
  */
 struct kvblk_buf *kvblk_mem_cuda_create(struct device *dev,
 					const struct kvblk_buf_reg *r)
 {
 	struct kvblk_mem_cuda *c;
 	struct kvblk_buf *buf;
-	int ret, old;
+	int ret;
 
 	BUILD_BUG_ON(sizeof(dma_addr_t) != sizeof(u64));
 
@@ -397,9 +264,6 @@ struct kvblk_buf *kvblk_mem_cuda_create(struct device *dev,
 	}
 	c->pdev = to_pci_dev(dev);
 	c->va = r->addr;
-	atomic_set(&c->state, KVBLK_CUDA_CREATING);
-	init_completion(&c->gone);
-	init_completion(&c->unmapped);
 
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_CUDA, r->len, &kvblk_mem_cuda_ops);
 	if (IS_ERR(buf)) {
@@ -433,21 +297,10 @@ struct kvblk_buf *kvblk_mem_cuda_create(struct device *dev,
 	if (ret)
 		goto out_unpin;
 
-	if (!c->persistent) {
-		old = KVBLK_CUDA_CREATING;
-		if (!atomic_try_cmpxchg(&c->state, &old, KVBLK_CUDA_LIVE))
-			goto out_unpin;	/* freed meanwhile: -EFAULT below */
-	}
 	return buf;
 
 out_unpin:
-	/*
-	 * The allocation freed during the registration makes the driver's
-	 * later calls fail (dma_map_pages on a table being freed): -EFAULT,
-	 * whatever failed.
-	 */
-	if (kvblk_cuda_unpin(c))
-		ret = -EFAULT;
+	kvblk_cuda_unpin(c);
 out_abort:
 	kvblk_buf_abort(buf);
 out_put_syms:

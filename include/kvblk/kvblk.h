@@ -468,8 +468,10 @@ enum kvblk_mem_kind {
  * KVBLK_FEAT_MEM_CUDA the range is registered with the module (nvidia-p2p):
  * @addr must be 64 KiB aligned (the GPU page size), the range is rounded up to
  * a multiple of 64 KiB and must lie inside one allocation; loads DMA straight
- * into it and report KVBLK_PATH_P2P. If the module refuses, the call fails
- * with its errno (no fallback). Everywhere else (userspace backends, or a
+ * into it and report KVBLK_PATH_P2P. If the module refuses with -EOPNOTSUPP
+ * (e.g. a GPU without persistent nvidia-p2p pins: MIG instances, vGPU) the
+ * buffer is staged as below; any other refusal fails the call with its
+ * errno. Everywhere else (userspace backends, or a
  * kvblk.ko without KVBLK_FEAT_MEM_CUDA) the buffer is served by the staged
  * path: reads go into a pool of pinned host bounce buffers through the
  * device's backend and are copied to the GPU with cudaMemcpyAsync, reads and

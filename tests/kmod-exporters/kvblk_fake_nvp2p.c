@@ -13,11 +13,14 @@
  *    be switched off, as on MIG);
  *  - a free (ioctl or close of the owning file) calls each callback without
  *    holding any lock of this module, then unlinks that registration's page
- *    table and frees its DMA mappings itself; put_pages on a table whose
- *    callback runs blocks until the callback has returned; put_pages on a
- *    table unlinked that way returns 0 and touches nothing (as NVIDIA's does:
- *    its RM lookup finds the table gone). Unlinked tables are kept (never
- *    reused) until put or module exit, so such a late put is recognised;
+ *    table and frees its DMA mappings itself, then frees the table at once,
+ *    poisoned (as NVIDIA's nv_p2p_mem_info_free_callback() does, so a user
+ *    of a table after its callback returned reads garbage); put_pages on a
+ *    table whose callback runs blocks until the callback has returned;
+ *    put_pages on a table freed that way returns 0 and touches nothing (as
+ *    NVIDIA's does: its RM lookup finds the table gone). Only the address of
+ *    a freed table is remembered (until put or module exit), so such a late
+ *    put is recognised;
  *  - dma_unmap_pages never blocks on a callback;
  *  - free_page_table / free_dma_mapping are no-ops (as in current drivers).
  * Counts of everything handed out are kept so that tests can check that
@@ -83,6 +86,12 @@ struct fake_reg {
 	struct nvidia_p2p_page **page_ptrs;
 };
 
+/* The address of a table a free callback freed, for a late put_pages. */
+struct fake_dead {
+	struct list_head node;		/* fake_dead_regs */
+	const struct nvidia_p2p_page_table *pt;	/* never dereferenced */
+};
+
 struct fake_map {
 	struct list_head node;		/* fake_reg.maps */
 	struct fake_reg *reg;
@@ -96,7 +105,7 @@ static DECLARE_WAIT_QUEUE_HEAD(fake_wq);	/* a registration went away */
 static LIST_HEAD(fake_allocs);
 static LIST_HEAD(fake_quarantine);
 static LIST_HEAD(fake_regs);
-static LIST_HEAD(fake_dead_regs);	/* unlinked by a free callback */
+static LIST_HEAD(fake_dead_regs);	/* struct fake_dead */
 static u64 fake_next_va = FAKE_VA_BASE;
 static u64 fake_next_id = 1;
 static struct kvblk_fake_gpu_stats fake_stats;
@@ -194,8 +203,9 @@ static void fake_map_free(struct fake_map *fm)
 }
 
 /*
- * Free a registration and whatever mappings are left of it; @dead: keep the
- * structure on fake_dead_regs (a free callback unlinked it).
+ * Free a registration and whatever mappings are left of it; @dead: a free
+ * callback ended it: poison the table and remember only its address on
+ * fake_dead_regs (if that allocation fails, a late put counts as an error).
  */
 static void fake_reg_free(struct fake_reg *r, bool dead)
 {
@@ -214,23 +224,29 @@ static void fake_reg_free(struct fake_reg *r, bool dead)
 	kvfree(r->pages);
 	r->page_ptrs = NULL;
 	r->pages = NULL;
-	if (dead)
-		list_add_tail(&r->node, &fake_dead_regs);
-	else
-		kfree(r);
+	if (dead) {
+		struct fake_dead *d = kzalloc(sizeof(*d), GFP_KERNEL);
+
+		if (d) {
+			d->pt = &r->pt;
+			list_add_tail(&d->node, &fake_dead_regs);
+		}
+		memset(r, KVBLK_FAKE_GPU_POISON, sizeof(*r));
+	}
+	kfree(r);
 	wake_up_all(&fake_wq);
 }
 
 /* A late put_pages of a table a callback unlinked: forget it, return 0. */
 static bool fake_reg_put_dead(struct nvidia_p2p_page_table *pt)
 {
-	struct fake_reg *r;
+	struct fake_dead *d;
 
 	lockdep_assert_held(&fake_lock);
-	list_for_each_entry(r, &fake_dead_regs, node) {
-		if (&r->pt == pt) {
-			list_del(&r->node);
-			kfree(r);
+	list_for_each_entry(d, &fake_dead_regs, node) {
+		if (d->pt == pt) {
+			list_del(&d->node);
+			kfree(d);
 			return true;
 		}
 	}
@@ -711,16 +727,16 @@ static int __init fake_init(void)
 static void __exit fake_exit(void)
 {
 	struct fake_alloc *a, *tmp;
-	struct fake_reg *r, *rtmp;
+	struct fake_dead *d, *dtmp;
 
 	misc_deregister(&fake_misc);
 	list_for_each_entry_safe(a, tmp, &fake_quarantine, node) {
 		list_del(&a->node);
 		fake_pages_free(a);
 	}
-	list_for_each_entry_safe(r, rtmp, &fake_dead_regs, node) {
-		list_del(&r->node);
-		kfree(r);
+	list_for_each_entry_safe(d, dtmp, &fake_dead_regs, node) {
+		list_del(&d->node);
+		kfree(d);
 	}
 	/* Files are closed and symbol users gone: nothing else can be left. */
 	WARN_ON(!list_empty(&fake_allocs) || !list_empty(&fake_regs));

@@ -243,23 +243,25 @@ struct kvblk_attach {
  * e.g. -ENODEV the memory was revoked, -EOPNOTSUPP the exporter refuses
  * this device or peer-to-peer access.
  *
- * CUDA memory (KVBLK_MEM_CUDA) is pinned through the NVIDIA driver's
- * nvidia-p2p interface, persistently where the driver allows it, else with
- * a free callback, and DMA-mapped for the NVMe controller; it is not
- * charged to RLIMIT_MEMLOCK. @addr must lie in a cudaMalloc()'ed
- * allocation of the calling process. If the allocation is freed (cudaFree,
- * or its process exits) while a callback pin holds it, the buffer is
- * revoked: cudaFree waits until no command targets it, and later loads
- * into it fail with -ENODEV per object (struct kvblk_desc_result); it must
- * still be unregistered. A persistent pin keeps the memory until the
- * buffer is unregistered. Errors for CUDA: -EINVAL @addr or @len not a
- * multiple of 64 KiB; -EOPNOTSUPP nvidia-p2p is not available (nvidia.ko
- * not loaded: GET_FEATURES lacks KVBLK_FEAT_MEM_CUDA), the NVMe controller
- * is not a PCI device, the driver refused the pin or the DMA mapping for a
- * reason other than those below, or its tables have a version or page size
- * this module does not know (the kernel log says which); -EFAULT the range
- * is not (wholly) CUDA device memory of the caller that nvidia-p2p can pin,
- * or it was freed during the registration; -ENOMEM.
+ * CUDA memory (KVBLK_MEM_CUDA) is pinned persistently through the NVIDIA
+ * driver's nvidia-p2p interface (nvidia_p2p_get_pages_persistent) and
+ * DMA-mapped for the NVMe controller; it is not charged to RLIMIT_MEMLOCK.
+ * @addr must lie in a cudaMalloc()'ed allocation of the calling process.
+ * The pin keeps the GPU memory until the buffer is unregistered (or the
+ * context closed), even across cudaFree, so loads never race a free. GPUs
+ * without persistent pins (MIG instances, vGPU) are served through a
+ * dma-buf of the allocation instead (KVBLK_MEM_DMABUF): pins with a free
+ * callback are not used, since NVIDIA frees their tables when the callback
+ * returns, which can come while a registration is still being built.
+ * Errors for CUDA: -EINVAL @addr or @len not a multiple of 64 KiB;
+ * -EOPNOTSUPP nvidia-p2p is not available (nvidia.ko not loaded, or too
+ * old for persistent pins: GET_FEATURES lacks KVBLK_FEAT_MEM_CUDA), the GPU
+ * has no persistent pins (MIG, vGPU), the NVMe controller is not a PCI
+ * device, the driver refused the pin or the DMA mapping for a reason other
+ * than those below, or its tables have a version or page size this module
+ * does not know (the kernel log says which); -EFAULT the range is not
+ * (wholly) CUDA device memory of the caller that nvidia-p2p can pin;
+ * -ENOMEM.
  *
  * P2PDMA memory (KVBLK_MEM_P2PDMA) is a user mapping of PCI P2PDMA pages,
  * e.g. an mmap() of /sys/bus/pci/devices/<bdf>/p2pmem/allocate (a GPU BAR

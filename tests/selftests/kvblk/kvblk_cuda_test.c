@@ -4,15 +4,16 @@
  * stand-in for nvidia.ko, kvblk_fake_nvp2p.ko (tests/kmod-exporters), whose
  * "GPU memory" is host pages this program can read back.
  *
- * Written from include/uapi/linux/kvblk.h (KVBLK_MEM_CUDA, -ENODEV results
- * of revoked buffers) and tests/kmod-exporters/kvblk_fake_nvp2p.h. Run by
+ * Written from include/uapi/linux/kvblk.h (KVBLK_MEM_CUDA) and
+ * tests/kmod-exporters/kvblk_fake_nvp2p.h. Run by
  * tests/selftests/kvblk/vm-cuda.sh in the test VM, in two phases:
  *
  *   KVBLK_CUDA_EXPECT=absent   kvblk.ko without the fake module: only
  *                              cuda_absent runs (the rest skip).
  *   KVBLK_CUDA_EXPECT=present  the fake module is loaded: every other test
- *                              runs, each for both variants of the fake
- *                              (persistent pins, and free-callback pins).
+ *                              runs. kvblk.ko pins persistently only; with
+ *                              the fake's persistent pins switched off (as
+ *                              on MIG) registration is refused.
  *
  * After every test the fake module's counts of allocations, page tables and
  * DMA mappings are back to their baseline and it saw no misuse.
@@ -226,24 +227,12 @@ TEST(cuda_absent)
 	close(kfd);
 }
 
-/* ---- with the fake module, both variants -------------------------------- */
+/* ---- with the fake module ------------------------------------------------ */
 
 FIXTURE(cuda) {
 	int kfd, gfd, dfd;
 	struct kvblk_attach a;
 	struct kvblk_fake_gpu_stats base;
-};
-
-FIXTURE_VARIANT(cuda) {
-	bool persistent;
-};
-
-FIXTURE_VARIANT_ADD(cuda, persistent) {
-	.persistent = true,
-};
-
-FIXTURE_VARIANT_ADD(cuda, callback) {
-	.persistent = false,
 };
 
 FIXTURE_SETUP(cuda)
@@ -252,7 +241,7 @@ FIXTURE_SETUP(cuda)
 	if (strcmp(expect(), "present"))
 		SKIP(return, "KVBLK_CUDA_EXPECT is not 'present'");
 	ASSERT_EQ(0, access(KVBLK_FAKE_GPU_DEV, F_OK)) TH_LOG("the fake module is not loaded");
-	ASSERT_EQ(0, write_param("persistent", variant->persistent ? "1" : "0"));
+	ASSERT_EQ(0, write_param("persistent", "1"));
 	ASSERT_EQ(0, gpu_stats(&self->base));
 	self->kfd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, self->kfd);
@@ -303,8 +292,8 @@ TEST_F(cuda, features_report_cuda)
 	EXPECT_NE(0ULL, feat & KVBLK_FEAT_MEM_CUDA);
 }
 
-/* The variant the fake module's counts show: persistent or callback. */
-TEST_F(cuda, pin_variant_and_counts)
+/* Every registration is one persistent pin and one DMA mapping. */
+TEST_F(cuda, persistent_pin_and_counts)
 {
 	struct kvblk_fake_gpu_stats st;
 	uint64_t va;
@@ -318,7 +307,7 @@ TEST_F(cuda, pin_variant_and_counts)
 	ASSERT_EQ(0, gpu_stats(&st));
 	EXPECT_EQ(self->base.page_tables + 1, st.page_tables);
 	EXPECT_EQ(self->base.dma_mappings + 1, st.dma_mappings);
-	EXPECT_EQ(self->base.persistent + (variant->persistent ? 1U : 0U), st.persistent);
+	EXPECT_EQ(self->base.persistent + 1, st.persistent);
 	/* A second registration of the same range is a second pin. */
 	ASSERT_LT(0, reg_cuda(self->kfd, va + GPU_PAGE, GPU_PAGE));
 	ASSERT_EQ(0, gpu_stats(&st));
@@ -532,12 +521,10 @@ static void *loader_main(void *arg)
 }
 
 /*
- * cudaFree while loads into the buffer are in flight. Callback variant: the
- * free returns only after no command targets the memory (the pages, kept
- * poisoned by the fake module, show no byte written after it), every batch
- * completes with each object either loaded or -ENODEV, and every later load
- * into the buffer fails with -ENODEV per object. Persistent variant: the
- * pin outlives cudaFree, so the loads go on and succeed.
+ * cudaFree while loads into the buffer are in flight: the persistent pin
+ * outlives the free, so every load, during and after it, succeeds; the
+ * pages go (poisoned, quarantined by the fake module) only when the buffer
+ * is unregistered, and nothing is written into them after that.
  */
 TEST_F_TIMEOUT(cuda, free_during_loads, 300)
 {
@@ -564,10 +551,9 @@ TEST_F_TIMEOUT(cuda, free_during_loads, 300)
 	while (!l.started)
 		usleep(100);
 	usleep(20000);
-	/* Blocks (callback variant) until no command targets the memory. */
 	EXPECT_EQ(0, gpu_free(self->gfd, va, KVBLK_FAKE_GPU_FREE_QUARANTINE));
 	ASSERT_EQ(0, gpu_stats(&st1));
-	EXPECT_EQ(st0.callbacks + (variant->persistent ? 0 : 1), st1.callbacks);
+	EXPECT_EQ(st0.callbacks, st1.callbacks);
 	usleep(50000);
 	l.stop = 1;
 	ASSERT_EQ(0, pthread_join(t, NULL));
@@ -576,30 +562,48 @@ TEST_F_TIMEOUT(cuda, free_during_loads, 300)
 	       (unsigned long long)l.other);
 	EXPECT_EQ(0, l.err);
 	EXPECT_EQ(0ULL, l.other) TH_LOG("an object failed with %d", l.other_status);
+	EXPECT_EQ(0ULL, l.enodev);
 	EXPECT_LT(0, l.batches);
 
 	/* After the free. */
 	fill_batch(d, (uint32_t)id, self->a.capacity);
 	ASSERT_EQ(0, load(self->kfd, d, res, REVOKE_OBJS, &lm));
 	for (unsigned int i = 0; i < REVOKE_OBJS; i++) {
-		EXPECT_EQ(variant->persistent ? 0 : -ENODEV, res[i].status);
-		EXPECT_EQ(variant->persistent ? REVOKE_OBJ : 0ULL, res[i].bytes);
+		EXPECT_EQ(0, res[i].status);
+		EXPECT_EQ(REVOKE_OBJ, res[i].bytes);
 	}
-	EXPECT_EQ(variant->persistent ? REVOKE_OBJS : 0U, lm.nr_ok);
-	if (!variant->persistent) {
-		/* Nothing is written into the revoked memory. */
-		q.va = va;
-		EXPECT_EQ(0, ioc(self->gfd, KVBLK_FAKE_GPU_QCHECK, &q));
-		EXPECT_EQ(0ULL, q.bad_bytes);
-		EXPECT_EQ(0, unreg(self->kfd, (uint32_t)id));
-	} else {
-		/* Quarantined when the pin goes. */
-		q.va = va;
-		EXPECT_EQ(-EINVAL, ioc(self->gfd, KVBLK_FAKE_GPU_QCHECK, &q));
-		EXPECT_EQ(0, unreg(self->kfd, (uint32_t)id));
-		EXPECT_EQ(0, ioc(self->gfd, KVBLK_FAKE_GPU_QCHECK, &q));
-		EXPECT_EQ(0ULL, q.bad_bytes);
-	}
+	EXPECT_EQ(REVOKE_OBJS, lm.nr_ok);
+	/* The pages are quarantined only when the pin goes. */
+	q.va = va;
+	EXPECT_EQ(-EINVAL, ioc(self->gfd, KVBLK_FAKE_GPU_QCHECK, &q));
+	EXPECT_EQ(0, unreg(self->kfd, (uint32_t)id));
+	EXPECT_EQ(0, ioc(self->gfd, KVBLK_FAKE_GPU_QCHECK, &q));
+	EXPECT_EQ(0ULL, q.bad_bytes);
+}
+
+/*
+ * A GPU without persistent pins (MIG, vGPU: the fake's persistent=0) is
+ * refused with -EOPNOTSUPP: kvblk.ko never takes a free-callback pin, whose
+ * tables NVIDIA frees when the callback returns (kmod/README.md). Nothing is
+ * pinned or mapped (the teardown checks the fake's counts).
+ */
+TEST_F(cuda, callback_only_gpu_refused)
+{
+	struct kvblk_fake_gpu_stats st;
+	uint64_t va;
+
+	SKIPPED_IN_SETUP();
+
+	ASSERT_EQ(0, gpu_alloc(self->gfd, 4 * GPU_PAGE, &va));
+	ASSERT_EQ(0, write_param("persistent", "0"));
+	EXPECT_EQ(-EOPNOTSUPP, reg_cuda(self->kfd, va, 4 * GPU_PAGE));
+	ASSERT_EQ(0, gpu_stats(&st));
+	EXPECT_EQ(self->base.page_tables, st.page_tables);
+	EXPECT_EQ(self->base.dma_mappings, st.dma_mappings);
+	/* The same range pins once the GPU allows persistent pins. */
+	ASSERT_EQ(0, write_param("persistent", "1"));
+	EXPECT_LT(0, reg_cuda(self->kfd, va, 4 * GPU_PAGE));
+	EXPECT_EQ(0, gpu_free(self->gfd, va, 0));
 }
 
 /* cudaFree of a registered buffer with nothing in flight, then unregister. */
@@ -621,7 +625,7 @@ TEST_F(cuda, free_then_unregister)
 	EXPECT_EQ(0, res.status);
 	ASSERT_EQ(0, gpu_free(self->gfd, va, 0));
 	ASSERT_EQ(0, load(self->kfd, &d, &res, 1, &lm));
-	EXPECT_EQ(variant->persistent ? 0 : -ENODEV, res.status);
+	EXPECT_EQ(0, res.status);
 	EXPECT_EQ(0, unreg(self->kfd, (uint32_t)id));
 }
 
@@ -649,18 +653,17 @@ static void *free_main(void *arg)
 }
 
 /*
- * cudaFree racing the registration of the same memory (even rounds: the
- * free callback may come while kvblk still creates the buffer) and racing
- * its release (odd rounds: unregister while the free runs). A registration
- * either fails with -EFAULT or yields a buffer that loads or is revoked
- * (-ENODEV); nothing leaks, nothing is put twice (the fake module counts
- * misuse, the teardown checks it), no warning. Outcomes are logged: which
- * windows were hit depends on timing.
+ * cudaFree racing the registration of the same memory (even rounds) and
+ * racing its release (odd rounds: unregister while the free runs). A
+ * registration either fails with -EFAULT (freed before the pin) or yields a
+ * buffer that loads; nothing leaks, nothing is put twice (the fake module
+ * counts misuse, the teardown checks it), no warning, no free callback.
+ * Outcomes are logged: which windows were hit depends on timing.
  */
 TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
 {
 	struct kvblk_desc d = { .length = self->a.lba_size, .tag = 7 };
-	unsigned int reg_ok = 0, reg_fault = 0, revoked = 0;
+	unsigned int reg_ok = 0, reg_fault = 0;
 	struct kvblk_fake_gpu_stats st0, st1;
 	uint64_t release_callbacks = 0;
 	struct kvblk_desc_result res;
@@ -687,9 +690,8 @@ TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
 			reg_ok++;
 			d.buf_id = (uint32_t)id;
 			EXPECT_EQ(0, load(self->kfd, &d, &res, 1, &lm));
-			EXPECT_TRUE(res.status == 0 || res.status == -ENODEV)
-				TH_LOG("status %d", res.status);
-			revoked += res.status == -ENODEV;
+			/* The pin holds the memory, freed or not. */
+			EXPECT_EQ(0, res.status);
 			EXPECT_EQ(0, gpu_stats(&st0));
 			__atomic_store_n(&r.go, 1, __ATOMIC_RELEASE);
 			EXPECT_EQ(0, unreg(self->kfd, (uint32_t)id));
@@ -705,8 +707,10 @@ TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
 			release_callbacks += st1.callbacks - st0.callbacks;
 		}
 	}
-	TH_LOG("400 rounds: %u registered (%u revoked before their load), %u refused (-EFAULT); free callbacks in the 200 release races: %llu",
-	       reg_ok, revoked, reg_fault, (unsigned long long)release_callbacks);
+	TH_LOG("400 rounds: %u registered, %u refused (-EFAULT: freed before the pin)",
+	       reg_ok, reg_fault);
+	/* No free callback ever: kvblk.ko holds persistent pins only. */
+	EXPECT_EQ(0ULL, release_callbacks);
 }
 
 /* ---- process exit with registered buffers -------------------------------- */
@@ -714,7 +718,7 @@ TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
 /*
  * A child registers CUDA memory and leaves with it registered: it exits,
  * or is killed during a batch. Its files close in fd order, so @gpu_first
- * decides whether the allocation is freed (callbacks) before or after its
+ * decides whether the allocation is freed before or after its
  * kvblk context releases the buffer. Counts return to baseline either way.
  */
 static void exit_child(const char *dev, bool gpu_first, bool kill_mid)
