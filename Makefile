@@ -63,9 +63,10 @@ clean:
 #   make vmtest  [CASES=regex] [VARIANTS=lba4k,...] [KERNEL=6.1|6.12|7.2]
 #                boot each variant on one kernel (default 6.1, this machine's), run its cases
 #   make vmtest-matrix [KERNELS="6.1 6.12 7.2"] [CASES=..] [VARIANTS=..]
+#   make vmtest-fuzz [KERNEL=..] [FUZZ_ARGS="--seed N --iterations N ..."]
 #                the suite on each kernel (6.12, 7.2: Debian trixie/sid in build/kroots/)
 #   make vmshell [VARIANT=lba4k] [KERNEL=..]         interactive shell in a test VM
-.PHONY: deps-vm vmtest vmtest-matrix vmshell
+.PHONY: deps-vm vmtest vmtest-matrix vmtest-fuzz vmshell
 KERNELS ?= 6.1 6.12 7.2
 
 deps-vm:
@@ -76,6 +77,12 @@ vmtest: deps-vm
 
 vmtest-matrix: deps-vm
 	tests/vm/run-matrix.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)') $(KERNELS)
+
+# The ioctl fuzzer and kill/close storms run long (about 6 minutes a variant under TCG);
+# the README's test command runs them short (case fuzz, about 30 s).
+vmtest-fuzz: deps-vm
+	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--iterations 30000 --kills 1000 --closes 1000)' \
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --cases '^fuzz$$' --variants '$(or $(VARIANTS),lba4k,iommu)'
 
 vmshell: deps-vm
 	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)

@@ -71,6 +71,7 @@ run_dir=$(cd "$run_dir" && pwd)
 		env_line KVBLK_VM_NS2_LBA "$VM_NS2_LBA"
 	fi
 	env_line KVBLK_KO "${KVBLK_VM_KBUILD:-$REPO}/kmod/kvblk.ko"
+	[ -n "${KVBLK_FUZZ_ARGS:-}" ] && env_line KVBLK_FUZZ_ARGS "$KVBLK_FUZZ_ARGS"
 	if [ $mode = shell ] && rows_cols=$(stty size 2>/dev/null); then
 		env_line KVBLK_VM_TTY_ROWS "${rows_cols% *}"
 		env_line KVBLK_VM_TTY_COLS "${rows_cols#* }"
