@@ -4,12 +4,15 @@
  * shell command while it stays attached, then load one batch and check
  * every object against what the uapi promises (the VM cases in tests/vm/cases).
  *
- * usage: kmod_hold [-e prp|bio] [-A ERRNO] [-r CMD] [-c ERRNO] [-n N]
+ * usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-c ERRNO] [-n N]
  *                  [-R CMD] TARGET [OFF:LEN[=EXPECT] ...]
  *
  *   -e prp|bio  attach flag KVBLK_ATTACH_F_ENGINE_PRP or _BIO (default: none)
  *   -A ERRNO    attach must fail with this errno (e.g. EOPNOTSUPP); then
  *               nothing else runs and the exit status says whether it did
+ *   -P          read the objects' reference bytes with pread(O_DIRECT)
+ *               once, before CMD, and compare with those (for a CMD that
+ *               takes the device away but leaves its bytes as they were)
  *   -r CMD      run CMD with system(3) after attach, before the batch
  *               (it must exit 0)
  *   -c ERRNO    the LOAD_MANY call itself must fail with ERRNO (ESTALE,
@@ -64,6 +67,7 @@ static int failures;
 struct obj {
 	uint64_t off, len, buf_off;
 	char expect[64];
+	uint8_t *ref;		/* -P: the bytes read before CMD */
 };
 
 static const struct {
@@ -163,9 +167,8 @@ static void check_guard(const uint8_t *buf, uint64_t len, const struct obj *o,
 	}
 }
 
-/* Object @o in @buf equals pread(O_DIRECT) of @target. */
-static void check_bytes(const char *target, const uint8_t *buf,
-			const struct obj *o, int idx)
+/* pread(O_DIRECT) of object @o of @target into a new page-aligned buffer. */
+static uint8_t *read_ref(const char *target, const struct obj *o, int idx)
 {
 	uint64_t alen = (o->len + 4095) & ~4095ULL;
 	uint8_t *ref;
@@ -175,29 +178,44 @@ static void check_bytes(const char *target, const uint8_t *buf,
 	fd = open(target, O_RDONLY | O_DIRECT);
 	CHECK(fd >= 0, "open %s: %s", target, strerror(errno));
 	if (fd < 0)
-		return;
+		return NULL;
 	ref = mmap(NULL, alen, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (ref == MAP_FAILED) {
 		close(fd);
 		CHECK(0, "mmap");
-		return;
+		return NULL;
 	}
 	got = pread(fd, ref, alen, o->off);
+	close(fd);
 	CHECK(got >= (ssize_t)o->len, "object %d: pread(O_DIRECT) at %" PRIu64
 	      " returned %zd (%s), want %" PRIu64, idx, o->off, got,
 	      got < 0 ? strerror(errno) : "short", o->len);
-	if (got >= (ssize_t)o->len && memcmp(ref, buf + o->buf_off, o->len)) {
-		uint64_t k = 0;
+	if (got < (ssize_t)o->len) {
+		munmap(ref, alen);
+		return NULL;
+	}
+	return ref;
+}
 
+/* Object @o in @buf equals its reference bytes (-P) or pread(O_DIRECT) now. */
+static void check_bytes(const char *target, const uint8_t *buf,
+			const struct obj *o, int idx)
+{
+	uint8_t *ref = o->ref ? o->ref : read_ref(target, o, idx);
+	uint64_t k = 0;
+
+	if (!ref)
+		return;
+	if (memcmp(ref, buf + o->buf_off, o->len)) {
 		while (ref[k] == buf[o->buf_off + k])
 			k++;
 		CHECK(0, "object %d (%" PRIu64 ":%" PRIu64 "): byte %" PRIu64
 		      " is 0x%02x, pread says 0x%02x", idx, o->off, o->len, k,
 		      buf[o->buf_off + k], ref[k]);
 	}
-	munmap(ref, alen);
-	close(fd);
+	if (!o->ref)
+		munmap(ref, (o->len + 4095) & ~4095ULL);
 }
 
 static int run(const char *cmd)
@@ -214,7 +232,7 @@ static int run(const char *cmd)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kmod_hold [-e prp|bio] [-A ERRNO] [-r CMD] [-c ERRNO] [-n N] [-R CMD] TARGET [OFF:LEN[=EXPECT] ...]\n");
+	fprintf(stderr, "usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-c ERRNO] [-n N] [-R CMD] TARGET [OFF:LEN[=EXPECT] ...]\n");
 	exit(2);
 }
 
@@ -230,9 +248,10 @@ int main(int argc, char **argv)
 	uint32_t flags = 0;
 	uint64_t buf_len = GAP;
 	int kfd, tfd, opt, n = 0, rounds = 1, r, i, ret;
+	bool preread = false;
 	uint8_t *buf;
 
-	while ((opt = getopt(argc, argv, "e:A:r:R:c:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "e:A:Pr:R:c:n:")) != -1) {
 		switch (opt) {
 		case 'e':
 			if (!strcmp(optarg, "prp"))
@@ -247,6 +266,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			cmd = optarg;
+			break;
+		case 'P':
+			preread = true;
 			break;
 		case 'R':
 			after = optarg;
@@ -327,6 +349,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 
+	for (i = 0; preread && i < n; i++) {
+		objs[i].ref = read_ref(argv[optind], &objs[i], i);
+		if (!objs[i].ref)
+			return 1;
+	}
 	if (cmd && run(cmd))
 		return 1;
 
