@@ -12,7 +12,7 @@
 # controller memory buffer vs kmod and uring into host memory), on Debian's 7.2 kernel
 # unless KVBLK_VM_KERNEL says otherwise.
 # --engines: kvblk.ko's block-layer engine vs its PRP engine vs fio io_uring (and libkvblk
-# uring when kvblk-bench is built) on one namespace and on md RAID-0 of 4 (engines-bench.list,
+# uring with KVBLK_BENCH_URING=1) on one namespace and on md RAID-0 of 4 (engines-bench.list,
 # guest-engines-bench.sh; KVBLK_BENCH_SECS seconds per leg).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,7 +37,7 @@ manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
 trap 'rm -f "$manifest"' EXIT
 envs=
 for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
-	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS; do
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING; do
 	[ -n "${!v:-}" ] && envs+="$v='${!v}' "
 done
 sed "s|$script|${envs}$script|" "$list" >"$manifest"
