@@ -94,6 +94,12 @@ vmshell: deps-vm
 vmbench: deps-vm userspace
 	tests/vm/bench/run.sh
 
+# kvblk.ko's engines (tests/vm/bench/guest-engines-bench.sh): block-layer vs PRP engine vs fio
+# io_uring (and libkvblk uring if built) on one namespace and on md RAID-0 of 4 (variant stripe4).
+.PHONY: vmbench-engines
+vmbench-engines: deps-vm
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/bench/run.sh --engines
+
 # P2PDMA bench on Debian's 7.2 kernel: kmod into another controller's CMB (a PCI BAR)
 # vs kmod and uring into host memory, same namespace, same run.
 .PHONY: vmbench-p2p

@@ -46,6 +46,48 @@ struct kvblk_nvme_request_head {
 };
 
 /*
+ * Test hook, for the VM tests of the attach self-check only (kmod/README.md,
+ * "Test hooks"): read the NVMe status at this byte offset of the nvme
+ * driver's request data instead of at the mirror's, as a drifted private
+ * layout would. -1, the default, is the mirror; a set value applies to
+ * every later command (loads too) and refuses later PRP attaches.
+ */
+#define KVBLK_TEST_STATUS_OFFSET_MAX	30
+static int kvblk_test_status_offset = -1;
+
+static int kvblk_test_status_offset_set(const char *val,
+					const struct kernel_param *kp)
+{
+	int v;
+
+	if (kstrtoint(val, 0, &v) || v < -1 ||
+	    v > KVBLK_TEST_STATUS_OFFSET_MAX || (v > 0 && (v & 1)))
+		return -EINVAL;
+	WRITE_ONCE(kvblk_test_status_offset, v);
+	return 0;
+}
+
+static const struct kernel_param_ops kvblk_test_status_offset_ops = {
+	.set	= kvblk_test_status_offset_set,
+	.get	= param_get_int,
+};
+module_param_cb(test_status_offset, &kvblk_test_status_offset_ops,
+		&kvblk_test_status_offset, 0644);
+MODULE_PARM_DESC(test_status_offset,
+		 "tests only: byte offset (even, 0..30) of the request data read as the NVMe status instead of struct nvme_request's (-1, default); PRP attaches are then refused by the self-check");
+
+/* The NVMe status (SCT 10:8, SC 7:0) of a completed request, as kvblk reads it. */
+static u16 kvblk_nvme_status(struct request *rq)
+{
+	const struct kvblk_nvme_request_head *nr = blk_mq_rq_to_pdu(rq);
+	int off = READ_ONCE(kvblk_test_status_offset);
+
+	if (unlikely(off >= 0))	/* even: a u16 of the 8-byte aligned pdu */
+		return READ_ONCE(*(const u16 *)((const u8 *)nr + off)) & 0x7ff;
+	return READ_ONCE(nr->status) & 0x7ff;
+}
+
+/*
  * The command's outcome. Newer kernels complete passthrough requests in
  * batches (blk_mq_add_to_batch() admits failed ones: 7.2), and the batch
  * path calls end_io with BLK_STS_OK whatever the NVMe status was; the nvme
@@ -53,12 +95,13 @@ struct kvblk_nvme_request_head {
  * for that reason. So does kvblk: a non-zero NVMe status (SCT and SC, NVMe
  * Base Specification 2.0, 4.2.3 "Status Field Definition") fails the
  * command even when @sts says OK, mapped the way nvme_error_status() does
- * for the classes the uapi tells apart.
+ * for the classes the uapi tells apart. Whether kvblk reads that status
+ * where the nvme driver writes it is proven at every PRP attach
+ * (kvblk_prp_selfcheck()).
  */
 static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 {
-	const struct kvblk_nvme_request_head *nr = blk_mq_rq_to_pdu(rq);
-	u16 st = READ_ONCE(nr->status) & 0x7ff;	/* SCT (10:8), SC (7:0) */
+	u16 st = kvblk_nvme_status(rq);
 
 	if (sts || !st)
 		return sts;
@@ -277,6 +320,100 @@ static int kvblk_nsid(struct file *file, u32 *nsid)
 }
 
 /*
+ * One probe Read through the same path as a load's command: a passthrough
+ * request built by nvme_init_request(), executed with
+ * blk_execute_rq_nowait(), its outcome read in end_io by the same status
+ * functions as kvblk_prp_end_io(). The caller waits for it uninterruptibly
+ * (the command names its stack and pages); the nvme driver's timeout
+ * bounds the wait.
+ */
+struct kvblk_probe_io {
+	struct completion done;
+	blk_status_t sts;	/* what a load's command would report */
+	u16 nvme_status;	/* the NVMe status as kvblk reads it */
+};
+
+static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS(rq, sts))
+{
+	struct kvblk_probe_io *io = rq->end_io_data;
+
+	io->nvme_status = kvblk_nvme_status(rq);
+	io->sts = kvblk_cmd_status(rq, sts);
+	complete(&io->done);
+	return RQ_END_IO_FREE;
+}
+
+static int kvblk_probe_read(const struct kvblk_ns_info *info,
+			    struct nvme_command *c, struct kvblk_probe_io *io)
+{
+	struct request *rq;
+
+	rq = blk_mq_alloc_request(info->q, REQ_OP_DRV_IN, 0);
+	if (IS_ERR(rq))
+		return PTR_ERR(rq);
+	init_completion(&io->done);
+	nvme_init_request(rq, c);
+	rq->end_io = kvblk_probe_end_io;
+	rq->end_io_data = io;
+	blk_execute_rq_nowait(rq, false);
+	wait_for_completion_io(&io->done);
+	return 0;
+}
+
+static int kvblk_selfcheck_refuse(struct gendisk *disk, const char *what,
+				  const struct kvblk_probe_io *io)
+{
+	pr_warn_ratelimited("attach %s: PRP engine self-check failed: %s (NVMe status as kvblk reads it %#05x, load status %d); kvblk's mirror of the nvme driver's private struct nvme_request does not match this kernel, so a failed load could complete as success: PRP engine refused (the block-layer engine, KVBLK_ATTACH_F_ENGINE_BIO, does not read it)\n",
+			    disk->disk_name, what, io->nvme_status,
+			    blk_status_to_errno(io->sts));
+	return -EOPNOTSUPP;
+}
+
+/*
+ * The attach self-check: does kvblk see failures? A load's per-command
+ * status comes from the nvme driver's private request data (see
+ * kvblk_cmd_status()); if that layout drifted, a failed Read would complete
+ * as success. So issue a Read that must fail, one LBA at the namespace's
+ * size (NLB 0): a controller fails it with LBA Out of Range (SCT 0h, SC
+ * 80h: NVMe Base Specification 1.4, 4.6.1.2.1 "Generic Command Status
+ * Definition", Figure 129, "Status Code - Generic Command Status Values,
+ * NVM Command Set"; since 2.0 in the NVM Command Set Specification), some
+ * with Invalid Field in Command (SC 02h). kvblk must read exactly that
+ * status and report the command failed. The good Read of
+ * kvblk_probe_ext_lba() must then read status 0 and report success. The
+ * failing Read transfers no data (PRP1 names the probe page anyway) and
+ * leaves an entry in the controller's error log; the nvme driver does not
+ * log it (RQF_QUIET, or passthru_err_log_enabled off on 6.12+).
+ */
+static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
+			       dma_addr_t dma, struct gendisk *disk)
+{
+	u64 nsze = get_capacity(disk) >> (info->lba_shift - SECTOR_SHIFT);
+	struct nvme_command c = { };
+	struct kvblk_probe_io io;
+	int ret;
+
+	c.rw.opcode = nvme_cmd_read;
+	c.rw.nsid = cpu_to_le32(info->nsid);
+	c.rw.slba = cpu_to_le64(nsze);
+	c.rw.length = 0;
+	c.rw.dptr.prp1 = cpu_to_le64(dma);
+	ret = kvblk_probe_read(info, &c, &io);
+	if (ret)
+		return ret;
+	if (io.nvme_status != NVME_SC_LBA_RANGE &&
+	    io.nvme_status != NVME_SC_INVALID_FIELD)
+		return kvblk_selfcheck_refuse(disk,
+					      "a Read past the namespace's end did not read as LBA Out of Range (0x080) or Invalid Field (0x002)",
+					      &io);
+	if (!io.sts)
+		return kvblk_selfcheck_refuse(disk,
+					      "a Read past the namespace's end was reported as success",
+					      &io);
+	return 0;
+}
+
+/*
  * Does a Read of one LBA move more than the LBA's data? On nvme-pci an
  * extended-LBA format (metadata interleaved with the data) with protection
  * information is not visible to the block layer: the nvme driver sets PRACT
@@ -288,7 +425,9 @@ static int kvblk_nsid(struct file *file, u32 *nsid)
  * so PRP2 is needed and names the next page, where any excess lands. The
  * metadata pointer (MPTR) names a third page of canary: a separate-metadata
  * format the block layer did not report writes there instead of to bus
- * address 0. The data itself is never returned.
+ * address 0. The data itself is never returned. The same probe area serves
+ * the self-check's failing Read first (kvblk_prp_selfcheck()); this Read
+ * is its good one: it must read as success through the load status path.
  */
 #define KVBLK_PROBE_BYTES	(4 * KVBLK_CTRL_PAGE_SIZE)
 
@@ -299,9 +438,8 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 	u32 lba = 1U << info->lba_shift;
 	u32 off = KVBLK_CTRL_PAGE_SIZE - lba / 2;
 	struct nvme_command c = { };
-	struct request *rq;
+	struct kvblk_probe_io io;
 	struct page *page;
-	blk_status_t sts;
 	dma_addr_t dma;
 	u8 *va;
 	int ret;
@@ -320,6 +458,10 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 		goto out_free_page;
 	}
 
+	ret = kvblk_prp_selfcheck(info, dma, disk);
+	if (ret)
+		goto out_unmap;
+
 	c.rw.opcode = nvme_cmd_read;
 	c.rw.nsid = cpu_to_le32(info->nsid);
 	c.rw.slba = cpu_to_le64(slba);
@@ -329,18 +471,15 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 	/* PRP2 only when the transfer crosses a page (reserved otherwise). */
 	if (off + lba > KVBLK_CTRL_PAGE_SIZE)
 		c.rw.dptr.prp2 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE);
-	rq = blk_mq_alloc_request(info->q, REQ_OP_DRV_IN, 0);
-	if (IS_ERR(rq)) {
-		ret = PTR_ERR(rq);
+	ret = kvblk_probe_read(info, &c, &io);
+	if (ret)
 		goto out_unmap;
-	}
-	nvme_init_request(rq, &c);
-	sts = blk_execute_rq(rq, false);
-	blk_mq_free_request(rq);
 	dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES, DMA_FROM_DEVICE);
 
-	if (sts)
-		ret = kvblk_reject(disk, "reading the first LBA to check the LBA format failed");
+	if (io.nvme_status || io.sts)
+		ret = kvblk_selfcheck_refuse(disk,
+					     "a good Read of the attached range's first LBA was reported failed (or the device failed it)",
+					     &io);
 	else if (memchr_inv(va + off + lba, 0x5a, KVBLK_PROBE_BYTES - off - lba))
 		ret = kvblk_reject(disk,
 				   "LBA format with metadata (a Read moves more than the LBA's data)");

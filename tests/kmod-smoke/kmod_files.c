@@ -14,6 +14,11 @@
  *   - a buffered write without fsync, then a load: the written bytes;
  *   - the size is read per batch: an append is loadable by the next batch,
  *     a range past the (new) end after a truncate is refused (-ERANGE);
+ *   - a file truncated while a batch reads it (another thread truncates it
+ *     to 0 and writes another file, which may take its freed blocks): each
+ *     object is exact (the bytes before the truncate) or failed with
+ *     -ENODATA or -EIO and 0 bytes reported, never other bytes; canaries
+ *     intact (truncate_during_batch());
  *   - offsets not a multiple of the logical block size: -EINVAL;
  *   - rights follow the fd: O_WRONLY and O_PATH -EACCES, a directory
  *     -EISDIR, a pipe -ENOTBLK; KVBLK_ATTACH_F_ENGINE_PRP -EOPNOTSUPP.
@@ -24,6 +29,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -292,6 +298,170 @@ static void load_check(struct ctx *x, const struct chunk *c, unsigned int i,
 	}
 }
 
+/* ---- a file truncated while a batch reads it ---------------------------- */
+
+#define TRUNC_FILE	9999u		/* chunk number of its words */
+#define TRUNC_BYTES	(8u << 20)
+#define TRUNC_OBJ	(128u << 10)
+#define TRUNC_OBJS	(TRUNC_BYTES / TRUNC_OBJ)
+#define TRUNC_ROUNDS	8
+
+struct truncator {
+	const char *path, *other;
+	unsigned int delay_us;
+	const unsigned char *foreign;
+	int ret;
+};
+
+/* After @delay_us: truncate the file to 0, then write another one of the same size. */
+static void *truncator_run(void *arg)
+{
+	struct truncator *t = arg;
+	int fd = open(t->path, O_WRONLY), ofd;
+
+	usleep(t->delay_us);
+	t->ret = fd < 0 || ftruncate(fd, 0);
+	ofd = open(t->other, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	t->ret |= ofd < 0 || write_all(ofd, t->foreign, TRUNC_BYTES, 0) || fsync(ofd);
+	if (fd >= 0)
+		close(fd);
+	if (ofd >= 0)
+		close(ofd);
+	return NULL;
+}
+
+static void truncate_during_batch(const char *dir)
+{
+	static const unsigned int delays_us[TRUNC_ROUNDS] = {
+		0, 500, 2000, 5000, 10000, 20000, 50000, 100000 };
+	unsigned char *want = malloc(TRUNC_BYTES), *foreign = malloc(TRUNC_BYTES);
+	uint64_t buf_len = (uint64_t)TRUNC_OBJS * (TRUNC_OBJ + 4096) + 4096;
+	struct kvblk_desc d[TRUNC_OBJS];
+	struct kvblk_desc_result r[TRUNC_OBJS];
+	unsigned int round, k, exact = 0, failed = 0;
+	char path[512], other[512];
+	unsigned int old_inflight = 256;
+	struct kvblk_load_many lm;
+	unsigned char *buf;
+	FILE *inflight;
+	struct ctx x;
+	long ret;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/truncated", dir);
+	snprintf(other, sizeof(other), "%s/foreign", dir);
+	buf = mmap(NULL, buf_len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!want || !foreign || buf == MAP_FAILED) {
+		CHECK(0, "truncate during a batch: out of memory");
+		return;
+	}
+	fill(want, TRUNC_FILE, 0, 0, TRUNC_BYTES);
+	fill(foreign, TRUNC_FILE + 1, 3, 0, TRUNC_BYTES);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0 && !write_all(fd, want, TRUNC_BYTES, 0) && !fsync(fd),
+	      "write %s", path);
+	if (fd >= 0)
+		close(fd);
+	/*
+	 * Two commands in flight (the default for the namespace object this
+	 * attach creates, the disk's only context): the batch submits its
+	 * commands one after another while the truncate comes, so that some
+	 * are issued after it.
+	 */
+	inflight = fopen("/sys/module/kvblk/parameters/max_inflight", "r+");
+	if (!inflight || fscanf(inflight, "%u", &old_inflight) != 1 ||
+	    fseek(inflight, 0, SEEK_SET) || fprintf(inflight, "2\n") < 0 ||
+	    fflush(inflight))
+		CHECK(0, "setting kvblk's max_inflight parameter to 2");
+	ret = ctx_open(&x, path, buf, buf_len);
+	if (inflight) {
+		rewind(inflight);
+		fprintf(inflight, "%u\n", old_inflight);
+		fclose(inflight);
+	}
+	if (ret) {
+		failures++;
+		return;
+	}
+	for (round = 0; round < TRUNC_ROUNDS && !failures; round++) {
+		struct truncator t = { path, other, delays_us[round], foreign, 0 };
+		unsigned int ok = 0, bad = 0;
+		pthread_t th;
+
+		/* The file back at full size, on disk (the freed blocks reused). */
+		fd = open(path, O_WRONLY);
+		CHECK(fd >= 0 && !write_all(fd, want, TRUNC_BYTES, 0) && !fsync(fd),
+		      "rewrite %s", path);
+		if (fd >= 0)
+			close(fd);
+		unlink(other);
+		memset(buf, CANARY, buf_len);
+		memset(d, 0, sizeof(d));
+		for (k = 0; k < TRUNC_OBJS; k++) {
+			/* Back to front: the truncate meets objects still to come. */
+			d[k].offset = (uint64_t)(TRUNC_OBJS - 1 - k) * TRUNC_OBJ;
+			d[k].length = TRUNC_OBJ;
+			d[k].buf_offset = 4096 + (uint64_t)k * (TRUNC_OBJ + 4096);
+			d[k].tag = k;
+		}
+		if (pthread_create(&th, NULL, truncator_run, &t)) {
+			CHECK(0, "pthread_create");
+			break;
+		}
+		ret = load(&x, d, TRUNC_OBJS, r, &lm);
+		pthread_join(th, NULL);
+		CHECK(!t.ret, "round %u: truncating and writing %s failed", round, other);
+		/* The truncate may come first: the whole batch is then past the end. */
+		if (ret < 0) {
+			CHECK(errno == ERANGE, "round %u: LOAD_MANY errno %d", round, errno);
+			for (k = 0; k < buf_len; k++)
+				if (buf[k] != CANARY) {
+					CHECK(0, "round %u: call failed but buffer byte %u written",
+					      round, k);
+					break;
+				}
+			printf("truncate round %u (%u us): the truncate came first (ERANGE)\n",
+			       round, t.delay_us);
+			continue;
+		}
+		for (k = 0; k < TRUNC_OBJS; k++) {
+			const unsigned char *got = buf + d[k].buf_offset;
+
+			if (r[k].status == 0) {
+				CHECK(r[k].bytes == TRUNC_OBJ && !memcmp(got, want + d[k].offset, TRUNC_OBJ),
+				      "round %u obj %u (file %llu): status 0 but not the file's bytes%s",
+				      round, k, (unsigned long long)d[k].offset,
+				      !memcmp(got, foreign + d[k].offset, TRUNC_OBJ) ?
+				      " (another file's)" : "");
+				ok++;
+			} else {
+				CHECK((r[k].status == -ENODATA || r[k].status == -EIO) &&
+				      r[k].bytes == 0,
+				      "round %u obj %u: status %d bytes %llu", round, k,
+				      r[k].status, (unsigned long long)r[k].bytes);
+				bad++;
+			}
+			CHECK(got[-1] == CANARY && got[TRUNC_OBJ] == CANARY,
+			      "round %u obj %u: canary overwritten", round, k);
+		}
+		for (k = 0; k < 4096; k++)
+			CHECK(buf[k] == CANARY, "round %u: canary before the first object", round);
+		printf("truncate round %u (%u us): %u objects exact, %u failed\n",
+		       round, t.delay_us, ok, bad);
+		exact += ok;
+		failed += bad;
+	}
+	printf("file truncated during batches: %u objects exact, %u failed (ENODATA/EIO): %s\n",
+	       exact, failed, failures ? "FAIL" : "ok");
+	ctx_close(&x);
+	munmap(buf, buf_len);
+	unlink(path);
+	unlink(other);
+	free(want);
+	free(foreign);
+}
+
 static void expect_attach_errno(const char *what, int fd, uint32_t flags, int err)
 {
 	struct kvblk_attach a = { .size = sizeof(a), .bdev_fd = fd, .flags = flags };
@@ -427,6 +597,9 @@ int main(int argc, char **argv)
 		free(p);
 		ctx_close(&x);
 	}
+
+	if (!failures)
+		truncate_during_batch(dir);
 
 	for (i = 0; i < nfiles; i++)
 		unlink(c[i].path);

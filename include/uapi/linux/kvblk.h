@@ -157,7 +157,10 @@ enum kvblk_mem_kind {
  * KVBLK_ATTACH_F_ENGINE_PRP on a target that is not a namespace or
  * partition of an nvme-pci controller (a file, the bio-based multipath
  * head, a non-PCIe transport, another device), or that the PRP engine
- * refuses (metadata or protection information in its LBA format), a
+ * refuses (metadata or protection information in its LBA format, or its
+ * attach self-check failed: a Read past the namespace's end was not seen
+ * as failed, or a good Read not as successful, so the engine could not
+ * report a failed load; the block-layer engine is unaffected), a
  * device being removed, an empty device or partition, a partition not
  * aligned to the logical block size, or a file on a file system without a
  * block device or without direct I/O; -EBUSY already attached; -ENOMEM.

@@ -11,13 +11,20 @@
 # --p2p: the P2PDMA bench instead (p2p-bench.list, guest-p2p-bench.sh: kmod into a
 # controller memory buffer vs kmod and uring into host memory), on Debian's 7.2 kernel
 # unless KVBLK_VM_KERNEL says otherwise.
+# --engines: kvblk.ko's block-layer engine vs its PRP engine vs fio io_uring (and libkvblk
+# uring with KVBLK_BENCH_URING=1) on one namespace and on md RAID-0 of 4 (engines-bench.list,
+# guest-engines-bench.sh; KVBLK_BENCH_SECS seconds per leg).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 cd "$repo" || exit 2
 export KVBLK_VM_MEM=${KVBLK_VM_MEM:-3G}
 list=$here/bench.list script=tests/vm/bench/guest-bench.sh table_path='*/cases/vmbench.d/table.txt'
-if [ "${1:-}" = --p2p ]; then
+if [ "${1:-}" = --engines ]; then
+	shift
+	list=$here/engines-bench.list script=tests/vm/bench/guest-engines-bench.sh
+	table_path='*/cases/engbench.d/engines-table.txt'
+elif [ "${1:-}" = --p2p ]; then
 	shift
 	list=$here/p2p-bench.list script=tests/vm/bench/guest-p2p-bench.sh
 	table_path='*/cases/p2pbench.d/p2p-table.txt'
@@ -30,7 +37,7 @@ manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
 trap 'rm -f "$manifest"' EXIT
 envs=
 for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
-	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF; do
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING; do
 	[ -n "${!v:-}" ] && envs+="$v='${!v}' "
 done
 sed "s|$script|${envs}$script|" "$list" >"$manifest"

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # kvblk's file engine on a file system made in the guest on the scratch
 # namespace of variants/stripe4 (tests/kmod-smoke/kmod_files): many chunk
-# files, holes, a buffered write then a load, the size read per batch, the
-# fd's rights.
+# files, holes, a buffered write then a load, the size read per batch, a
+# file truncated while batches read it (each object exact or ENODATA/EIO,
+# never other bytes), the fd's rights.
 #
 #   fs-files.sh ext4|xfs [NFILES]
 . "$(dirname "$0")/lib.sh"

@@ -1,0 +1,48 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# The PRP engine's attach self-check (kmod/engine_prp.c, kvblk_prp_selfcheck):
+# before a PRP context attaches, a Read past the namespace's end must read as
+# LBA Out of Range through the load status path and a good Read as success.
+#
+# 1. With the real mirror of struct nvme_request the check passes: the PRP
+#    attach succeeds and a batch is exact (tests/kmod-smoke/kmod_hold).
+# 2. The test hook /sys/module/kvblk/parameters/test_status_offset=8 makes
+#    kvblk read the status from the request's result field (0 for a Read),
+#    as a drifted layout would: the failing Read then looks like success, so
+#    the PRP attach fails with EOPNOTSUPP and a kernel log line saying why;
+#    the block-layer engine, which does not read it, still attaches and loads.
+# 3. Values the hook refuses (odd, out of range) give EINVAL; -1 restores
+#    the mirror and the PRP attach works again.
+. "$(dirname "$0")/lib.sh"
+
+hold=tests/kmod-smoke/kmod_hold
+[ -x "$hold" ] || skip "$hold not built"
+[ -f "$KVBLK_KO" ] || skip "$KVBLK_KO not built"
+dev=$KVBLK_TEST_DEVICE
+param=/sys/module/kvblk/parameters/test_status_offset
+
+trap 'rmmod kvblk 2>/dev/null || true' EXIT
+insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
+expect_eq "test_status_offset default" "$(cat $param)" -1
+
+$hold -e prp "$dev" 0:64K 1M:128K 8M+4K:4K || fail "PRP attach and load with the real mirror"
+dmesg | grep -q "self-check failed" && fail "self-check failed with the real mirror"
+ok "self-check passed on $(uname -r): PRP context attached, batch exact"
+
+echo 8 >$param || fail "write 8 to $param"
+$hold -e prp -A EOPNOTSUPP "$dev" || fail "PRP attach with a drifted status offset"
+dmesg | grep -q "PRP engine self-check failed: a Read past the namespace's end did not read as LBA Out of Range" ||
+	fail "no kernel log line naming the self-check's reason"
+ok "drifted status offset: PRP attach refused, kernel log says why"
+# A default attach of an nvme-pci namespace asks for the PRP engine too.
+$hold -A EOPNOTSUPP "$dev" || fail "default attach with a drifted status offset"
+$hold -e bio "$dev" 0:64K 1M:128K || fail "bio engine with the hook set"
+ok "block-layer engine unaffected by the hook"
+
+for bad in 3 32 -2 x; do
+	if echo "$bad" >$param 2>/dev/null; then fail "$param accepted $bad"; fi
+done
+expect_eq "test_status_offset after refused writes" "$(cat $param)" 8
+echo -1 >$param || fail "write -1 to $param"
+$hold -e prp "$dev" 0:64K 1M:128K || fail "PRP attach after restoring the mirror"
+ok "hook refuses 3, 32, -2, x; -1 restores the PRP engine"
