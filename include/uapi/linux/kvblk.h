@@ -273,9 +273,9 @@ struct kvblk_attach {
  * P2PDMA distance check: under one PCIe switch, or through a host bridge
  * known to forward peer-to-peer traffic). Each LOAD_MANY then pins and maps
  * the window of the range its descriptors touch until its last command
- * completes. Not charged to RLIMIT_MEMLOCK. Loads must come from the
- * registering process (another address space: -EFAULT for the first
- * descriptor that targets it). Errors for P2PDMA: -EOPNOTSUPP the kernel
+ * completes. Not charged to RLIMIT_MEMLOCK. Loads come from the
+ * registering process (the context's owner: another address space gets
+ * -EBADFD for every ioctl). Errors for P2PDMA: -EOPNOTSUPP the kernel
  * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
  * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
  * controller cannot reach each other (the kernel log names both);

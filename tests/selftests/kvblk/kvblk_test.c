@@ -2437,6 +2437,33 @@ TEST_F(kvblk, mm_unrelated_changes_intact)
 	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
 }
 
+/*
+ * Pages that cannot be looked up (PROT_NONE) do not make the buffer stale,
+ * but are compared again once accessible: a range replaced by a PROT_NONE
+ * mapping and then made writable (new pages, faulted in without any
+ * notification) is found.
+ */
+TEST_F(kvblk, mm_prot_none_replacement_found_later)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	void *again;
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	ASSERT_EQ(0, munmap(buf, len));
+	again = mmap(buf, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ((void *)buf, again);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ | PROT_WRITE));
+	memset(buf, 0x33, len);
+	EXPECT_EQ(KVBLK_BUF_STALE, buf_state(self->fd, id));
+	expect_stale(_metadata, self->fd, id, buf, a.lba_size);
+}
+
 TEST_F(kvblk, mm_check_buffer_errors)
 {
 	const size_t len = page_size();
