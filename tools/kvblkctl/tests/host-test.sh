@@ -409,7 +409,7 @@ check "schema: crossover.results[]" "$("$K" -o json crossover --load-gbps 1 | ke
 
 check "schema: probe" "$(keys . <<<"$probe_json")" \
 	"schema_version,path,kind,capacity,span_bytes,wrote,scratch_file_removed,backend,backend_reason,data_path,logical_block_size,queue_depth,max_cmd_bytes,registered_buffer,seconds,ceiling,loads,sizes,verdict,verdict_ratio,verdict_reason,thresholds"
-check "schema: probe.ceiling" "$(keys .ceiling <<<"$probe_json")" "available,program,version,block_bytes,gbps,queue_depth,note,points"
+check "schema: probe.ceiling" "$(keys .ceiling <<<"$probe_json")" "available,program,version,block_bytes,gbps,queue_depth,note,rounds,spread,max_spread,stable,points"
 check "schema: probe.ceiling.points[]" "$(keys .ceiling.points[0] <<<"$probe_json")" "queue_depth,ok,gbps,error"
 check "schema: probe.loads[]" "$(keys .loads[0] <<<"$probe_json")" \
 	"object_bytes,objects_per_call,calls,bytes,commands,seconds,gbps,of_ceiling"
