@@ -486,8 +486,9 @@ struct kvblk_load_many {
  * A context belongs to the address space (mm) of the process that opened
  * /dev/kvblk. Every ioctl on it (and any later submission interface) from
  * another address space fails with -EBADFD before it reads its argument:
- * a child made by fork() that uses the inherited fd, or a process that
- * received the fd over a unix socket. Nothing of the owner changes: its
+ * a child made by fork() that uses the inherited fd, a process that
+ * received the fd over a unix socket, or the opener itself after execve()
+ * (a new address space) if the fd was not O_CLOEXEC. Nothing of the owner changes: its
  * registrations, batches in flight and later loads are untouched, and a
  * child's close() of its copy only drops that copy. A child opens its own
  * context. KVBLK_FEAT_MM_GUARD says the module enforces this rule and the
