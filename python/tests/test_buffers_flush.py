@@ -56,7 +56,8 @@ def test_check_buffer_finds_dropped_memory(dev, store):
     """uring registers the buffer as an io_uring fixed buffer: after MADV_DONTNEED its pinned
     pages are no longer what the program maps; the check says ESTALE and loads naming it fail
     until it is registered again."""
-    m = mmap.mmap(-1, 2 * MiB)
+    # Private: MADV_DONTNEED of a shared (shmem) mapping keeps its pages, and the buffer intact.
+    m = mmap.mmap(-1, 2 * MiB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     a = np.frombuffer(m, np.uint8)
     buf = dev.register(a)
     assert dev.load_many([(0, MiB, buf.slice(0, MiB))]).ok == 1
