@@ -579,6 +579,8 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_reject;
 	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
 	if (!ret)
+		ret = kvblk_batch_check(b, &bad);
+	if (!ret)
 		ret = kvblk_bind_all(b, &bad);
 	if (ret) {
 		lm.bad_index = bad;

@@ -431,6 +431,7 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_put_buf;
 	}
 	buf->id = id;
+	buf->addr = r.addr;
 	ctx->nr_bufs++;
 	r.buf_id = id;
 	ret = kvblk_copy_out(uarg, &r, sizeof(r), usize);
@@ -482,4 +483,49 @@ long kvblk_ioctl_unregister(struct kvblk_ctx *ctx, void __user *uarg)
 	if (!ret)
 		kvblk_buf_put(buf);
 	return ret;
+}
+
+/**
+ * kvblk_ioctl_check_buffer() - KVBLK_IOC_CHECK_BUFFER.
+ * @ctx: context.
+ * @uarg: user pointer to struct kvblk_buf_check.
+ *
+ * Return: 0 with the state written; errors as documented for struct
+ * kvblk_buf_check.
+ */
+long kvblk_ioctl_check_buffer(struct kvblk_ctx *ctx, void __user *uarg)
+{
+	struct kvblk_buf_check c;
+	struct kvblk_buf *buf;
+	u32 usize;
+	long ret;
+
+	ret = kvblk_copy_in(&c, sizeof(c), uarg, KVBLK_BUF_CHECK_SIZE_VER0,
+			    &usize);
+	if (ret)
+		return ret;
+	if (c.flags || c.reserved[0] || c.reserved[1])
+		return -EINVAL;
+
+	mutex_lock(&ctx->lock);
+	buf = xa_load(&ctx->bufs, c.buf_id);
+	if (buf)
+		kref_get(&buf->ref);
+	mutex_unlock(&ctx->lock);
+	if (!buf)
+		return -ENOENT;
+
+	if (buf->ops->check) {
+		ret = buf->ops->check(buf);
+		c.state = ret == -ESTALE ? KVBLK_BUF_STALE : KVBLK_BUF_INTACT;
+		ret = ret == -ESTALE ? 0 : ret;
+	} else if (buf->revocable && READ_ONCE(buf->revoked)) {
+		c.state = KVBLK_BUF_REVOKED;
+	} else {
+		c.state = KVBLK_BUF_UNTRACKED;
+	}
+	kvblk_buf_put(buf);
+	if (ret)
+		return ret;
+	return kvblk_copy_out(uarg, &c, sizeof(c), usize);
 }

@@ -6,6 +6,8 @@
 
 #include <linux/file.h>
 #include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/slab.h>
 
 #include "engine.h"
@@ -18,6 +20,11 @@
  * that outlives the file (fatal signal, then close) keeps the module's code
  * and workqueue alive until its last command completes.
  *
+ * The context belongs to the caller's address space: it holds the mm_struct
+ * (mmgrab(), not the address space itself) so that kvblk_ctx_owner() can
+ * compare it with every caller's, and the pointer cannot be reused by a new
+ * process while the context lives.
+ *
  * Return: the context with one reference, or NULL (no memory).
  */
 struct kvblk_ctx *kvblk_ctx_alloc(void)
@@ -28,6 +35,9 @@ struct kvblk_ctx *kvblk_ctx_alloc(void)
 	if (!ctx)
 		return NULL;
 	kref_init(&ctx->ref);
+	ctx->mm = current->mm;
+	if (ctx->mm)
+		mmgrab(ctx->mm);
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->bufs, XA_FLAGS_ALLOC);
 	/* Called from open(): the file already pins the module. */
@@ -61,6 +71,8 @@ static void kvblk_ctx_free(struct kref *ref)
 		fput(ctx->file);
 	}
 	mutex_destroy(&ctx->lock);
+	if (ctx->mm)
+		mmdrop(ctx->mm);
 	kfree(ctx);
 	module_put(THIS_MODULE);
 }
@@ -87,4 +99,21 @@ struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx)
 {
 	/* Pairs with smp_store_release() in kvblk_ioctl_attach(). */
 	return smp_load_acquire(&ctx->ns);
+}
+
+/**
+ * kvblk_ctx_owner() - whether the caller may use a context.
+ * @ctx: context.
+ *
+ * A context belongs to the address space that opened it: a child made by
+ * fork() shares the open file but not the memory its registrations pinned
+ * or its batches' descriptors point into, and a command it could send
+ * would read the parent's destinations and race with the parent's calls.
+ * Such a caller gets -EBADFD from every ioctl (ioctl.c) and changes nothing.
+ *
+ * Return: true when the caller runs in the context's mm.
+ */
+bool kvblk_ctx_owner(const struct kvblk_ctx *ctx)
+{
+	return ctx->mm && ctx->mm == current->mm;
 }

@@ -63,6 +63,9 @@ static long kvblk_ioctl_get_features(void __user *uarg)
 	u64 feat = KVBLK_FEAT_PRP_ENGINE | KVBLK_FEAT_BIO_ENGINE |
 		   KVBLK_FEAT_FILE_ENGINE | kvblk_mem_features();
 
+	if (IS_ENABLED(CONFIG_MMU_NOTIFIER))
+		feat |= KVBLK_FEAT_MM_GUARD;
+
 	return put_user(feat, (u64 __user *)uarg) ? -EFAULT : 0;
 }
 
@@ -80,12 +83,17 @@ static long kvblk_ioctl_get_features(void __user *uarg)
  * @cmd: KVBLK_IOC_*.
  * @arg: user pointer to the command's struct.
  *
- * Return: per command, see include/uapi/linux/kvblk.h; -ENOTTY unknown @cmd.
+ * Return: per command, see include/uapi/linux/kvblk.h; -ENOTTY unknown @cmd;
+ * -EBADFD the caller's address space is not the one that opened the
+ * context (kvblk_ctx_owner()), checked before anything else.
  */
 long kvblk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct kvblk_ctx *ctx = file->private_data;
 	void __user *uarg = (void __user *)arg;
+
+	if (!kvblk_ctx_owner(ctx))
+		return -EBADFD;
 
 	switch (KVBLK_IOC_KEY(cmd)) {
 	case KVBLK_IOC_KEY(KVBLK_IOC_GET_FEATURES):
@@ -98,6 +106,8 @@ long kvblk_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return kvblk_ioctl_unregister(ctx, uarg);
 	case KVBLK_IOC_KEY(KVBLK_IOC_LOAD_MANY):
 		return kvblk_ioctl_load_many(ctx, uarg);
+	case KVBLK_IOC_KEY(KVBLK_IOC_CHECK_BUFFER):
+		return kvblk_ioctl_check_buffer(ctx, uarg);
 	default:
 		return -ENOTTY;
 	}

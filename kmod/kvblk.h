@@ -29,6 +29,7 @@
 #include <linux/kobject.h>
 #include <linux/kref.h>
 #include <linux/llist.h>
+#include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/scatterlist.h>
@@ -161,6 +162,7 @@ struct kvblk_engine_ops;
 
 struct kvblk_ctx {
 	struct kref ref;
+	struct mm_struct *mm;		/* the opener's; mmgrab()'ed (ctx.c) */
 	struct mutex lock;		/* attach and the buffer table */
 	struct kvblk_ns *ns;		/* NULL until attached, then fixed */
 	const struct kvblk_engine_ops *engine;	/* fixed at attach */
@@ -197,11 +199,17 @@ struct kvblk_buf;
  *           ->inflight until released. Called by the caller of LOAD_MANY in
  *           its own process context. NULL for memory mapped at
  *           registration. Returns an ERR_PTR on failure.
+ * @check:   whether the memory the registering program maps at the
+ *           buffer's range is still the memory registered: 0 intact,
+ *           -ESTALE replaced (from then on, until unregistered), -EINTR,
+ *           -ENOMEM. Called in the owner's process context, while a
+ *           reference is held. NULL for kinds that are not compared.
  */
 struct kvblk_mem_ops {
 	const char *name;
 	void (*release)(struct kvblk_buf *buf);
 	struct kvblk_buf *(*bind)(struct kvblk_buf *buf, u64 off, u64 len);
+	int (*check)(struct kvblk_buf *buf);
 };
 
 /*
@@ -221,6 +229,7 @@ struct kvblk_buf {
 	u32 id;
 	u32 kind;			/* enum kvblk_mem_kind */
 	u64 len;
+	u64 addr;			/* kvblk_buf_reg.addr (overlap checks) */
 	struct device *dev;		/* mapped for; referenced */
 	const struct kvblk_mem_ops *ops;
 	void *priv;			/* the provider's state */
@@ -242,6 +251,15 @@ struct kvblk_mem_host {
 	unsigned long nr_pages;
 	struct sg_table sgt;
 	struct user_struct *user;	/* charged RLIMIT_MEMLOCK, or NULL */
+	unsigned long addr;		/* user address of the range */
+#if IS_ENABLED(CONFIG_MMU_NOTIFIER)
+	/* mem_host.c: is the range still mapping @pages? */
+	struct mmu_interval_notifier mni;
+	bool mni_live;			/* inserted */
+	struct mutex check_lock;	/* one comparison at a time */
+	unsigned long checked_seq;	/* mni sequence of the last comparison */
+	bool stale;			/* replaced; sticky */
+#endif
 };
 
 /*
@@ -345,6 +363,7 @@ struct kvblk_ctx *kvblk_ctx_alloc(void);
 void kvblk_ctx_get(struct kvblk_ctx *ctx);
 void kvblk_ctx_put(struct kvblk_ctx *ctx);
 struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx);
+bool kvblk_ctx_owner(const struct kvblk_ctx *ctx);
 
 /* attach.c */
 long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg);
@@ -359,6 +378,7 @@ void kvblk_ns_put(struct kvblk_ns *ns, u32 engine);
 /* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
 long kvblk_ioctl_unregister(struct kvblk_ctx *ctx, void __user *uarg);
+long kvblk_ioctl_check_buffer(struct kvblk_ctx *ctx, void __user *uarg);
 u64 kvblk_mem_features(void);
 struct kvblk_buf *kvblk_buf_alloc(struct device *dev, u32 kind, u64 len,
 				  const struct kvblk_mem_ops *ops);
@@ -413,6 +433,9 @@ void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp);
 
 /* batch.c */
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
+
+/* batch_check.c: whole-batch rules after each descriptor was validated */
+int kvblk_batch_check(struct kvblk_batch *b, u32 *bad);
 
 /* stats.c */
 int kvblk_stats_init(struct kvblk_stats *st);

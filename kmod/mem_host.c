@@ -7,6 +7,18 @@
  * caller has CAP_IPC_LOCK), and, for the PRP engine, DMA-mapped once for the
  * namespace's NVMe PCI function (dma_map_sgtable()). The block-layer engines
  * use the pinned pages (buf->pages) and never a mapping of kvblk's.
+ *
+ * The pins keep the pages, not the program's mapping of them: a program
+ * that unmaps and maps the range again, or drops it with MADV_DONTNEED, no
+ * longer sees the pinned pages. An mmu interval notifier on the range
+ * notes every invalidation that can change which pages it maps; the next
+ * load or KVBLK_IOC_CHECK_BUFFER then compares the pages the range maps now
+ * with the pinned ones (kvblk_mem_host_check()) and marks the buffer stale
+ * when one differs. Invalidations that never change the pages (protection
+ * changes: mprotect(), fork()'s write-protection, NUMA hinting, soft-dirty)
+ * are not noted; anything else only causes a comparison, so a false alarm
+ * (an unmap attempt that failed on a pinned page) costs a page walk, never
+ * an -ESTALE.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -53,8 +65,176 @@ static void kvblk_unaccount_mem(struct user_struct *user, unsigned long pages)
 }
 #endif
 
+#if IS_ENABLED(CONFIG_MMU_NOTIFIER)
+static bool kvblk_mem_host_invalidate(struct mmu_interval_notifier *mni,
+				      const struct mmu_notifier_range *range,
+				      unsigned long cur_seq)
+{
+	switch (range->event) {
+	case MMU_NOTIFY_PROTECTION_VMA:
+	case MMU_NOTIFY_PROTECTION_PAGE:
+	case MMU_NOTIFY_SOFT_DIRTY:
+		/* The same pages stay mapped. */
+		break;
+	default:
+		/* Only a sequence bump: the next load compares the pages. */
+		mmu_interval_set_seq(mni, cur_seq);
+		break;
+	}
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops kvblk_mem_host_mni_ops = {
+	.invalidate = kvblk_mem_host_invalidate,
+};
+
+/*
+ * Watch the range before pinning it: an invalidation between the pin and
+ * the insertion would otherwise go unnoticed. The sequence read before the
+ * pin makes the first load compare if anything happened meanwhile.
+ */
+static int kvblk_mem_host_watch(struct kvblk_mem_host *h, unsigned long len)
+{
+	int ret;
+
+	mutex_init(&h->check_lock);
+	ret = mmu_interval_notifier_insert(&h->mni, current->mm, h->addr, len,
+					   &kvblk_mem_host_mni_ops);
+	if (ret)
+		return ret;
+	h->mni_live = true;
+	h->checked_seq = mmu_interval_read_begin(&h->mni);
+	return 0;
+}
+
+static void kvblk_mem_host_unwatch(struct kvblk_mem_host *h)
+{
+	if (h->mni_live)
+		mmu_interval_notifier_remove(&h->mni);
+	h->mni_live = false;
+}
+
+/* Pages compared per page walk. */
+#define KVBLK_CHECK_CHUNK	(PAGE_SIZE / sizeof(struct page *))
+
+/*
+ * Compare the pages the range maps now with the pinned ones: 0 all match,
+ * -ESTALE one differs or is no longer mapped, 1 inconclusive, -EINTR,
+ * -ENOMEM. A readable page is looked up as a read would (a missing
+ * anonymous page becomes the zero page, never the pinned one). Pages the
+ * program made inaccessible (PROT_NONE) cannot be looked up: they neither
+ * make the buffer stale nor count as compared (1), so the next load
+ * compares again, also once the program makes them accessible (which
+ * notifies nothing).
+ */
+static int kvblk_mem_host_compare(struct kvblk_mem_host *h)
+{
+	unsigned long end = h->addr + (h->nr_pages << PAGE_SHIFT);
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+	struct page **cur;
+	unsigned long i = 0;
+	bool unsure = false;
+	int ret = 0;
+
+	cur = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!cur)
+		return -ENOMEM;
+	while (i < h->nr_pages && !ret) {
+		unsigned long addr = h->addr + (i << PAGE_SHIFT);
+		int n = min_t(unsigned long, h->nr_pages - i, KVBLK_CHECK_CHUNK);
+		int got, j;
+
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
+		got = get_user_pages_fast(addr, n, 0, cur);
+		if (got < 0 && got != -EFAULT) {
+			ret = got == -ENOMEM ? -ENOMEM : -EINTR;
+			break;
+		}
+		for (j = 0; j < max(got, 0); j++) {
+			if (cur[j] != h->pages[i + j])
+				ret = -ESTALE;
+			put_page(cur[j]);
+		}
+		if (ret)
+			break;
+		if (got == n) {
+			i += n;
+			cond_resched();
+			continue;
+		}
+		/* Page i + max(got, 0) could not be looked up: why? */
+		i += max(got, 0);
+		addr = h->addr + (i << PAGE_SHIFT);
+		if (mmap_read_lock_killable(mm)) {
+			ret = -EINTR;
+			break;
+		}
+		vma = vma_lookup(mm, addr);
+		if (!vma || (vma->vm_flags & VM_READ))
+			ret = -ESTALE;	/* unmapped, or readable yet no page */
+		else		/* inaccessible: skip the rest of this VMA */
+			i += (min(vma->vm_end, end) - addr) >> PAGE_SHIFT;
+		unsure = true;
+		mmap_read_unlock(mm);
+	}
+	kfree(cur);
+	return ret ? ret : unsure;
+}
+
+static int kvblk_mem_host_check(struct kvblk_buf *buf)
+{
+	struct kvblk_mem_host *h = buf->priv;
+	unsigned long seq;
+	int ret = 0;
+
+	if (READ_ONCE(h->stale))
+		return -ESTALE;
+	if (!mmu_interval_check_retry(&h->mni, READ_ONCE(h->checked_seq)))
+		return 0;
+
+	if (mutex_lock_killable(&h->check_lock))
+		return -EINTR;
+	while (!h->stale && mmu_interval_check_retry(&h->mni, h->checked_seq)) {
+		seq = mmu_interval_read_begin(&h->mni);
+		ret = kvblk_mem_host_compare(h);
+		if (ret == -ESTALE) {
+			WRITE_ONCE(h->stale, true);
+			pr_info_ratelimited("%s[%d]: buffer %u: the registered range at 0x%lx no longer maps the pinned pages (unmapped, replaced or dropped): loads into it fail with -ESTALE until it is registered again\n",
+					    current->comm, task_pid_nr(current),
+					    buf->id, h->addr);
+		}
+		if (ret) {
+			/* Inconclusive: loads go on, the next one compares. */
+			ret = ret == 1 ? 0 : ret;
+			break;
+		}
+		/* An invalidation during the comparison: compare again. */
+		if (!mmu_interval_read_retry(&h->mni, seq))
+			WRITE_ONCE(h->checked_seq, seq);
+	}
+	if (h->stale)
+		ret = -ESTALE;
+	mutex_unlock(&h->check_lock);
+	return ret;
+}
+#else
+static int kvblk_mem_host_watch(struct kvblk_mem_host *h, unsigned long len)
+{
+	return 0;
+}
+
+static void kvblk_mem_host_unwatch(struct kvblk_mem_host *h)
+{
+}
+#endif /* CONFIG_MMU_NOTIFIER */
+
 static void kvblk_mem_host_free(struct kvblk_mem_host *h)
 {
+	kvblk_mem_host_unwatch(h);
 	if (h->user) {
 		kvblk_unaccount_mem(h->user, h->nr_pages);
 		free_uid(h->user);
@@ -80,6 +260,9 @@ static void kvblk_mem_host_release(struct kvblk_buf *buf)
 static const struct kvblk_mem_ops kvblk_mem_host_ops = {
 	.name = "host",
 	.release = kvblk_mem_host_release,
+#if IS_ENABLED(CONFIG_MMU_NOTIFIER)
+	.check = kvblk_mem_host_check,
+#endif
 };
 
 /*
@@ -219,6 +402,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	if (!h)
 		return ERR_PTR(-ENOMEM);
 	h->nr_pages = r->len >> PAGE_SHIFT;
+	h->addr = r->addr;
 
 	if (!capable(CAP_IPC_LOCK)) {
 		h->user = get_uid(current_user());
@@ -237,6 +421,9 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		goto out_free;
 	}
 	ret = kvblk_check_vmas(r->addr, r->len);
+	if (ret)
+		goto out_free;
+	ret = kvblk_mem_host_watch(h, r->len);
 	if (ret)
 		goto out_free;
 	ret = kvblk_pin_user(r->addr, h->nr_pages, KVBLK_GUP_LONGTERM, h->pages);

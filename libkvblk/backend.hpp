@@ -329,6 +329,18 @@ public:
 		return fail_device_kind(kind);
 	}
 
+	/*
+	 * kvblk_check_buffer() of host buffer @id, as far as this backend's kernel side can
+	 * compare its own pins: 0 intact (or nothing pinned there), -ESTALE the pinned pages are
+	 * no longer what the range maps (kvblk_last_error() set), -EOPNOTSUPP the kernel side
+	 * cannot tell, other -errno with the message set. Backends without kernel pins: 0.
+	 */
+	virtual int check_buffer(uint32_t id) noexcept
+	{
+		(void)id;
+		return 0;
+	}
+
 	/* Undo register_buffer(); @fixed_index is what it returned. */
 	virtual void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept
 	{

@@ -61,6 +61,7 @@ namespace {
 
 /* The KVBLK_IOC_* macros name these structs. */
 using uapi::kvblk_attach;
+using uapi::kvblk_buf_check;
 using uapi::kvblk_buf_reg;
 using uapi::kvblk_buf_unreg;
 using uapi::kvblk_load_many;
@@ -320,6 +321,33 @@ public:
 					"may say more)", what, ull(addr), ull(reg_len), errno_text(e).c_str());
 		}
 		bufs_[id] = KernelBuf{reg.buf_id, 0};
+		return 0;
+	}
+
+	/*
+	 * KVBLK_IOC_CHECK_BUFFER (KVBLK_FEAT_MM_GUARD): the module compares the pages it pinned
+	 * for the buffer with those the range maps now. A buffer the module did not register
+	 * (a fallback) is pinned per call: nothing to compare.
+	 */
+	int check_buffer(uint32_t id) noexcept override
+	{
+		if (!bufs_[id].kid)
+			return 0;
+		if (!(feat_ & KVBLK_FEAT_MM_GUARD))
+			return fail(-EOPNOTSUPP,
+				    "kmod: this kvblk.ko cannot compare its pinned pages with the mapping (no "
+				    "KVBLK_FEAT_MM_GUARD in its features 0x%llx)", ull(feat_));
+		kvblk_buf_check c{};
+		c.size = sizeof(c);
+		c.buf_id = bufs_[id].kid;
+		if (ioctl(ctl_, KVBLK_IOC_CHECK_BUFFER, &c) != 0) {
+			const int e = errno;
+			return fail(-e, "kmod: KVBLK_IOC_CHECK_BUFFER of buffer %u: %s", id, errno_text(e).c_str());
+		}
+		if (c.state == uapi::KVBLK_BUF_STALE)
+			return fail(-ESTALE,
+				    "kmod: buffer %u no longer maps the pages kvblk.ko pinned at registration (the "
+				    "memory was unmapped and mapped again, or dropped with madvise)", id);
 		return 0;
 	}
 

@@ -7,6 +7,8 @@
 // bytes from the pinned pages into a memfd; a page whose token does not come back is not
 // the one mapped. The 8 bytes are restored. Buffers without pinned pages (psync, threadpool,
 // uring_cmd, a fallback) read into whatever is mapped, so only the mapping is checked.
+// kvblk.ko compares the pages it pinned itself (KVBLK_IOC_CHECK_BUFFER, Backend::check_buffer());
+// a kmod device's stores go through an io_uring writer whose fixed buffer is probed as above.
 #include "device.hpp"
 #include "last_error.hpp"
 #include "mapping.hpp"
@@ -131,9 +133,14 @@ int check(kvblk_dev *dev, uint32_t id)
 	std::string why;
 	if (int ret = check_writable_range(b.base, b.len, &why))
 		return stale(dev, id, ret, "the range is no longer usable: " + why);
-	if (dev->backend->kind() == KVBLK_BACKEND_KMOD)
-		return fail(-EOPNOTSUPP, "kvblk_check_buffer: buffer %u is pinned by kvblk.ko, whose pages cannot "
-					 "be compared from userspace (the mapping itself is intact)", id);
+	/* Pins of the backend's kernel side (kvblk.ko compares its own: KVBLK_IOC_CHECK_BUFFER). */
+	if (int ret = dev->backend->check_buffer(id)) {
+		if (ret != -ESTALE)
+			return ret;
+		return stale(dev, id, -ESTALE,
+			     "kvblk.ko found that the range no longer maps the pages it pinned at registration "
+			     "(the memory was unmapped and mapped again, or dropped with madvise)");
+	}
 	if (b.fixed_index < 0)
 		return 0; /* no pinned pages: reads go to whatever is mapped */
 	uint64_t bad = 0;

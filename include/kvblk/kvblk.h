@@ -38,7 +38,10 @@
  * The child opens a handle of its own with kvblk_open(). The parent is never
  * affected: its batches in flight at the fork complete, and its registered
  * buffers stay its own (the kernel gives the child copies of pinned pages;
- * the rings are not mapped into the child at all).
+ * the rings are not mapped into the child at all). kvblk.ko enforces the
+ * same rule for its contexts: an ioctl from another address space fails
+ * with -EBADFD (include/uapi/linux/kvblk.h), so even a raw ioctl on the
+ * inherited /dev/kvblk fd cannot touch the parent's registrations.
  */
 #ifndef KVBLK_KVBLK_H
 #define KVBLK_KVBLK_H
@@ -460,7 +463,11 @@ enum kvblk_mem_kind {
  * sees at those addresses while loads still go to the old pages, which the
  * program can no longer read; such loads report success. Unregister first,
  * or register again afterwards. kvblk_check_buffer() finds out whether this
- * happened. (psync and threadpool, and buffers that fell back, read into
+ * happened. On a kmod device whose kvblk.ko reports KVBLK_FEAT_MM_GUARD
+ * the module also watches the range itself: a load into a buffer whose
+ * pinned pages are no longer what the range maps is not sent; that object
+ * fails with -ESTALE and the batch's other objects with -ECANCELED (no
+ * kvblk_check_buffer() needed first). (psync and threadpool, and buffers that fell back, read into
  * whatever is mapped when each read runs, as for plain pointers.) After
  * fork(2) the parent keeps the pinned pages and the child gets copies.
  *
@@ -565,7 +572,11 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * and restored. A page whose token does not come back was replaced (see
  * kvblk_register_buffer(): what registration pins). Other buffers (psync,
  * threadpool, uring_cmd, a fixed-buffer fallback) have no pinned pages: only
- * the mapping is checked (mapped and writable end to end).
+ * the mapping is checked (mapped and writable end to end). On a kmod device
+ * kvblk.ko compares the pages it pinned with those the range maps now
+ * (KVBLK_IOC_CHECK_BUFFER; a page walk of the range only when the kernel saw
+ * it invalidated since the last comparison), and a store buffer's io_uring
+ * pins (KVBLK_OPEN_WRITE) are probed as above.
  * When it finds the buffer replaced or unmapped, the buffer becomes stale:
  * every later batch naming it fails with -ESTALE (bad_index names the
  * descriptor) until kvblk_unregister_buffer(); register the range again.
@@ -581,8 +592,8 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * longer mapped or no longer writable (the buffer is stale from then on too);
  * -ENOENT unknown @id; -EINVAL NULL @dev, or @id is not KVBLK_MEM_HOST;
  * -EBUSY a batch that names @id is outstanding; -EOPNOTSUPP a kmod device
- * (kvblk.ko's pins cannot be compared from userspace; the mapping was found
- * intact); -EBADFD the handle was inherited through fork(); -ENOMEM, and the
+ * whose kvblk.ko cannot compare its pins (no KVBLK_FEAT_MM_GUARD: a module
+ * older than this library; the mapping was found intact); -EBADFD the handle was inherited through fork(); -ENOMEM, and the
  * errors of memfd_create(2).
  */
 int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;

@@ -120,6 +120,18 @@ class Buffer:
         self._dest.release()
         self._dest = None
 
+    def check(self):
+        """kvblk_check_buffer(): whether the memory is still what was registered (a program that
+        unmapped and mapped the range again, or dropped it with madvise(MADV_DONTNEED), left
+        the pinned pages behind). Returns None when intact. Errors: kvblk.Error ESTALE replaced
+        (loads into this buffer fail with ESTALE until it is unregistered; register the object
+        again), EFAULT part of it is no longer mapped or writable, EINVAL not host memory,
+        EBUSY a batch that names it is outstanding, EOPNOTSUPP a kvblk.ko too old to compare its
+        pins, EBADFD the device was opened by the parent of a fork()."""
+        if self._dest is None:
+            raise ValueError(f"buffer {self.id} is not registered")
+        self._dev._c.check_buffer(self.id)
+
     @property
     def registered(self):
         return self._dest is not None
@@ -255,6 +267,18 @@ class Device:
         if not isinstance(target, int):
             target = os.fspath(target)
         return self._c.add_target(target, flags)
+
+    def flush(self, target=None):
+        """kvblk_flush(): make every completed store to ``target`` (a target id; None: every
+        target opened for writing) durable: fdatasync(2) of the file or block device, an NVMe
+        Flush for a generic char device. Stores still in flight are not covered. Errors:
+        kvblk.Error EBADF the target was not opened for writing, ENOENT unknown target, EIO
+        the flush failed (earlier stores may be lost), EBADFD opened by the parent of a fork()."""
+        self._c.flush(_kvblk.TARGET_ALL if target is None else int(target))
+
+    def check_buffer(self, buf):
+        """kvblk_check_buffer() of a Buffer (or a buffer id): see Buffer.check()."""
+        self._c.check_buffer(buf.id if isinstance(buf, Buffer) else int(buf))
 
     def remove_target(self, target_id):
         """kvblk_remove_target(). Errors: kvblk.Error EINVAL target 0, ENOENT unknown id,

@@ -276,6 +276,36 @@ void unregister_buffer(Device &self, uint32_t id)
 		raise_call_error(ret, "kvblk_unregister_buffer", why);
 }
 
+void check_buffer(Device &self, uint32_t id)
+{
+	Device::Use u(self);
+	int ret;
+	std::string why;
+	{
+		py::gil_scoped_release nogil; /* probes every page of the buffer */
+		ret = kvblk_check_buffer(u.dev, id);
+		if (ret < 0)
+			why = last_error();
+	}
+	if (ret < 0)
+		raise_call_error(ret, "kvblk_check_buffer", why);
+}
+
+void flush(Device &self, uint32_t target)
+{
+	Device::Use u(self);
+	int ret;
+	std::string why;
+	{
+		py::gil_scoped_release nogil; /* fdatasync or an NVMe Flush: milliseconds */
+		ret = kvblk_flush(u.dev, target, 0);
+		if (ret < 0)
+			why = last_error();
+	}
+	if (ret < 0)
+		raise_call_error(ret, "kvblk_flush", why);
+}
+
 void set_staging(Device &self, uint32_t buffers, uint64_t buffer_bytes)
 {
 	Device::Use u(self);
@@ -399,6 +429,8 @@ void bind_device(py::module_ &m)
 		.def("register_buffer", &register_buffer, py::arg("kind"), py::arg("addr"), py::arg("nbytes"),
 		     "kvblk_register_buffer(); returns (id, note).")
 		.def("unregister_buffer", &unregister_buffer, py::arg("id"))
+		.def("check_buffer", &check_buffer, py::arg("id"), "kvblk_check_buffer(); raises on -errno.")
+		.def("flush", &flush, py::arg("target"), "kvblk_flush(target, 0); raises on -errno.")
 		.def("set_staging", &set_staging, py::arg("buffers"), py::arg("buffer_bytes"))
 		.def("load_many", [](Device &s, py::handle d, py::handle r) { return run_batch(s, d, r, false); },
 		     py::arg("descs"), py::arg("results"),

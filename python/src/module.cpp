@@ -82,6 +82,7 @@ PYBIND11_MODULE(_kvblk, m)
 	m.attr("MEM_DMABUF") = int(KVBLK_MEM_DMABUF);
 	m.attr("MEM_P2PDMA") = int(KVBLK_MEM_P2PDMA);
 	m.attr("BUF_NONE") = uint32_t(KVBLK_BUF_NONE);
+	m.attr("TARGET_ALL") = uint32_t(KVBLK_TARGET_ALL);
 	m.attr("OPEN_WRITE") = KVBLK_OPEN_WRITE;
 	m.attr("OPEN_BUFFERED") = KVBLK_OPEN_BUFFERED;
 	m.attr("OPEN_CREATE") = KVBLK_OPEN_CREATE;

@@ -8,11 +8,14 @@
  * PATH (128 MiB .. 1 GiB, as much as PATH holds), and the device's own
  * ceiling: fio, io_uring, O_DIRECT, reading the same span (time based,
  * rereading it) with kvblk's command size at queue depths 1, 16 and 64
- * (tools/common/fio.hpp).
+ * (tools/common/fio.hpp), in three rounds.
  *
- * Verdict, from "of ceiling" = best GB/s of an object size / fio's best:
- * the smaller of the 2 MiB and 16 MiB ratios decides: fast >= 0.80,
- * ok >= 0.50, else slow; unknown when fio could not measure a ceiling.
+ * Verdict (probe_verdict.hpp): only when the ceiling held still (the best
+ * point's rounds within 0.20 of their median), from "of ceiling" = best
+ * GB/s of an object size / the ceiling: the smaller of the 2 MiB and
+ * 16 MiB ratios decides: fast >= 0.80, ok >= 0.50, else slow; "unstable"
+ * with the rounds and their spread when the ceiling swung; unknown when fio
+ * could not measure a ceiling.
  *
  * Read only unless --write: then the span is written with a non-zero
  * pattern first (a missing file is created, and removed at the end).
@@ -20,6 +23,7 @@
  */
 #include "common.hpp"
 #include "fio.hpp"
+#include "probe_verdict.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -47,7 +51,6 @@ constexpr std::uint32_t kObjectsPerCall[] = { 1, 8 };
 constexpr std::uint32_t kFioDepths[] = { 1, 16, 64 };
 constexpr std::uint64_t kMinSpan = 16 * kMiB * 8; /* largest object x most per call */
 constexpr std::uint64_t kMaxSpan = 1024 * kMiB;
-constexpr double kFast = 0.80, kOk = 0.50;
 
 struct ProbeOpts {
 	std::string path;
@@ -285,38 +288,35 @@ int probe_main(const Globals &g, const ProbeOpts &o)
 	fc.size = span;
 	fc.block_bytes = info.max_cmd_bytes;
 	fc.queue_depths.assign(std::begin(kFioDepths), std::end(kFioDepths));
-	fc.runtime_s = std::max(1u, unsigned(o.seconds * 0.4 / double(std::size(kFioDepths))));
+	fc.runtime_s = std::max(1u, unsigned(o.seconds * 0.4 / double(std::size(kFioDepths) * kProbeRounds)));
 	fc.time_based = true; /* as long as a load point, not one pass of the span */
-	kvblk_tools::FioSweep sweep = kvblk_tools::run_fio_sweep(fc);
+	std::vector<kvblk_tools::FioSweep> rounds;
+	for (unsigned r = 0; r < kProbeRounds; r++)
+		rounds.push_back(kvblk_tools::run_fio_sweep(fc));
+	/* Each point: its median round, every round in gbps_repeats. */
+	kvblk_tools::FioSweep sweep = kvblk_tools::median_sweep(rounds);
 	const int best = sweep.best();
-	const double ceiling = best >= 0 ? sweep.points[size_t(best)].gbps : 0;
+	const std::vector<double> best_rounds = best >= 0 ? sweep.points[size_t(best)].gbps_repeats : std::vector<double>{};
 
 	struct SizeBest {
 		std::uint64_t object_bytes;
 		double gbps, of_ceiling;
 	};
-	std::vector<SizeBest> sizes;
+	std::vector<double> size_best;
 	for (std::uint64_t osz : kObjectSizes) {
 		double b = 0;
 		for (const auto &p : points)
 			if (p.object_bytes == osz)
 				b = std::max(b, p.gbps);
-		sizes.push_back({ osz, b, ceiling > 0 ? b / ceiling : 0 });
+		size_best.push_back(b);
 	}
-	std::string verdict = "unknown", reason;
-	double deciding = 0;
-	if (ceiling > 0) {
-		deciding = std::min(sizes[1].of_ceiling, sizes[2].of_ceiling);
-		verdict = deciding >= kFast ? "fast" : (deciding >= kOk ? "ok" : "slow");
-		char b[200];
-		std::snprintf(b, sizeof(b),
-			      "2 MiB objects reach %.2f and 16 MiB objects %.2f of the device's ceiling "
-			      "(%.3f GB/s); fast >= %.2f, ok >= %.2f",
-			      sizes[1].of_ceiling, sizes[2].of_ceiling, ceiling, kFast, kOk);
-		reason = b;
-	} else {
-		reason = "no device ceiling: " + (sweep.note.empty() ? std::string("every fio point failed") : sweep.note);
-	}
+	const ProbeVerdict pv = probe_decide(best_rounds, size_best[1], size_best[2], sweep.note);
+	const double ceiling = pv.ceiling;
+	std::vector<SizeBest> sizes;
+	for (size_t i = 0; i < size_best.size(); i++)
+		sizes.push_back({ kObjectSizes[i], size_best[i], ceiling > 0 ? size_best[i] / ceiling : 0 });
+	const std::string &verdict = pv.verdict, &reason = pv.reason;
+	const double deciding = pv.deciding;
 
 	if (g.output == Output::json) {
 		using J = nlohmann::ordered_json;
@@ -348,6 +348,10 @@ int probe_main(const Globals &g, const ProbeOpts &o)
 				   { "gbps", best >= 0 ? J(ceiling) : J(nullptr) },
 				   { "queue_depth", best >= 0 ? J(sweep.points[size_t(best)].queue_depth) : J(nullptr) },
 				   { "note", sweep.note },
+				   { "rounds", best_rounds },
+				   { "spread", best >= 0 ? J(pv.spread) : J(nullptr) },
+				   { "max_spread", kProbeMaxSpread },
+				   { "stable", pv.stable },
 				   { "points", fio_pts } };
 		J loads = J::array();
 		for (const auto &p : points)
@@ -369,7 +373,7 @@ int probe_main(const Globals &g, const ProbeOpts &o)
 		doc["verdict"] = verdict;
 		doc["verdict_ratio"] = ceiling > 0 ? J(deciding) : J(nullptr);
 		doc["verdict_reason"] = reason;
-		doc["thresholds"] = { { "fast", kFast }, { "ok", kOk } };
+		doc["thresholds"] = { { "fast", kProbeFast }, { "ok", kProbeOk }, { "max_spread", kProbeMaxSpread } };
 		print_json(doc);
 		return 0;
 	}
@@ -391,7 +395,8 @@ int probe_main(const Globals &g, const ProbeOpts &o)
 			std::printf("  QD%u failed", p.queue_depth);
 	}
 	if (best >= 0)
-		std::printf("  -> %.3f GB/s\n", ceiling);
+		std::printf("  -> %.3f GB/s (median of %zu rounds, spread %.2f)\n", ceiling, best_rounds.size(),
+			    pv.spread);
 	else
 		std::printf("  -> none (%s)\n", sweep.note.c_str());
 	std::printf("loads      %-10s %12s %10s %8s %11s\n", "object", "objects/call", "GB/s", "calls", "of ceiling");
@@ -414,8 +419,10 @@ void register_probe(CLI::App &app, Globals &g, Handler &h)
 	auto *sub = app.add_subcommand("probe", "Will this device be fast for KV loads? load_many vs fio's ceiling");
 	sub->footer("Measures kvblk_load_many (backend AUTO) at 256 KiB, 2 MiB and 16 MiB objects, 1 and 8 per\n"
 		    "call, over the first 128 MiB..1 GiB of PATH, and fio io_uring at the same command size\n"
-		    "(queue depths 1, 16, 64). Verdict from the smaller of the 2 MiB and 16 MiB ratios to\n"
-		    "fio's best: fast >= 0.80, ok >= 0.50, else slow. Read only unless --write.\n");
+		    "(queue depths 1, 16, 64; three rounds). A verdict only when fio's best point held still\n"
+		    "(rounds within 0.20 of their median; else \"unstable\" with the rounds), from the smaller\n"
+		    "of the 2 MiB and 16 MiB ratios to it: fast >= 0.80, ok >= 0.50, else slow. Read only\n"
+		    "unless --write.\n");
 	sub->add_option("path", o->path, "Block device or regular file")->required();
 	sub->add_flag("--write", o->write,
 		      "Write the probed span with a pattern first (creates a missing file and removes it "

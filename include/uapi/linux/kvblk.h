@@ -48,6 +48,9 @@
  *
  * Errors common to every ioctl
  * ----------------------------
+ * -EBADFD  the caller's address space is not the one that opened the
+ *          context (a fork() child, an fd passed to another process): see
+ *          "Processes and remapped host buffers" at the end; checked first.
  * -ENOTTY  unknown ioctl number.
  * -EFAULT  a user pointer (the argument, @descs, @results, @addr) is not
  *          readable or writable.
@@ -64,7 +67,7 @@
 #define KVBLK_IOC_MAGIC 0xBA
 
 /* Version of this interface; bumped when an ioctl or struct is added. */
-#define KVBLK_API_VERSION 1
+#define KVBLK_API_VERSION 2
 
 /*
  * Feature bits returned by KVBLK_IOC_GET_FEATURES (a __u64).
@@ -275,9 +278,9 @@ struct kvblk_attach {
  * P2PDMA distance check: under one PCIe switch, or through a host bridge
  * known to forward peer-to-peer traffic). Each LOAD_MANY then pins and maps
  * the window of the range its descriptors touch until its last command
- * completes. Not charged to RLIMIT_MEMLOCK. Loads must come from the
- * registering process (another address space: -EFAULT for the first
- * descriptor that targets it). Errors for P2PDMA: -EOPNOTSUPP the kernel
+ * completes. Not charged to RLIMIT_MEMLOCK. Loads come from the
+ * registering process (the context's owner: another address space gets
+ * -EBADFD for every ioctl). Errors for P2PDMA: -EOPNOTSUPP the kernel
  * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
  * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
  * controller cannot reach each other (the kernel log names both);
@@ -302,7 +305,7 @@ struct kvblk_buf_reg {
  * @buf_id:   in: id returned by KVBLK_IOC_REGISTER_BUFFER.
  * @reserved: must be 0.
  *
- * Unmaps and unpins the buffer. Closing the context does the same for every
+ * Unmaps and unpins the buffer (also a stale one). Closing the context does the same for every
  * buffer still registered, after the last in-flight command completes.
  * Errors: -ENOENT unknown @buf_id (also before attach: no buffer exists); -EBUSY a batch that targets the buffer is
  * still in flight (nothing is changed; retry after it completes).
@@ -409,6 +412,14 @@ struct kvblk_desc_result {
  * is still the one attached). Every descriptor is validated before anything is submitted; one bad
  * descriptor fails the whole call, reads nothing, and is named by
  * @bad_index (its result carries the reason, the others -ECANCELED).
+ * Then the batch as a whole: no two descriptors' destinations may overlap
+ * (the bytes would depend on completion order): the lowest index whose
+ * destination intersects that of an earlier descriptor is rejected with
+ * -EINVAL. Destinations are compared by user virtual address for host and
+ * P2PDMA memory (also across two registrations of the same memory), by
+ * CUDA address for CUDA memory, and per registration for a dma-buf. And
+ * no destination may be a host registration found stale (see "Processes
+ * and remapped host buffers"): -ESTALE for the first such descriptor.
  * Then every object is split into NVMe Read commands of at most
  * max_cmd_bytes and all of them are put in flight together, bounded by the
  * max_inflight tunable. The call returns when every command has completed.
@@ -420,10 +431,14 @@ struct kvblk_desc_result {
  *
  * Return: the number of descriptors with status 0 (== @nr_descs when all
  * succeeded); an I/O error fails only its own descriptor.
- * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor (see
- * @bad_index), @nr_descs 0, or @desc_bytes / @result_bytes too small;
+ * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor or
+ * one whose destination overlaps an earlier one's (see @bad_index),
+ * @nr_descs 0, or @desc_bytes / @result_bytes too small;
  * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
- * or to a format with metadata since attach: attach again;
+ * or to a format with metadata since attach: attach again (@bad_index
+ * -1); or a descriptor names a host buffer whose range no longer maps the
+ * pages pinned at registration (@bad_index names it, its result is
+ * -ESTALE): unregister it and register the range again;
  * -ERANGE a descriptor reaches past the device's end (see @bad_index);
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
@@ -469,5 +484,91 @@ struct kvblk_load_many {
 #define KVBLK_IOC_REGISTER_BUFFER	_IOWR(KVBLK_IOC_MAGIC, 0x02, struct kvblk_buf_reg)
 #define KVBLK_IOC_UNREGISTER_BUFFER	_IOW(KVBLK_IOC_MAGIC, 0x03, struct kvblk_buf_unreg)
 #define KVBLK_IOC_LOAD_MANY		_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_load_many)
+
+/*
+ * ---- Processes and remapped host buffers (since KVBLK_API_VERSION 2) ----
+ *
+ * A context belongs to the address space (mm) of the process that opened
+ * /dev/kvblk. Every ioctl on it (and any later submission interface) from
+ * another address space fails with -EBADFD before it reads its argument:
+ * a child made by fork() that uses the inherited fd, a process that
+ * received the fd over a unix socket, or the opener itself after execve()
+ * (a new address space) if the fd was not O_CLOEXEC. Nothing of the owner changes: its
+ * registrations, batches in flight and later loads are untouched, and a
+ * child's close() of its copy only drops that copy. A child opens its own
+ * context. KVBLK_FEAT_MM_GUARD says the module enforces this rule and the
+ * next one (the first holds on every kernel; the second needs
+ * CONFIG_MMU_NOTIFIER, which every distribution kernel has).
+ *
+ * A KVBLK_MEM_HOST registration keeps the pages it pinned until it is
+ * unregistered. If the program later replaces the memory of the registered
+ * range (munmap() and mmap() again at the same address, madvise(
+ * MADV_DONTNEED) of private anonymous memory, a hole punched in a shmem
+ * file, mremap() over it), loads would land in pages the program no longer
+ * sees. With KVBLK_FEAT_MM_GUARD the module watches the range
+ * (an mmu interval notifier): after any invalidation of it, the next load
+ * that names the buffer, or KVBLK_IOC_CHECK_BUFFER, compares the pages the
+ * range maps now with the pinned ones (a read-only page walk that may fault
+ * in a page the way a read would). If one differs or the range is no longer
+ * mapped, the registration is stale from then on: every LOAD_MANY naming it
+ * fails with -ESTALE before anything is submitted (@bad_index names the
+ * first such descriptor, whose result carries -ESTALE) until it is
+ * unregistered; register the range again.
+ * Not stale: changes that keep the pinned pages mapped there: mprotect()
+ * (pages made PROT_NONE cannot be compared: they are compared again at
+ * each load until they are accessible, and meanwhile loads go on into the
+ * pinned pages),
+ * fork() (the parent keeps pinned pages; fork() copies them for the child,
+ * and a MADV_DONTFORK range is not touched at all), a transparent huge page
+ * split, MADV_DONTNEED of a shared (shmem) mapping whose page stays in the
+ * file, soft-dirty tracking, unmapping memory elsewhere. Long-term pinned
+ * pages are not migrated (NUMA balancing, compaction); if a kernel ever
+ * moved one, the comparison would report it stale. The check happens when
+ * a batch starts: a program that replaces the memory while its own batch
+ * runs races with itself.
+ */
+
+/* KVBLK_IOC_GET_FEATURES: the two rules above are enforced. */
+#define KVBLK_FEAT_MM_GUARD	(1ULL << 16)
+
+/* kvblk_buf_check.state */
+enum kvblk_buf_state {
+	KVBLK_BUF_INTACT = 0,	/* the range maps the pinned pages */
+	KVBLK_BUF_STALE = 1,	/* replaced: loads fail with -ESTALE */
+	KVBLK_BUF_REVOKED = 2,	/* CUDA or dma-buf memory revoked (-ENODEV) */
+	KVBLK_BUF_UNTRACKED = 3, /* a kind the module does not compare */
+};
+
+/**
+ * struct kvblk_buf_check - ioctl(KVBLK_IOC_CHECK_BUFFER)
+ * @size:     in: sizeof(struct kvblk_buf_check): KVBLK_BUF_CHECK_SIZE_VER0.
+ * @flags:    in: must be 0.
+ * @buf_id:   in: id returned by KVBLK_IOC_REGISTER_BUFFER.
+ * @state:    out: enum kvblk_buf_state, as a load naming the buffer would
+ *            find it now: KVBLK_BUF_INTACT or KVBLK_BUF_STALE for host
+ *            memory (compared now if the range was invalidated since the
+ *            last comparison), KVBLK_BUF_REVOKED or KVBLK_BUF_UNTRACKED
+ *            for other kinds (P2PDMA memory is pinned per batch and needs
+ *            no comparison).
+ * @reserved: must be 0.
+ * @reserved2: must be 0.
+ *
+ * Errors: -EBADFD from another address space (see above); -ENOENT unknown
+ * @buf_id; -EINVAL a flag or reserved field not 0; -EINTR a fatal signal
+ * arrived while comparing; -ENOMEM.
+ */
+struct kvblk_buf_check {
+	__u32 size;
+	__u32 flags;
+	__u32 buf_id;
+	__u32 state;
+	__u64 reserved[2];
+};
+
+#define KVBLK_BUF_CHECK_SIZE_VER0	32
+
+#define KVBLK_IOC_CHECK_BUFFER		_IOWR(KVBLK_IOC_MAGIC, 0x20, struct kvblk_buf_check)
+
+/* ---- end of processes and remapped host buffers ---- */
 
 #endif /* _UAPI_LINUX_KVBLK_H */

@@ -457,11 +457,15 @@ TEST_F(cuda, unaligned_objects_land_exactly)
 
 /* ---- revocation during in-flight loads ----------------------------------- */
 
-/* Batches of 1024 objects of 256 KiB, 256 MiB, into a 16 MiB buffer (reused). */
+/*
+ * Batches of 1024 objects of 16 KiB, each in its own slot of a 16 MiB
+ * buffer (kvblk.ko refuses a batch whose destinations overlap); the exit
+ * cases' first batch loads the first REVOKE_SLOTS of them.
+ */
 #define REVOKE_OBJS	1024U
-#define REVOKE_OBJ	(256 * 1024ULL)
+#define REVOKE_OBJ	(16 * 1024ULL)
 #define REVOKE_SLOTS	64U
-#define REVOKE_LEN	(REVOKE_SLOTS * REVOKE_OBJ)
+#define REVOKE_LEN	(REVOKE_OBJS * REVOKE_OBJ)
 
 struct loader {
 	int kfd;
@@ -479,7 +483,7 @@ static void fill_batch(struct kvblk_desc *d, uint32_t id, uint64_t lba_capacity)
 		d[i] = (struct kvblk_desc){
 			.offset = (i * REVOKE_OBJ * 7) % (lba_capacity - REVOKE_OBJ),
 			.length = REVOKE_OBJ,
-			.buf_offset = (i % REVOKE_SLOTS) * REVOKE_OBJ,
+			.buf_offset = i * REVOKE_OBJ,
 			.buf_id = id, .tag = i,
 		};
 	for (unsigned int i = 0; i < REVOKE_OBJS; i++)

@@ -2117,4 +2117,471 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
 }
 
+/* ---- processes and remapped host buffers (KVBLK_FEAT_MM_GUARD) ---------- */
+
+static void check_init(struct kvblk_buf_check *c, __u32 buf_id)
+{
+	memset(c, 0, sizeof(*c));
+	c->size = sizeof(*c);
+	c->buf_id = buf_id;
+}
+
+/* KVBLK_IOC_CHECK_BUFFER: the state, or -errno. */
+static int buf_state(int fd, __u32 buf_id)
+{
+	struct kvblk_buf_check c;
+
+	check_init(&c, buf_id);
+	c.state = 99;
+	if (ioctl(fd, KVBLK_IOC_CHECK_BUFFER, &c))
+		return -errno;
+	return (int)c.state;
+}
+
+/* One object of @len bytes from device offset @off into @buf_id at @boff. */
+static long load_one(int fd, __u32 buf_id, __u64 off, __u64 len, __u64 boff,
+		     struct kvblk_load_many *lm, struct kvblk_desc_result *res)
+{
+	struct kvblk_desc d = {
+		.offset = off, .length = len, .buf_offset = boff, .buf_id = buf_id,
+	};
+
+	memset(res, GARBAGE, sizeof(*res));
+	lm_init(lm, &d, res, 1);
+	lm->bad_index = 77;
+	return ioctl(fd, KVBLK_IOC_LOAD_MANY, lm);
+}
+
+/* @len bytes at device offset @off through pread(O_DIRECT) into @ref. */
+static bool ref_read(void *ref, __u64 off, size_t len)
+{
+	int dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	bool ok;
+
+	if (dfd < 0)
+		return false;
+	ok = pread(dfd, ref, len, off) == (ssize_t)len;
+	close(dfd);
+	return ok;
+}
+
+/*
+ * Load the first @len bytes of the device into @buf (registered as @buf_id)
+ * and compare them with pread(O_DIRECT).
+ */
+static void expect_exact_load(struct __test_metadata *_metadata, int fd,
+			      __u32 buf_id, unsigned char *buf, size_t len)
+{
+	struct kvblk_desc_result res;
+	struct kvblk_load_many lm;
+	unsigned char *ref = map_filled(len, 0);
+
+	ASSERT_NE(NULL, ref);
+	memset(buf, FILL, len);
+	ASSERT_EQ(1, load_one(fd, buf_id, 0, len, 0, &lm, &res))
+		TH_LOG("load: %s", strerror(errno));
+	EXPECT_EQ(0, res.status);
+	EXPECT_EQ((__u64)len, res.bytes);
+	ASSERT_TRUE(ref_read(ref, 0, len));
+	EXPECT_EQ(0, memcmp(buf, ref, len)) TH_LOG("loaded bytes differ from pread");
+	munmap(ref, len);
+}
+
+TEST_F(kvblk, mm_feature_reported)
+{
+	__u64 feat = 0;
+
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_GET_FEATURES, &feat));
+	EXPECT_NE(0ULL, feat & KVBLK_FEAT_MM_GUARD);
+}
+
+/*
+ * A forked child using the inherited context: every ioctl fails with
+ * -EBADFD and changes nothing; the parent's buffer and loads are intact.
+ */
+TEST_F(kvblk, mm_fork_child_ebadfd)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_attach a;
+	struct kvblk_buf_reg reg;
+	unsigned char *buf = map_filled(len, FILL);
+	int status;
+	pid_t pid;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		/* Bit n: call n did not fail with EBADFD. */
+		struct kvblk_desc_result res;
+		struct kvblk_load_many lm;
+		struct kvblk_buf_reg r2;
+		struct kvblk_buf_unreg u;
+		struct kvblk_attach a2;
+		__u64 feat;
+		int bad = 0;
+
+		if (ioctl(self->fd, KVBLK_IOC_GET_FEATURES, &feat) != -1 || errno != EBADFD)
+			bad |= 1;
+		if (load_one(self->fd, reg.buf_id, 0, a.lba_size, 0, &lm, &res) != -1 ||
+		    errno != EBADFD)
+			bad |= 2;
+		/* Nothing was written: not even the results. */
+		if (res.status != (__s32)0x5A5A5A5A)
+			bad |= 4;
+		reg_init(&r2, buf, len);
+		if (ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r2) != -1 || errno != EBADFD)
+			bad |= 8;
+		unreg_init(&u, reg.buf_id);
+		if (ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u) != -1 || errno != EBADFD)
+			bad |= 16;
+		if (buf_state(self->fd, reg.buf_id) != -EBADFD)
+			bad |= 32;
+		attach_init(&a2, self->bdev_fd);
+		if (ioctl(self->fd, KVBLK_IOC_ATTACH, &a2) != -1 || errno != EBADFD)
+			bad |= 64;
+		close(self->fd);
+		_exit(bad);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("child: calls that did not fail with EBADFD: mask 0x%x",
+						 WEXITSTATUS(status));
+	/* The parent: its buffer is still registered, intact, and loads exactly. */
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, reg.buf_id));
+	expect_exact_load(_metadata, self->fd, reg.buf_id, buf, a.lba_size);
+	{
+		struct kvblk_buf_unreg u;
+
+		unreg_init(&u, reg.buf_id);
+		EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
+	}
+}
+
+/* A context opened in the child is the child's own. */
+TEST_F(kvblk, mm_fork_child_own_context)
+{
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct kvblk_attach a2;
+		int fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+
+		attach_init(&a2, self->bdev_fd);
+		_exit(fd < 0 || ioctl(fd, KVBLK_IOC_ATTACH, &a2) != 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/* Register @len bytes of @buf; the id. */
+static __u32 reg_ok(struct __test_metadata *_metadata, int fd, void *buf, size_t len)
+{
+	struct kvblk_buf_reg reg;
+
+	reg_init(&reg, buf, len);
+	EXPECT_EQ(0, ioctl(fd, KVBLK_IOC_REGISTER_BUFFER, &reg))
+		TH_LOG("register: %s", strerror(errno));
+	return reg.buf_id;
+}
+
+/* A load into a replaced registration: -ESTALE, index 0, nothing read. */
+static void expect_stale(struct __test_metadata *_metadata, int fd, __u32 id,
+			 unsigned char *buf, __u64 lba)
+{
+	struct kvblk_desc_result res;
+	struct kvblk_load_many lm;
+
+	memset(buf, FILL, lba);
+	EXPECT_EQ(-1, load_one(fd, id, 0, lba, 0, &lm, &res));
+	EXPECT_EQ(ESTALE, errno);
+	EXPECT_EQ(0, lm.bad_index);
+	EXPECT_EQ(-ESTALE, res.status);
+	EXPECT_EQ(0ULL, res.bytes);
+	EXPECT_EQ(0ULL, lm.nr_cmds);
+	EXPECT_TRUE(all_bytes(buf, lba, FILL)) TH_LOG("the new mapping was written");
+	EXPECT_EQ(KVBLK_BUF_STALE, buf_state(fd, id));
+	/* Sticky. */
+	EXPECT_EQ(-1, load_one(fd, id, 0, lba, 0, &lm, &res));
+	EXPECT_EQ(ESTALE, errno);
+}
+
+/* Unregister the stale id, register the range again: exact loads. */
+static void expect_reregister(struct __test_metadata *_metadata, int fd, __u32 id,
+			      unsigned char *buf, size_t len, __u64 lba)
+{
+	struct kvblk_buf_unreg u;
+	__u32 id2;
+
+	unreg_init(&u, id);
+	ASSERT_EQ(0, ioctl(fd, KVBLK_IOC_UNREGISTER_BUFFER, &u)) TH_LOG("%s", strerror(errno));
+	id2 = reg_ok(_metadata, fd, buf, len);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(fd, id2));
+	expect_exact_load(_metadata, fd, id2, buf, lba);
+}
+
+TEST_F(kvblk, mm_remap_same_address_estale)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	void *again;
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+	expect_exact_load(_metadata, self->fd, id, buf, a.lba_size);
+
+	ASSERT_EQ(0, munmap(buf, len));
+	again = mmap(buf, len, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ((void *)buf, again);
+	expect_stale(_metadata, self->fd, id, buf, a.lba_size);
+	expect_reregister(_metadata, self->fd, id, buf, len, a.lba_size);
+}
+
+TEST_F(kvblk, mm_dontneed_estale)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	expect_exact_load(_metadata, self->fd, id, buf, a.lba_size);
+	/* Only the last page: the check covers the whole range. */
+	ASSERT_EQ(0, madvise(buf + len - page_size(), page_size(), MADV_DONTNEED));
+	expect_stale(_metadata, self->fd, id, buf, a.lba_size);
+	expect_reregister(_metadata, self->fd, id, buf, len, a.lba_size);
+}
+
+TEST_F(kvblk, mm_unmapped_range_estale)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_desc_result res;
+	struct kvblk_load_many lm;
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	ASSERT_EQ(0, munmap(buf + page_size(), page_size()));
+	EXPECT_EQ(KVBLK_BUF_STALE, buf_state(self->fd, id));
+	EXPECT_EQ(-1, load_one(self->fd, id, 0, a.lba_size, 0, &lm, &res));
+	EXPECT_EQ(ESTALE, errno);
+	EXPECT_EQ(0, lm.bad_index);
+	EXPECT_EQ(-ESTALE, res.status);
+}
+
+/*
+ * What keeps the pinned pages mapped never makes a buffer stale: unmapping
+ * next to it and elsewhere, mprotect() there and back, a fork() (without
+ * MADV_DONTFORK), and MADV_DONTNEED of a shared mapping whose pages stay
+ * in the file (the range is invalidated, the comparison finds the same pages).
+ */
+TEST_F(kvblk, mm_unrelated_changes_intact)
+{
+	const size_t pg = page_size(), len = 4 * pg;
+	unsigned char *area, *buf, *other, *shared;
+	struct kvblk_attach a;
+	__u32 id, sid;
+	int status;
+	pid_t pid;
+
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	area = map_filled(len + 4 * pg, FILL);	/* [2 pages | buf | 2 pages] */
+	other = map_filled(len, FILL);
+	ASSERT_NE(NULL, area);
+	ASSERT_NE(NULL, other);
+	buf = area + 2 * pg;
+	id = reg_ok(_metadata, self->fd, buf, len);
+
+	ASSERT_EQ(0, munmap(area, 2 * pg));
+	ASSERT_EQ(0, munmap(buf + len, 2 * pg));
+	ASSERT_EQ(0, munmap(other, len));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_NONE));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ | PROT_WRITE));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(buf[0] == FILL ? 0 : 1);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* The parent writes after the fork: its pinned pages stay its own. */
+	memset(buf, 0x11, len);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+	expect_exact_load(_metadata, self->fd, id, buf, a.lba_size);
+
+	shared = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, shared);
+	memset(shared, FILL, len);
+	sid = reg_ok(_metadata, self->fd, shared, len);
+	ASSERT_EQ(0, madvise(shared, len, MADV_DONTNEED));
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, sid));
+	expect_exact_load(_metadata, self->fd, sid, shared, a.lba_size);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+}
+
+/*
+ * Pages that cannot be looked up (PROT_NONE) do not make the buffer stale,
+ * but are compared again once accessible: a range replaced by a PROT_NONE
+ * mapping and then made writable (new pages, faulted in without any
+ * notification) is found.
+ */
+TEST_F(kvblk, mm_prot_none_replacement_found_later)
+{
+	const size_t len = 4 * page_size();
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	void *again;
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	ASSERT_EQ(0, munmap(buf, len));
+	again = mmap(buf, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	ASSERT_EQ((void *)buf, again);
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+	ASSERT_EQ(0, mprotect(buf, len, PROT_READ | PROT_WRITE));
+	memset(buf, 0x33, len);
+	EXPECT_EQ(KVBLK_BUF_STALE, buf_state(self->fd, id));
+	expect_stale(_metadata, self->fd, id, buf, a.lba_size);
+}
+
+TEST_F(kvblk, mm_check_buffer_errors)
+{
+	const size_t len = page_size();
+	struct kvblk_buf_check c;
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	__u32 id;
+
+	ASSERT_NE(NULL, buf);
+	EXPECT_EQ(-ENOENT, buf_state(self->fd, 1));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	EXPECT_EQ(-ENOENT, buf_state(self->fd, id + 1));
+	check_init(&c, id);
+	c.flags = 1;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, KVBLK_IOC_CHECK_BUFFER, &c));
+	check_init(&c, id);
+	c.reserved[1] = 1;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, KVBLK_IOC_CHECK_BUFFER, &c));
+	check_init(&c, id);
+	c.size = KVBLK_BUF_CHECK_SIZE_VER0 - 8;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, KVBLK_IOC_CHECK_BUFFER, &c));
+	EXPECT_ERRNO(EFAULT, ioctl(self->fd, KVBLK_IOC_CHECK_BUFFER, bad_ptr()));
+	EXPECT_EQ(KVBLK_BUF_INTACT, buf_state(self->fd, id));
+}
+
+/* ---- overlapping destinations -------------------------------------------- */
+
+/*
+ * Load @nr objects of one LBA each (device offsets i * lba) at the given
+ * buffer ids and offsets; expect -EINVAL with @want_bad, or success when
+ * @want_bad is -1.
+ */
+static void expect_overlap(struct __test_metadata *_metadata, int fd, __u64 lba,
+			   const __u32 *ids, const __u64 *boffs, const __u64 *lens,
+			   int nr, int want_bad)
+{
+	struct kvblk_desc_result res[8];
+	struct kvblk_desc d[8];
+	struct kvblk_load_many lm;
+	long ret;
+
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < nr; i++) {
+		d[i].offset = (__u64)i * lba;
+		d[i].length = lens ? lens[i] : lba;
+		d[i].buf_offset = boffs[i];
+		d[i].buf_id = ids[i];
+	}
+	memset(res, GARBAGE, sizeof(res));
+	lm_init(&lm, d, res, nr);
+	lm.bad_index = 77;
+	ret = ioctl(fd, KVBLK_IOC_LOAD_MANY, &lm);
+	if (want_bad < 0) {
+		EXPECT_EQ(nr, ret) TH_LOG("%s", strerror(errno));
+		EXPECT_EQ(-1, lm.bad_index);
+		return;
+	}
+	EXPECT_EQ(-1, ret);
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(want_bad, lm.bad_index);
+	EXPECT_EQ(0ULL, lm.nr_cmds);
+	for (int i = 0; i < nr; i++) {
+		EXPECT_EQ(i == want_bad ? -EINVAL : -ECANCELED, res[i].status)
+			TH_LOG("object %d", i);
+	}
+}
+
+TEST_F(kvblk, overlap_destinations_einval)
+{
+	const size_t len = 16 * page_size();
+	struct kvblk_attach a;
+	unsigned char *buf = map_filled(len, FILL);
+	__u64 lba;
+	__u32 id, id2;
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	lba = a.lba_size;
+	ASSERT_LE(4 * lba, (__u64)len / 2);
+	id = reg_ok(_metadata, self->fd, buf, len);
+	{	/* identical */
+		__u32 ids[] = { id, id };
+		__u64 o[] = { 0, 0 };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, NULL, 2, 1);
+	}
+	{	/* the later one starts inside the earlier one */
+		__u32 ids[] = { id, id };
+		__u64 o[] = { 0, lba / 2 };
+		__u64 l[] = { lba, lba };
+
+		if (lba / 2 % a.buf_align == 0)
+			expect_overlap(_metadata, self->fd, lba, ids, o, l, 2, 1);
+	}
+	{	/* 0 and 2 overlap (2 is out of order), 1 and 3 do not */
+		__u32 ids[] = { id, id, id, id };
+		__u64 o[] = { lba, 3 * lba, 0, 5 * lba };
+		__u64 l[] = { lba, lba, 2 * lba, lba };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, l, 4, 2);
+	}
+	{	/* adjacent, in any order: accepted */
+		__u32 ids[] = { id, id, id };
+		__u64 o[] = { 2 * lba, 0, lba };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, NULL, 3, -1);
+	}
+	/* The same memory under two registrations. */
+	id2 = reg_ok(_metadata, self->fd, buf + len / 2, len / 2);
+	{
+		__u32 ids[] = { id2, id, id };
+		__u64 o[] = { 0, 0, len / 2 };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, NULL, 3, 2);
+	}
+	/* Nothing was written. */
+	EXPECT_TRUE(all_bytes(buf + 6 * lba, len - 6 * lba, FILL));
+}
+
 TEST_HARNESS_MAIN

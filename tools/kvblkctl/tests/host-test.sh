@@ -269,9 +269,16 @@ jq_check "probe: sizes = best of their points" "$j" \
 if command -v fio >/dev/null; then
 	jq_check "probe ceiling = best fio point" "$j" '.ceiling.gbps == ([.ceiling.points[] | select(.ok) | .gbps] | max)' true
 	jq_check "probe ceiling command size" "$j" '.ceiling.block_bytes == .max_cmd_bytes' true
-	jq_check "probe verdict from the 2M and 16M ratios" "$j" \
+	jq_check "probe ceiling rounds" "$j" '.ceiling.rounds | length' 3
+	jq_check "probe ceiling = median round" "$j" '.ceiling.gbps == (.ceiling.rounds | sort | .[1])' true
+	jq_check "probe spread = (max - min) / median" "$j" \
+		'.ceiling.rounds as $r | (.ceiling.spread - (($r | max) - ($r | min)) / .ceiling.gbps) | fabs < 1e-9' true
+	jq_check "probe verdict only from a stable ceiling, from the 2M and 16M ratios" "$j" \
 		'.verdict_ratio == ([.sizes[1].of_ceiling, .sizes[2].of_ceiling] | min) and
-		 .verdict == (if .verdict_ratio >= 0.8 then "fast" elif .verdict_ratio >= 0.5 then "ok" else "slow" end)' true
+		 .ceiling.stable == (.ceiling.spread <= 0.2) and
+		 .verdict == (if .ceiling.stable | not then "unstable" elif .verdict_ratio >= 0.8 then "fast"
+			      elif .verdict_ratio >= 0.5 then "ok" else "slow" end) and
+		 (.ceiling.stable or (.verdict_reason | test("ceiling was unstable: rounds .* spread")))' true
 fi
 grep -q "^kvblkctl: probe: writing 134217728 (128.0 MiB) of $PR/scratch.bin first$" "$T/probe.err" &&
 	ok "probe: says it writes" || bad "probe stderr: $(cat "$T/probe.err")"
@@ -289,7 +296,7 @@ check "probe read-only: file untouched" "$(md5sum <"$PR/data.bin")" "$sum0"
 grep -q "^probe      $PR/data.bin (file, 134217728 (128.0 MiB); 128 MiB from offset 0, read only)$" <<<"$out" &&
 	ok "probe normal: target line" || bad "probe: $out"
 grep -q '^backend    uring (AUTO: ' <<<"$out" && ok "probe normal: backend line" || bad "probe: $out"
-grep -qE '^verdict    (fast|ok|slow|unknown): ' <<<"$out" && ok "probe normal: verdict line" || bad "probe: $out"
+grep -qE '^verdict    (fast|ok|slow|unstable|unknown): ' <<<"$out" && ok "probe normal: verdict line" || bad "probe: $out"
 check "probe normal: load rows" "$(grep -cE '^ +(256 KiB|2 MiB|16 MiB) +[18] ' <<<"$out")" 6
 err=$("$K" probe "$PR/missing.bin" 2>&1); rc=$?
 check "probe missing file" "$err (rc $rc)" \
@@ -402,7 +409,7 @@ check "schema: crossover.results[]" "$("$K" -o json crossover --load-gbps 1 | ke
 
 check "schema: probe" "$(keys . <<<"$probe_json")" \
 	"schema_version,path,kind,capacity,span_bytes,wrote,scratch_file_removed,backend,backend_reason,data_path,logical_block_size,queue_depth,max_cmd_bytes,registered_buffer,seconds,ceiling,loads,sizes,verdict,verdict_ratio,verdict_reason,thresholds"
-check "schema: probe.ceiling" "$(keys .ceiling <<<"$probe_json")" "available,program,version,block_bytes,gbps,queue_depth,note,points"
+check "schema: probe.ceiling" "$(keys .ceiling <<<"$probe_json")" "available,program,version,block_bytes,gbps,queue_depth,note,rounds,spread,max_spread,stable,points"
 check "schema: probe.ceiling.points[]" "$(keys .ceiling.points[0] <<<"$probe_json")" "queue_depth,ok,gbps,error"
 check "schema: probe.loads[]" "$(keys .loads[0] <<<"$probe_json")" \
 	"object_bytes,objects_per_call,calls,bytes,commands,seconds,gbps,of_ceiling"
