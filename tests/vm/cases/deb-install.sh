@@ -29,13 +29,15 @@ kver=$(uname -r)
 scratch=/tmp/kvblk-install
 root=$scratch/root
 upper=$scratch/upper
+# SYSTEMD_IGNORE_CHROOT: udevadm trigger/settle/control refuse to act in a chroot otherwise.
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
-	LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+	LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive SYSTEMD_IGNORE_CHROOT=1 "$@"; }
+udevd_pid=
 t() { date +%s; }
 
 cleanup() {
 	set +e
-	in_root udevadm control --exit >/dev/null 2>&1
+	if [ -n "$udevd_pid" ]; then kill "$udevd_pid" 2>/dev/null; sleep 1; fi
 	rmmod kvblk 2>/dev/null
 	for m in run/udev dev/pts dev sys proc tmp; do umount -l "$root/$m" 2>/dev/null; done
 	umount -l "$root" 2>/dev/null
@@ -45,6 +47,7 @@ trap cleanup EXIT
 grep -q '^kvblk ' /proc/modules && fail "kvblk is loaded before the test"
 
 mkdir -p "$scratch/tmp" "$upper" "$scratch/work" "$root"
+modprobe overlay || fail "modprobe overlay"
 mount -t tmpfs -o size=1500M,mode=0755 kvblk-install "$upper"
 mkdir -p "$upper/u" "$upper/w"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$upper/u,workdir=$upper/w" "$root" ||
@@ -92,9 +95,11 @@ in_root getent group kvblk >/dev/null || fail "no kvblk group after install"
 gid=$(in_root getent group kvblk | cut -d: -f3)
 [ "$gid" -lt 1000 ] || fail "kvblk group $gid is not a system group"
 in_root /lib/systemd/systemd-udevd --daemon --resolve-names=late || fail "systemd-udevd"
-in_root udevadm trigger --action=add --subsystem-match=misc --sysname-match=kvblk
-in_root udevadm settle --timeout=60 || true
+udevd_pid=$(pgrep -n -x systemd-udevd || true)
+in_root udevadm trigger --action=add --subsystem-match=misc --sysname-match=kvblk || fail "udevadm trigger"
+in_root udevadm settle --timeout=60 || fail "udevadm settle"
 in_root udevadm control --exit || true
+udevd_pid=
 expect_eq "/dev/kvblk mode owner group" "$(stat -c '%a %u %g' /dev/kvblk)" "660 0 $gid"
 
 # 4. Users.
