@@ -33,12 +33,14 @@ upper=$scratch/upper
 in_root() { chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
 	LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive SYSTEMD_IGNORE_CHROOT=1 "$@"; }
 udevd_pid=
+devfd=
 t() { date +%s; }
 
 cleanup() {
 	set +e
 	if [ -n "$udevd_pid" ]; then kill "$udevd_pid" 2>/dev/null; sleep 1; fi
 	rmmod kvblk 2>/dev/null
+	[ -z "$devfd" ] || rm -f /dev/fd
 	for m in run/udev dev/pts dev sys proc tmp; do umount -l "$root/$m" 2>/dev/null; done
 	umount -l "$root" 2>/dev/null
 	rm -rf "$scratch"
@@ -52,10 +54,13 @@ mount -t tmpfs -o size=1500M,mode=0755 kvblk-install "$upper"
 mkdir -p "$upper/u" "$upper/w"
 mount -t overlay overlay -o "lowerdir=/,upperdir=$upper/u,workdir=$upper/w" "$root" ||
 	fail "overlay over the guest's root"
-mount --bind /proc "$root/proc"
+mount -t proc proc "$root/proc"
 mount --bind /sys "$root/sys"
 mount --bind /dev "$root/dev"
 mount --bind /dev/pts "$root/dev/pts"
+# bash's process substitution (dkms uses it) needs /dev/fd, which only udev or systemd make.
+devfd=
+[ -e /dev/fd ] || { ln -s /proc/self/fd /dev/fd && devfd=1; }
 mount -t tmpfs tmpfs "$root/tmp"
 mount -t tmpfs tmpfs "$root/run"
 mkdir -p "$root/run/udev" "$root/run/lock"
