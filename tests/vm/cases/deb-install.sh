@@ -43,6 +43,7 @@ cleanup() {
 	[ -z "$devfd" ] || rm -f /dev/fd
 	for m in run/udev dev/pts dev sys proc tmp; do umount -l "$root/$m" 2>/dev/null; done
 	umount -l "$root" 2>/dev/null
+	umount -l "$upper" 2>/dev/null
 	rm -rf "$scratch"
 }
 trap cleanup EXIT
