@@ -3,12 +3,14 @@
 # packages already present are not fetched again, and apt-get update runs
 # only when something is missing.
 #
-# Usage: scripts/install-deps.sh [user|vm|all]   (default: all)
+# Usage: scripts/install-deps.sh [user|vm|deb|all]   (default: all)
 #   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio; the Python
 #         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest)
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, e2fsprogs, kernel source
 #         (its kselftest harness headers) for the module tests; debootstrap
 #         for the other kernels of the matrix
+#   deb   make deb: debhelper, dh-dkms, dh-python, lintian (and the user packages: the
+#         build dependencies in debian/control)
 set -euo pipefail
 
 want=${1:-all}
@@ -22,12 +24,15 @@ vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 mdadm dmsetup xfsprogs e2fsprogs  # tests/vm/cases/blk-*.sh (md RAID-0, dm-striped, ext4, xfs), libkvblk-targets (ext4)
 	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
 
+deb_pkgs=(dpkg-dev debhelper dh-dkms dh-python lintian)
+
 pkgs=()
 case "$want" in
 user) pkgs=("${user_pkgs[@]}") ;;
 vm) pkgs=("${vm_pkgs[@]}") ;;
-all) pkgs=("${user_pkgs[@]}" "${vm_pkgs[@]}") ;;
-*) echo "usage: $0 [user|vm|all]" >&2; exit 2 ;;
+deb) pkgs=("${user_pkgs[@]}" "${deb_pkgs[@]}") ;;
+all) pkgs=("${user_pkgs[@]}" "${vm_pkgs[@]}" "${deb_pkgs[@]}") ;;
+*) echo "usage: $0 [user|vm|deb|all]" >&2; exit 2 ;;
 esac
 
 missing=()
