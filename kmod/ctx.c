@@ -30,6 +30,7 @@ struct kvblk_ctx *kvblk_ctx_alloc(void)
 	kref_init(&ctx->ref);
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->bufs, XA_FLAGS_ALLOC);
+	xa_init(&ctx->tgts);
 	/* Called from open(): the file already pins the module. */
 	__module_get(THIS_MODULE);
 	return ctx;
@@ -48,6 +49,7 @@ static void kvblk_ctx_free(struct kref *ref)
 {
 	struct kvblk_ctx *ctx = container_of(ref, struct kvblk_ctx, ref);
 	struct kvblk_buf *buf;
+	struct kvblk_tgt *t;
 	unsigned long id;
 
 	/* No batch is left: each held a reference. */
@@ -56,10 +58,14 @@ static void kvblk_ctx_free(struct kref *ref)
 		kvblk_buf_put(buf);
 	}
 	xa_destroy(&ctx->bufs);
-	if (ctx->ns) {
-		kvblk_ns_put(ctx->ns, ctx->engine->id);
-		fput(ctx->file);
+	/* Every target: its disk's object and its file. */
+	xa_for_each(&ctx->tgts, id, t) {
+		xa_erase(&ctx->tgts, id);
+		kvblk_ns_put(t->ns, t->engine->id);
+		fput(t->file);
+		kfree(t);
 	}
+	xa_destroy(&ctx->tgts);
 	mutex_destroy(&ctx->lock);
 	kfree(ctx);
 	module_put(THIS_MODULE);
@@ -77,14 +83,27 @@ void kvblk_ctx_put(struct kvblk_ctx *ctx)
 }
 
 /**
- * kvblk_ctx_ns() - the namespace a context is attached to.
+ * kvblk_ctx_ns() - the disk object of a context's target 0.
  * @ctx: context.
  *
- * Return: the namespace, or NULL when not attached. Once set it does not
+ * Return: the object, or NULL when not attached. Once set it does not
  * change for the life of the context.
  */
 struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx)
 {
 	/* Pairs with smp_store_release() in kvblk_ioctl_attach(). */
 	return smp_load_acquire(&ctx->ns);
+}
+
+/**
+ * kvblk_ctx_tgt() - a target of a context.
+ * @ctx: context.
+ * @index: kvblk_attach.target.
+ *
+ * Return: the target, or NULL when the context has no such target. A
+ * target, once found, lives as long as the context.
+ */
+struct kvblk_tgt *kvblk_ctx_tgt(struct kvblk_ctx *ctx, u32 index)
+{
+	return xa_load(&ctx->tgts, index);
 }
