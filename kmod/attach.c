@@ -276,12 +276,10 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	if (t.engine->dma_mapped && !ctx->dma_dev)
 		ctx->dma_dev = ns->info.dma_dev;
 	ctx->nr_tgts++;
-	/*
-	 * Publish last: readers use kvblk_ctx_ns() without the lock; pairs
-	 * with its smp_load_acquire().
-	 */
-	if (!tgt->index)
+	if (!tgt->index) {
+		/* Publish last: kvblk_ctx_ns() reads it without the lock. */
 		smp_store_release(&ctx->ns, ns);
+	}
 	mutex_unlock(&ctx->lock);
 	return 0;
 
