@@ -115,8 +115,12 @@ enum kvblk_mem_kind {
  *                namespace) and KVBLK_ATTACH_F_ENGINE_PRP (require the PRP
  *                engine). Without either: a regular file gets the file
  *                engine, a namespace or partition of an nvme-pci
- *                controller the PRP engine, any other block device the
- *                block-layer engine.
+ *                controller the PRP engine (unless the context's buffers
+ *                are not mapped for its PCI function: "Several targets
+ *                per context"), any other block device the block-layer
+ *                engine. Either may be combined with
+ *                KVBLK_ATTACH_F_ADD_TARGET (add a target to the context;
+ *                since API version 2).
  * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
  *                /dev/nvme0n1p2, /dev/md0, /dev/dm-0, /dev/loop0, ...) or a
  *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
