@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * attach.c - KVBLK_IOC_ATTACH: bind a context to a target given as an fd
- * the caller opened for reading, and choose its engine (engine.h):
+ * attach.c - KVBLK_IOC_ATTACH: add a target, given as an fd the caller
+ * opened for reading, to a context (its first, or with
+ * KVBLK_ATTACH_F_ADD_TARGET one more, up to KVBLK_CTX_MAX_TARGETS), and
+ * choose the target's engine (engine.h):
  *
  *   regular file                     file engine (direct I/O kiocbs)
  *   block device, KVBLK_ATTACH_F_ENGINE_BIO
@@ -9,7 +11,10 @@
  *   block device, KVBLK_ATTACH_F_ENGINE_PRP
  *                                    PRP engine, or -EOPNOTSUPP
  *   nvme-pci namespace or partition  PRP engine (the default there, with
- *                                    its checks and refusals)
+ *                                    its checks and refusals), unless the
+ *                                    context's buffers are not mapped
+ *                                    for its PCI function: then the
+ *                                    block-layer engine
  *   any other block device           block-layer engine
  *
  * Rights follow the fd: it must allow reads (FMODE_READ, not O_PATH), and
@@ -67,6 +72,7 @@ static bool kvblk_file_can_odirect(struct file *file)
 #endif
 }
 
+/* What attach finds out about a target before it is added. */
 struct kvblk_target {
 	const struct kvblk_engine_ops *engine;
 	struct kvblk_ns_info info;
@@ -93,8 +99,20 @@ static int kvblk_attach_file(struct file *file, u32 flags,
 	return 0;
 }
 
-static int kvblk_attach_bdev(struct file *file, u32 flags,
-			     struct kvblk_target *t)
+/*
+ * Can the PRP engine's buffers of @ctx serve a target on @dma_dev? Memory is
+ * mapped for one PCI function per context, the first PRP target's; before
+ * that target, buffers are not mapped at all.
+ */
+static bool kvblk_ctx_maps_for(struct kvblk_ctx *ctx, struct device *dma_dev)
+{
+	if (ctx->dma_dev)
+		return ctx->dma_dev == dma_dev;
+	return !ctx->nr_bufs;
+}
+
+static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
+			     u32 flags, struct kvblk_target *t)
 {
 	struct block_device *bdev = I_BDEV(file->f_mapping->host);
 	int ret;
@@ -112,8 +130,16 @@ static int kvblk_attach_bdev(struct file *file, u32 flags,
 		ret = kvblk_prp_probe(file, bdev, &t->info);
 		if (ret)
 			return ret;
-		t->engine = &kvblk_engine_prp;
-		return 0;
+		if (kvblk_ctx_maps_for(ctx, t->info.dma_dev)) {
+			t->engine = &kvblk_engine_prp;
+			return 0;
+		}
+		if (flags & KVBLK_ATTACH_F_ENGINE_PRP) {
+			pr_info_ratelimited("attach %s: the context's buffers are mapped for another PCI function than the PRP engine needs here\n",
+					    bdev->bd_disk->disk_name);
+			return -EXDEV;
+		}
+		/* Not the buffers' PCI function: through the block layer. */
 	}
 	kvblk_blk_info(bdev, &t->info);
 	if ((t->start | t->capacity) & ((1ULL << t->info.lba_shift) - 1))
@@ -126,8 +152,8 @@ static int kvblk_attach_bdev(struct file *file, u32 flags,
  * The target behind @file: its engine, its disk and its window. Errors as
  * documented for struct kvblk_attach.
  */
-static int kvblk_attach_target(struct file *file, u32 flags,
-			       struct kvblk_target *t)
+static int kvblk_attach_target(struct kvblk_ctx *ctx, struct file *file,
+			       u32 flags, struct kvblk_target *t)
 {
 	umode_t mode = file_inode(file)->i_mode;
 
@@ -139,7 +165,7 @@ static int kvblk_attach_target(struct file *file, u32 flags,
 		return -EACCES;
 	if (S_ISREG(mode))
 		return kvblk_attach_file(file, flags, t);
-	return kvblk_attach_bdev(file, flags, t);
+	return kvblk_attach_bdev(ctx, file, flags, t);
 }
 
 /**
@@ -153,6 +179,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 {
 	struct kvblk_attach a;
 	struct kvblk_target t;
+	struct kvblk_tgt *tgt;
 	struct kvblk_ns *ns;
 	struct file *file;
 	u32 usize, max_cmd, lba;
@@ -162,15 +189,24 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	if (ret)
 		return ret;
 	if ((a.flags & ~KVBLK_ATTACH_F_ALL) || a.reserved ||
-	    memchr_inv(a.reserved2, 0, sizeof(a.reserved2)) || a.reserved3)
+	    memchr_inv(a.reserved2, 0, sizeof(a.reserved2)) || a.reserved3 ||
+	    a.reserved4)
 		return -EINVAL;
 	if ((a.flags & KVBLK_ATTACH_F_ENGINE_BIO) &&
 	    (a.flags & KVBLK_ATTACH_F_ENGINE_PRP))
 		return -EINVAL;
+	/* Adding a target: the caller must be able to read its index. */
+	if ((a.flags & KVBLK_ATTACH_F_ADD_TARGET) &&
+	    usize < KVBLK_ATTACH_SIZE_VER2)
+		return -EINVAL;
 
 	mutex_lock(&ctx->lock);
-	if (ctx->ns) {
+	if (ctx->nr_tgts && !(a.flags & KVBLK_ATTACH_F_ADD_TARGET)) {
 		ret = -EBUSY;
+		goto out_unlock;
+	}
+	if (ctx->nr_tgts >= KVBLK_CTX_MAX_TARGETS) {
+		ret = -ENOSPC;
 		goto out_unlock;
 	}
 
@@ -181,14 +217,19 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_unlock;
 	}
 	memset(&t, 0, sizeof(t));
-	ret = kvblk_attach_target(file, a.flags, &t);
+	ret = kvblk_attach_target(ctx, file, a.flags, &t);
 	if (ret)
 		goto out_fput;
+	tgt = kzalloc(sizeof(*tgt), GFP_KERNEL_ACCOUNT);
+	if (!tgt) {
+		ret = -ENOMEM;
+		goto out_fput;
+	}
 
 	ns = kvblk_ns_get(&t.info, t.engine->id);
 	if (IS_ERR(ns)) {
 		ret = PTR_ERR(ns);
-		goto out_fput;
+		goto out_free_tgt;
 	}
 	lba = 1U << t.info.lba_shift;
 	if (t.engine == &kvblk_engine_prp)
@@ -201,6 +242,18 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_ns_put;
 	}
 
+	tgt->ns = ns;
+	tgt->engine = t.engine;
+	tgt->file = file;
+	tgt->index = ctx->nr_tgts;
+	tgt->start_bytes = t.start;
+	tgt->capacity = t.capacity;
+	tgt->max_cmd_bytes = max_cmd;
+	tgt->lba_shift = t.info.lba_shift;
+	ret = xa_insert(&ctx->tgts, tgt->index, tgt, GFP_KERNEL_ACCOUNT);
+	if (ret)
+		goto out_ns_put;
+
 	a.nsid = t.info.nsid;
 	a.lba_size = lba;
 	a.max_cmd_bytes = max_cmd;
@@ -212,23 +265,28 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		      t.engine == &kvblk_engine_file ?
 		      max_t(u32, lba, queue_dma_alignment(t.info.q) + 1) :
 		      max_t(u32, 4, queue_dma_alignment(t.info.q) + 1);
+	a.target = tgt->index;
 	ret = kvblk_copy_out(uarg, &a, sizeof(a), usize);
-	if (ret)
+	if (ret) {
+		xa_erase(&ctx->tgts, tgt->index);
 		goto out_ns_put;
+	}
 
-	ctx->engine = t.engine;
-	ctx->file = file;
-	ctx->start_bytes = t.start;
-	ctx->capacity = t.capacity;
-	ctx->max_cmd_bytes = max_cmd;
-	ctx->lba_shift = t.info.lba_shift;
-	/* Publish last: readers use kvblk_ctx_ns() without the lock. */
-	smp_store_release(&ctx->ns, ns);
+	/* Buffers registered from now on are mapped for its PCI function. */
+	if (t.engine->dma_mapped && !ctx->dma_dev)
+		ctx->dma_dev = ns->info.dma_dev;
+	ctx->nr_tgts++;
+	if (!tgt->index) {
+		/* Publish last: kvblk_ctx_ns() reads it without the lock. */
+		smp_store_release(&ctx->ns, ns);
+	}
 	mutex_unlock(&ctx->lock);
 	return 0;
 
 out_ns_put:
 	kvblk_ns_put(ns, t.engine->id);
+out_free_tgt:
+	kfree(tgt);
 out_fput:
 	fput(file);
 out_unlock:

@@ -2,10 +2,11 @@
 /*
  * batch.c - KVBLK_IOC_LOAD_MANY, written once for every engine.
  *
- * 1. Copy the descriptors in; the engine reads the target's live geometry
- *    (engine.h, ->begin); validate every descriptor against it: one bad
- *    descriptor fails the call before anything is submitted (bad_index).
- * 2. Split each object into commands of at most max_cmd_bytes.
+ * 1. Copy the descriptors in; for every target the batch names, its engine
+ *    reads the target's live geometry (engine.h, ->begin); validate every
+ *    descriptor against its own target's: one bad descriptor fails the
+ *    call before anything is submitted (bad_index).
+ * 2. Split each object into commands of at most its target's max_cmd_bytes.
  * 3. For each command: a slot (at most max_inflight in flight), then the
  *    engine's ->submit (an NVMe Read with kvblk's PRPs, a bio, a kiocb),
  *    all under one plug.
@@ -24,6 +25,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/dmapool.h>
+#include <linux/log2.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -67,9 +69,7 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 		return NULL;
 	b->ctx = ctx;
 	b->ns = ns;
-	b->eng = ctx->engine;
 	b->nr_objs = nr;
-	b->max_cmd_bytes = ctx->max_cmd_bytes;
 	atomic_set(&b->pending, 1);
 	atomic_set(&b->owner, KVBLK_BATCH_WAITING);
 	init_completion(&b->done);
@@ -97,38 +97,71 @@ static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
 	return 0;
 }
 
+/* Free what a slot keeps for the target of its last command. */
+static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
+{
+	const struct kvblk_tgt *t = cmd->state_tgt;
+
+	if (!t)
+		return;
+	if (t->engine->slot_release)
+		t->engine->slot_release(t, cmd);
+	memset(&cmd->prp, 0, sizeof(cmd->prp));
+	memset(&cmd->file, 0, sizeof(cmd->file));
+	cmd->state_tgt = NULL;
+}
+
+/*
+ * Count a submitted batch on the disk of every target it named: objects
+ * per target, the batch once per disk.
+ */
+static void kvblk_batch_count(struct kvblk_batch *b)
+{
+	u64 lat = b->t_done - b->t_first;
+	u32 i, j;
+
+	for (i = 0; i < b->nr_btgts; i++) {
+		struct kvblk_ns *ns = b->btgts[i].t->ns;
+
+		this_cpu_add(ns->stats.pcpu->objects, b->btgts[i].nr_objs);
+		for (j = 0; j < i; j++)
+			if (b->btgts[j].t->ns == ns)
+				break;
+		if (j < i)
+			continue;	/* this disk's batch is counted */
+		this_cpu_inc(ns->stats.pcpu->batches);
+		if (b->interrupted)
+			this_cpu_inc(ns->stats.pcpu->batches_interrupted);
+		if (b->nr_cmds)
+			this_cpu_inc(ns->stats.pcpu->batch_lat[kvblk_lat_bucket(lat)]);
+	}
+}
+
 /*
  * Drop everything the batch holds. Process context: the last buffer or
  * context reference unpins pages and releases the block device file.
  */
 static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 {
-	struct kvblk_ns *ns = b->ns;
-	u32 i, failed = 0;
+	u32 i;
 
 	for (i = 0; i < b->nr_objs; i++) {
 		struct kvblk_obj *o = &b->objs[i];
 
-		if (o->status)
-			failed++;
+		if (submitted && o->status)
+			this_cpu_inc(o->bt->t->ns->stats.pcpu->objects_failed);
 		if (!o->buf)
 			continue;
 		atomic_dec(&o->buf->inflight);
 		kvblk_buf_put(o->buf);
 	}
-	if (submitted) {
-		this_cpu_inc(ns->stats.pcpu->batches);
-		this_cpu_add(ns->stats.pcpu->objects, b->nr_objs);
-		this_cpu_add(ns->stats.pcpu->objects_failed, failed);
-		if (b->interrupted)
-			this_cpu_inc(ns->stats.pcpu->batches_interrupted);
-		if (b->nr_cmds)
-			this_cpu_inc(ns->stats.pcpu->batch_lat[kvblk_lat_bucket(b->t_done - b->t_first)]);
-	}
+	if (submitted)
+		kvblk_batch_count(b);
 	/* No command is in flight: what the slots kept goes back. */
-	for (i = 0; b->eng->slot_release && b->slots && i < b->nr_slots; i++)
-		b->eng->slot_release(b, &b->slots[i]);
+	for (i = 0; b->slots && i < b->nr_slots; i++)
+		kvblk_slot_state_release(&b->slots[i]);
 	kvblk_ctx_put(b->ctx);
+	kvfree(b->btgts);
 	kvfree(b->slots);
 	kvfree(b);
 }
@@ -232,7 +265,7 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
  */
 void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 {
-	struct kvblk_ns *ns = b->ns;
+	struct kvblk_ns *ns = b->objs[cmd->obj].bt->t->ns;
 	u64 now = ktime_get_ns();
 
 	if (!b->nr_cmds)
@@ -260,8 +293,8 @@ void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 		   u32 hwq)
 {
 	struct kvblk_batch *b = cmd->b;
-	struct kvblk_ns *ns = b->ns;
 	struct kvblk_obj *obj = &b->objs[cmd->obj];
+	struct kvblk_ns *ns = obj->bt->t->ns;
 	u64 lat = ktime_get_ns() - cmd->start_ns;
 
 	if (err) {
@@ -286,18 +319,24 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[i];
+	const struct kvblk_tgt *t = o->bt->t;
 	struct kvblk_cmd *cmd;
 	int ret;
 
 	cmd = kvblk_slot_get(b, plug);
 	if (IS_ERR(cmd))
 		return PTR_ERR(cmd);
+	/* Engine state of another engine or disk (PRP lists of its pool). */
+	if (cmd->state_tgt && (cmd->state_tgt->engine != t->engine ||
+			       cmd->state_tgt->ns != t->ns))
+		kvblk_slot_state_release(cmd);
+	cmd->state_tgt = t;
 	cmd->b = b;
 	cmd->obj = i;
 	cmd->bytes = len;
 	cmd->done = done;
-	cmd->slba = (b->ctx->start_bytes + o->offset + done) >> b->lba_shift;
-	ret = b->eng->submit(b, cmd, plug);
+	cmd->slba = (t->start_bytes + o->offset + done) >> o->bt->lba_shift;
+	ret = t->engine->submit(b, cmd, plug);
 	if (ret)
 		kvblk_slot_unget(b, cmd);	/* with its engine state, for the next */
 	return ret;
@@ -323,7 +362,7 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 		u32 len;
 
 		for (done = 0; done < o->length; done += len) {
-			len = min_t(u64, o->length - done, b->max_cmd_bytes);
+			len = min_t(u64, o->length - done, o->bt->max_cmd_bytes);
 			/* A killed caller stops submitting at once. */
 			if (fatal_signal_pending(current))
 				ret = -EINTR;
@@ -350,38 +389,102 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 }
 
 /*
- * Validate every descriptor and take a reference on its buffer. Returns 0
- * or the first descriptor's error, with *bad set to its index.
+ * The batch's view of descriptor @d's target: found in @map (target index
+ * -> batch target + 1), else added and its live geometry read by its
+ * engine's begin(). Returns the batch target, or an ERR_PTR: -EINVAL no
+ * such target, or begin()'s error. Under ctx->lock.
+ */
+static struct kvblk_btgt *kvblk_batch_tgt(struct kvblk_batch *b, u32 *map,
+					  u32 nr_map, u32 index)
+{
+	struct kvblk_btgt *bt;
+	struct kvblk_tgt *t;
+	int ret;
+
+	if (index >= nr_map)
+		return ERR_PTR(-EINVAL);
+	if (map[index])
+		return &b->btgts[map[index] - 1];
+	t = kvblk_ctx_tgt(b->ctx, index);
+	if (!t)
+		return ERR_PTR(-EINVAL);
+	bt = &b->btgts[b->nr_btgts];
+	bt->t = t;
+	ret = t->engine->begin(b, bt);
+	if (ret)
+		return ERR_PTR(ret);
+	map[index] = ++b->nr_btgts;
+	b->engines |= 1U << t->engine->id;
+	return bt;
+}
+
+/*
+ * Can the engine of @t reach @buf? The PRP engine hands the controller the
+ * bus addresses the buffer was mapped for; the block-layer engines need
+ * its pages.
+ */
+static bool kvblk_buf_reaches(const struct kvblk_tgt *t,
+			      const struct kvblk_buf *buf)
+{
+	if (t->engine->dma_mapped)
+		return buf->dev && buf->dev == t->ns->info.dma_dev;
+	return buf->pages;
+}
+
+/*
+ * Read the live geometry of every target the batch names, validate every
+ * descriptor against its own target's and take a reference on its buffer.
+ * Returns 0 or the first descriptor's error, with *bad set to its index.
  */
 static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			  const struct kvblk_desc *descs, u32 *bad, u64 *nr_cmds,
 			  u64 *bytes)
 {
-	u64 lba_mask = (1ULL << b->lba_shift) - 1;
+	u32 *map, nr_map;
 	int err = 0;
 	u32 i;
 
 	*nr_cmds = 0;
 	*bytes = 0;
 	mutex_lock(&ctx->lock);
+	nr_map = ctx->nr_tgts;
+	map = kvcalloc(nr_map, sizeof(*map), GFP_KERNEL);
+	b->btgts = kvcalloc(min(nr_map, b->nr_objs), sizeof(*b->btgts),
+			    GFP_KERNEL_ACCOUNT);
+	if (!map || !b->btgts) {
+		err = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < b->nr_objs; i++) {
 		const struct kvblk_desc *d = &descs[i];
 		struct kvblk_obj *o = &b->objs[i];
 		struct kvblk_buf *buf = NULL;
+		struct kvblk_btgt *bt;
+		u64 lba_mask;
 
-		if (d->flags || !d->length || d->length > KVBLK_MAX_DESC_BYTES ||
+		bt = kvblk_batch_tgt(b, map, nr_map, d->target);
+		if (IS_ERR(bt)) {
+			err = PTR_ERR(bt);
+			*bad = i;
+			break;
+		}
+		lba_mask = (1ULL << bt->lba_shift) - 1;
+		if (d->flags || d->reserved || !d->length ||
+		    d->length > KVBLK_MAX_DESC_BYTES ||
 		    ((d->offset | d->length) & lba_mask))
 			err = -EINVAL;
-		else if (d->offset > b->capacity ||
-			 d->length > b->capacity - d->offset)
+		else if (d->offset > bt->capacity ||
+			 d->length > bt->capacity - d->offset)
 			err = -ERANGE;
-		else if (d->buf_offset & b->align_mask)
+		else if (d->buf_offset & bt->align_mask)
 			err = -EINVAL;
 		if (!err) {
 			buf = xa_load(&ctx->bufs, d->buf_id);
 			if (!buf || d->buf_offset > buf->len ||
 			    d->length > buf->len - d->buf_offset)
 				err = -EINVAL;
+			else if (!kvblk_buf_reaches(bt->t, buf))
+				err = -EXDEV;
 		}
 		if (err) {
 			*bad = i;
@@ -389,15 +492,19 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		}
 		kref_get(&buf->ref);
 		atomic_inc(&buf->inflight);
+		o->bt = bt;
 		o->buf = buf;
 		o->offset = d->offset;
 		o->length = d->length;
 		o->buf_offset = d->buf_offset;
 		o->tag = d->tag;
-		*nr_cmds += DIV_ROUND_UP_ULL(d->length, b->max_cmd_bytes);
+		bt->nr_objs++;
+		*nr_cmds += DIV_ROUND_UP_ULL(d->length, bt->max_cmd_bytes);
 		*bytes += d->length;
 	}
+out:
 	mutex_unlock(&ctx->lock);
+	kvfree(map);
 	return err;
 }
 
@@ -554,6 +661,8 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 	lm.bad_index = -1;
 	lm.nr_ok = 0;
 	lm.engine = KVBLK_ENGINE_NONE;
+	lm.engines = 0;
+	lm.nr_targets = 0;
 	lm.nr_cmds = 0;
 	lm.elapsed_ns = 0;
 
@@ -573,10 +682,10 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 			lm.bad_index = bad;
 		goto out_reject;
 	}
-	/* The target's geometry as it is now: size, block size, alignment. */
-	ret = b->eng->begin(b);
-	if (ret)
-		goto out_reject;
+	/*
+	 * Each target's geometry as it is now (size, block size, alignment),
+	 * then every descriptor against its own target's.
+	 */
 	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
 	if (!ret)
 		ret = kvblk_batch_check(b, &bad);
@@ -586,6 +695,8 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 		lm.bad_index = bad;
 		goto out_reject;
 	}
+	/* The batch tracepoints carry the first descriptor's disk. */
+	b->ns = b->objs[0].bt->t->ns;
 	kvfree(descs);
 	descs = NULL;
 
@@ -596,7 +707,11 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 
 	b->id = atomic64_inc_return(&kvblk_batch_seq);
 	trace_kvblk_batch_start(ns->info.devt, b->id, b->nr_objs, nr_cmds, bytes);
-	lm.engine = b->eng->id;
+	/* One engine, or several: see kvblk_load_many.engine and .engines. */
+	lm.engines = b->engines;
+	lm.nr_targets = b->nr_btgts;
+	lm.engine = is_power_of_2(b->engines) ? ilog2(b->engines) :
+		    KVBLK_ENGINE_MIXED;
 
 	ret = kvblk_submit_all(b);
 	if (atomic_dec_and_test(&b->pending))
@@ -620,7 +735,9 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 
 		if (o->status)
 			continue;
-		kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		/* Only what the PRP engine's mapping received is synced. */
+		if (o->bt->t->engine->dma_mapped)
+			kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
 		lm.nr_ok++;
 	}
 	lm.nr_cmds = b->nr_cmds;

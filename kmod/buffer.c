@@ -376,6 +376,7 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 {
 	struct kvblk_buf_reg r;
 	struct kvblk_buf *buf;
+	struct device *dma_dev;
 	struct kvblk_ns *ns;
 	u32 usize, id;
 	u64 align;
@@ -412,13 +413,15 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	 * pages (the block layer maps each I/O for whatever device serves
 	 * it), so only host memory, which has struct pages, is served there.
 	 */
-	if (!ctx->engine->dma_mapped && r.kind != KVBLK_MEM_HOST) {
+	mutex_lock(&ctx->lock);
+	dma_dev = ctx->dma_dev;	/* of the context's first PRP target */
+	mutex_unlock(&ctx->lock);
+	if (!dma_dev && r.kind != KVBLK_MEM_HOST) {
 		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only (attach a whole nvme-pci namespace)\n",
 				    current->comm, task_pid_nr(current), r.kind);
 		return -EOPNOTSUPP;
 	}
-	buf = kvblk_mem_create(ctx->engine->dma_mapped ? ns->info.dma_dev : NULL,
-			       &r);
+	buf = kvblk_mem_create(dma_dev, &r);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 

@@ -40,6 +40,7 @@ struct kvblk_ctx *kvblk_ctx_alloc(void)
 		mmgrab(ctx->mm);
 	mutex_init(&ctx->lock);
 	xa_init_flags(&ctx->bufs, XA_FLAGS_ALLOC);
+	xa_init(&ctx->tgts);
 	/* Called from open(): the file already pins the module. */
 	__module_get(THIS_MODULE);
 	return ctx;
@@ -58,6 +59,7 @@ static void kvblk_ctx_free(struct kref *ref)
 {
 	struct kvblk_ctx *ctx = container_of(ref, struct kvblk_ctx, ref);
 	struct kvblk_buf *buf;
+	struct kvblk_tgt *t;
 	unsigned long id;
 
 	/* No batch is left: each held a reference. */
@@ -66,10 +68,14 @@ static void kvblk_ctx_free(struct kref *ref)
 		kvblk_buf_put(buf);
 	}
 	xa_destroy(&ctx->bufs);
-	if (ctx->ns) {
-		kvblk_ns_put(ctx->ns, ctx->engine->id);
-		fput(ctx->file);
+	/* Every target: its disk's object and its file. */
+	xa_for_each(&ctx->tgts, id, t) {
+		xa_erase(&ctx->tgts, id);
+		kvblk_ns_put(t->ns, t->engine->id);
+		fput(t->file);
+		kfree(t);
 	}
+	xa_destroy(&ctx->tgts);
 	mutex_destroy(&ctx->lock);
 	if (ctx->mm)
 		mmdrop(ctx->mm);
@@ -89,10 +95,10 @@ void kvblk_ctx_put(struct kvblk_ctx *ctx)
 }
 
 /**
- * kvblk_ctx_ns() - the namespace a context is attached to.
+ * kvblk_ctx_ns() - the disk object of a context's target 0.
  * @ctx: context.
  *
- * Return: the namespace, or NULL when not attached. Once set it does not
+ * Return: the object, or NULL when not attached. Once set it does not
  * change for the life of the context.
  */
 struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx)
@@ -116,4 +122,17 @@ struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx)
 bool kvblk_ctx_owner(const struct kvblk_ctx *ctx)
 {
 	return ctx->mm && ctx->mm == current->mm;
+}
+
+/**
+ * kvblk_ctx_tgt() - a target of a context.
+ * @ctx: context.
+ * @index: kvblk_attach.target.
+ *
+ * Return: the target, or NULL when the context has no such target. A
+ * target, once found, lives as long as the context.
+ */
+struct kvblk_tgt *kvblk_ctx_tgt(struct kvblk_ctx *ctx, u32 index)
+{
+	return xa_load(&ctx->tgts, index);
 }

@@ -13,7 +13,10 @@
  *                   engine_file.c  a direct-I/O kiocb through ->read_iter
  *   mem_*.c       the destination memory (pinned pages, DMA segments)
  *
- * An engine is chosen per context at attach (attach.c) and never changes.
+ * An engine is chosen per target at attach (attach.c) and never changes;
+ * a context may attach several targets, and one batch may span targets of
+ * different engines: the batch layer calls each engine for the commands
+ * of its own targets.
  * The batch layer owns every piece of state shared by the engines: the
  * objects, the command slots, the counters and tracepoints, the status of
  * each object (first error wins) and the batch's lifetime. An engine fills
@@ -36,10 +39,11 @@
  *             function (the engine hands bus addresses to the device);
  *             otherwise host memory is only pinned and the block layer
  *             maps each I/O itself.
- * @begin:     called once per batch before validation, in the caller's
- *             process context: read the target's live geometry into the
- *             batch (@b->capacity, @b->lba_shift, @b->align_mask,
- *             @b->max_cmd_bytes). Returns 0 or an errno that fails the
+ * @begin:     called once per batch for every target the batch names
+ *             (@bt->t), before its descriptors are validated, in the
+ *             caller's process context: read the target's live geometry
+ *             into @bt (@bt->capacity, @bt->lba_shift, @bt->align_mask,
+ *             @bt->max_cmd_bytes). Returns 0 or an errno that fails the
  *             whole call (documented for struct kvblk_load_many).
  * @submit:    issue one command: @cmd->obj, bytes [@cmd->done, @cmd->done
  *             + @cmd->bytes) of the object. Process context, @plug held.
@@ -51,17 +55,19 @@
  *             object only), -ENOLINK the device is going away, -EINTR,
  *             -ENOMEM (stop the batch).
  * @slot_release: free what a slot kept between its commands (PRP lists,
- *             a bvec array). No command of the batch is in flight. May be
- *             NULL.
+ *             a bvec array) for target @t. Called when the batch ends (no
+ *             command of it in flight) and before the slot serves a target
+ *             of another engine or disk (its last command completed). May
+ *             be NULL.
  */
 struct kvblk_engine_ops {
 	const char *name;
 	u32 id;
 	bool dma_mapped;
-	int (*begin)(struct kvblk_batch *b);
+	int (*begin)(struct kvblk_batch *b, struct kvblk_btgt *bt);
 	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		      struct blk_plug *plug);
-	void (*slot_release)(struct kvblk_batch *b, struct kvblk_cmd *cmd);
+	void (*slot_release)(const struct kvblk_tgt *t, struct kvblk_cmd *cmd);
 };
 
 extern const struct kvblk_engine_ops kvblk_engine_prp;

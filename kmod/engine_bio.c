@@ -2,8 +2,8 @@
 /*
  * engine_bio.c - the block-layer engine for block devices: each command is
  * one bio over the registered buffer's pinned pages, submitted under the
- * batch's plug to the block device the context attached (a whole disk or a
- * partition of it).
+ * batch's plug to the block device of the command's target (a whole disk or
+ * a partition of it).
  *
  * Everything else is the block layer's, as for pread(O_DIRECT) on the same
  * fd: the partition offset and the end-of-device check, splitting to the
@@ -65,8 +65,8 @@ static int kvblk_bio_add_pages(struct bio *bio, const struct kvblk_buf *buf,
 static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			    struct blk_plug *plug)
 {
-	struct block_device *bdev = I_BDEV(b->ctx->file->f_mapping->host);
 	struct kvblk_obj *o = &b->objs[cmd->obj];
+	struct block_device *bdev = I_BDEV(o->bt->t->file->f_mapping->host);
 	u64 off = o->buf_offset + cmd->done;
 	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
 				       PAGE_SIZE);
@@ -103,20 +103,20 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
  * while attached), logical block size and buffer alignment (what O_DIRECT
  * on the device demands: the queue's DMA alignment).
  */
-static int kvblk_bio_begin(struct kvblk_batch *b)
+static int kvblk_bio_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
-	struct block_device *bdev = I_BDEV(b->ctx->file->f_mapping->host);
+	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
 	unsigned int lba = bdev_logical_block_size(bdev);
 
-	b->lba_shift = ilog2(lba);
-	b->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
+	bt->lba_shift = ilog2(lba);
+	bt->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
 	/* A removed device fails each object with -ENOLINK (submit). */
 	if (kvblk_disk_dead(bdev->bd_disk, bdev_get_queue(bdev)))
-		b->capacity = b->ctx->capacity;
-	b->align_mask = queue_dma_alignment(bdev_get_queue(bdev)) | 3;
-	b->max_cmd_bytes = round_down(min_t(u32, b->ctx->max_cmd_bytes,
-					    KVBLK_BIO_MAX_CMD_BYTES), lba);
-	return b->max_cmd_bytes ? 0 : -EOPNOTSUPP;
+		bt->capacity = bt->t->capacity;
+	bt->align_mask = queue_dma_alignment(bdev_get_queue(bdev)) | 3;
+	bt->max_cmd_bytes = round_down(min_t(u32, bt->t->max_cmd_bytes,
+					     KVBLK_BIO_MAX_CMD_BYTES), lba);
+	return bt->max_cmd_bytes ? 0 : -EOPNOTSUPP;
 }
 
 const struct kvblk_engine_ops kvblk_engine_bio = {

@@ -41,14 +41,14 @@ static void kvblk_file_complete(struct kiocb *iocb, long ret)
 }
 
 /* A bvec array per slot, for the largest command; kept until the batch ends. */
-static int kvblk_file_bvec(struct kvblk_batch *b, struct kvblk_cmd *cmd,
+static int kvblk_file_bvec(const struct kvblk_btgt *bt, struct kvblk_cmd *cmd,
 			   unsigned int nr)
 {
 	if (cmd->file.nr_bvec >= nr)
 		return 0;
 	kvfree(cmd->file.bvec);
 	cmd->file.nr_bvec = 0;
-	nr = max_t(unsigned int, nr, DIV_ROUND_UP(b->max_cmd_bytes, PAGE_SIZE) + 1);
+	nr = max_t(unsigned int, nr, DIV_ROUND_UP(bt->max_cmd_bytes, PAGE_SIZE) + 1);
 	cmd->file.bvec = kvmalloc_array(nr, sizeof(*cmd->file.bvec),
 					GFP_KERNEL_ACCOUNT);
 	if (!cmd->file.bvec)
@@ -60,8 +60,8 @@ static int kvblk_file_bvec(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			     struct blk_plug *plug)
 {
-	struct file *file = b->ctx->file;
 	struct kvblk_obj *o = &b->objs[cmd->obj];
+	struct file *file = o->bt->t->file;
 	struct kiocb *iocb = &cmd->file.iocb;
 	u64 off = o->buf_offset + cmd->done;
 	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
@@ -71,7 +71,7 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	u32 left;
 	ssize_t ret;
 
-	ret = kvblk_file_bvec(b, cmd, nr);
+	ret = kvblk_file_bvec(o->bt, cmd, nr);
 	if (ret)
 		return ret;
 	ret = kvblk_buf_dma_begin(o->buf);
@@ -109,20 +109,20 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
  * lengths and, since every page of the buffer is a segment of its own, the
  * buffer offset too).
  */
-static int kvblk_file_begin(struct kvblk_batch *b)
+static int kvblk_file_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
-	struct file *file = b->ctx->file;
+	struct file *file = bt->t->file;
 	struct block_device *bdev = file_inode(file)->i_sb->s_bdev;
 	unsigned int lba = bdev_logical_block_size(bdev);
 
-	b->lba_shift = ilog2(lba);
-	b->capacity = i_size_read(file_inode(file));
-	b->align_mask = (lba - 1) | queue_dma_alignment(bdev_get_queue(bdev)) | 3;
-	b->max_cmd_bytes = round_down(b->ctx->max_cmd_bytes, lba);
-	return b->max_cmd_bytes ? 0 : -EOPNOTSUPP;
+	bt->lba_shift = ilog2(lba);
+	bt->capacity = i_size_read(file_inode(file));
+	bt->align_mask = (lba - 1) | queue_dma_alignment(bdev_get_queue(bdev)) | 3;
+	bt->max_cmd_bytes = round_down(bt->t->max_cmd_bytes, lba);
+	return bt->max_cmd_bytes ? 0 : -EOPNOTSUPP;
 }
 
-static void kvblk_file_slot_release(struct kvblk_batch *b,
+static void kvblk_file_slot_release(const struct kvblk_tgt *t,
 				    struct kvblk_cmd *cmd)
 {
 	kvfree(cmd->file.bvec);

@@ -133,6 +133,7 @@ static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS(rq, sts))
  * dying queue, so a removed disk is told apart by its own state: -ENOLINK.
  */
 static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
+				      const struct kvblk_ns *ns,
 				      struct blk_plug *plug)
 {
 	struct request *rq;
@@ -140,14 +141,14 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 	long ret;
 
 	for (;;) {
-		rq = blk_mq_alloc_request(b->ns->info.q, REQ_OP_DRV_IN,
+		rq = blk_mq_alloc_request(ns->info.q, REQ_OP_DRV_IN,
 					  BLK_MQ_REQ_NOWAIT);
 		if (!IS_ERR(rq))
 			return rq;
 		ret = PTR_ERR(rq);
 		if (ret != -EWOULDBLOCK && ret != -EBUSY)
 			return ERR_PTR(-ENOLINK);	/* queue dying: device gone */
-		if (kvblk_disk_dead(b->ns->info.disk, b->ns->info.q))
+		if (kvblk_disk_dead(ns->info.disk, ns->info.q))
 			return ERR_PTR(-ENOLINK);
 
 		blk_finish_plug(plug);
@@ -169,14 +170,14 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[cmd->obj];
-	struct kvblk_ns *ns = b->ns;
+	struct kvblk_ns *ns = o->bt->t->ns;
 	u64 off = o->buf_offset + cmd->done;
 	struct nvme_command c;
 	struct request *rq;
 	__le64 prp1, prp2;
 	int ret;
 
-	rq = kvblk_alloc_rq(b, plug);
+	rq = kvblk_alloc_rq(b, ns, plug);
 	if (IS_ERR(rq))
 		return PTR_ERR(rq);
 	ret = kvblk_buf_dma_begin(o->buf);
@@ -192,7 +193,7 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	c.rw.opcode = nvme_cmd_read;
 	c.rw.nsid = cpu_to_le32(ns->info.nsid);
 	c.rw.slba = cpu_to_le64(cmd->slba);
-	c.rw.length = cpu_to_le16((cmd->bytes >> b->lba_shift) - 1);
+	c.rw.length = cpu_to_le16((cmd->bytes >> o->bt->lba_shift) - 1);
 	c.rw.dptr.prp1 = prp1;
 	c.rw.dptr.prp2 = prp2;
 
@@ -218,33 +219,34 @@ out_free_rq:
  * batch fails as a whole with -ESTALE. The size is re-read too (a
  * partition shrunk while attached is read no further than its new end).
  */
-static int kvblk_prp_begin(struct kvblk_batch *b)
+static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
-	struct block_device *bdev = I_BDEV(b->ctx->file->f_mapping->host);
-	const struct kvblk_ns_info *info = &b->ns->info;
+	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
+	const struct kvblk_ns_info *info = &bt->t->ns->info;
 	unsigned int lba, md;
 
-	b->lba_shift = b->ctx->lba_shift;
-	b->align_mask = 3;	/* PRP1 is dword aligned */
-	b->max_cmd_bytes = b->ctx->max_cmd_bytes;
-	b->capacity = b->ctx->capacity;
+	bt->lba_shift = bt->t->lba_shift;
+	bt->align_mask = 3;	/* PRP1 is dword aligned */
+	bt->max_cmd_bytes = bt->t->max_cmd_bytes;
+	bt->capacity = bt->t->capacity;
 	/* A removed namespace fails each object with -ENOLINK (submit). */
 	if (kvblk_disk_dead(info->disk, info->q))
 		return 0;
 	lba = bdev_logical_block_size(bdev);
 	md = kvblk_integrity_bytes(info->q);
-	if (lba != 1U << b->lba_shift || md || !get_capacity(info->disk)) {
+	if (lba != 1U << bt->lba_shift || md || !get_capacity(info->disk)) {
 		pr_info_ratelimited("load %s: the namespace's LBA format changed since attach (logical block %u, attached %u, metadata %u bytes); attach again\n",
-				    info->disk->disk_name, lba, 1U << b->lba_shift, md);
+				    info->disk->disk_name, lba, 1U << bt->lba_shift, md);
 		return -ESTALE;
 	}
-	b->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
+	bt->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
 	return 0;
 }
 
-static void kvblk_prp_slot_release(struct kvblk_batch *b, struct kvblk_cmd *cmd)
+static void kvblk_prp_slot_release(const struct kvblk_tgt *t,
+				   struct kvblk_cmd *cmd)
 {
-	kvblk_prp_free(&b->ns->prp_pools, &cmd->prp);
+	kvblk_prp_free(&t->ns->prp_pools, &cmd->prp);
 }
 
 const struct kvblk_engine_ops kvblk_engine_prp = {

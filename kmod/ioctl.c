@@ -61,7 +61,8 @@ int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize)
 static long kvblk_ioctl_get_features(void __user *uarg)
 {
 	u64 feat = KVBLK_FEAT_PRP_ENGINE | KVBLK_FEAT_BIO_ENGINE |
-		   KVBLK_FEAT_FILE_ENGINE | kvblk_mem_features();
+		   KVBLK_FEAT_FILE_ENGINE | KVBLK_FEAT_TARGETS |
+		   kvblk_mem_features();
 
 	if (IS_ENABLED(CONFIG_MMU_NOTIFIER))
 		feat |= KVBLK_FEAT_MM_GUARD;

@@ -160,17 +160,35 @@ struct kvblk_ns {
 
 struct kvblk_engine_ops;
 
+/*
+ * One target of a context (uapi: kvblk_attach.target): a block device or a
+ * regular file, with the engine chosen for it at attach. Fixed once
+ * published in the context's table; freed with the context.
+ */
+struct kvblk_tgt {
+	struct kvblk_ns *ns;		/* its disk's object, one user */
+	const struct kvblk_engine_ops *engine;
+	struct file *file;		/* the attached fd's file, held */
+	u32 index;			/* kvblk_attach.target */
+	u32 max_cmd_bytes;		/* split size, fixed at attach */
+	u32 lba_shift;			/* logical block size at attach */
+	u64 start_bytes;		/* partition start on the disk */
+	u64 capacity;			/* bytes addressable at attach */
+};
+
 struct kvblk_ctx {
 	struct kref ref;
 	struct mm_struct *mm;		/* the opener's; mmgrab()'ed (ctx.c) */
 	struct mutex lock;		/* attach and the buffer table */
-	struct kvblk_ns *ns;		/* NULL until attached, then fixed */
-	const struct kvblk_engine_ops *engine;	/* fixed at attach */
-	struct file *file;		/* the attached fd's file, held */
-	u64 start_bytes;		/* partition start on the disk */
-	u64 capacity;			/* bytes addressable at attach */
-	u32 max_cmd_bytes;		/* split size, fixed at attach */
-	u32 lba_shift;			/* logical block size at attach */
+	struct kvblk_ns *ns;		/* target 0's; NULL until attached */
+	struct xarray tgts;		/* index -> struct kvblk_tgt */
+	unsigned int nr_tgts;		/* under @lock */
+	/*
+	 * The NVMe PCI function registered memory is mapped for: that of the
+	 * first PRP target (referenced through its namespace object), or
+	 * NULL. Set under @lock.
+	 */
+	struct device *dma_dev;
 	unsigned int nr_bufs;
 	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
 };
@@ -288,6 +306,8 @@ struct kvblk_cmd {
 	u64 done;			/* offset of the command in its object */
 	u64 slba;			/* disk LBA (partition start included) */
 	u64 start_ns;
+	/* The target whose engine state the slot keeps, or NULL. */
+	const struct kvblk_tgt *state_tgt;
 	union {				/* what the engine keeps per slot */
 		struct kvblk_prp prp;	/* engine_prp.c */
 		struct {		/* engine_file.c */
@@ -299,7 +319,10 @@ struct kvblk_cmd {
 };
 
 /* One object (descriptor) of a batch. */
+struct kvblk_btgt;
+
 struct kvblk_obj {
+	struct kvblk_btgt *bt;		/* its target in this batch */
 	struct kvblk_buf *buf;		/* referenced, inflight counted */
 	u64 offset;			/* device byte offset, partition-relative */
 	u64 length;
@@ -314,17 +337,27 @@ enum kvblk_batch_owner {
 	KVBLK_BATCH_ABANDONED,		/* the caller left (fatal signal) */
 };
 
-struct kvblk_batch {
-	struct kvblk_ctx *ctx;		/* referenced */
-	struct kvblk_ns *ns;
-	const struct kvblk_engine_ops *eng;
-	u64 id;
-	u32 nr_objs;
-	/* The target's live geometry, read by the engine's begin(). */
+/*
+ * A target as one batch sees it: its live geometry, read by its engine's
+ * begin() when the batch starts.
+ */
+struct kvblk_btgt {
+	const struct kvblk_tgt *t;
 	u32 max_cmd_bytes;
 	u32 lba_shift;
 	u32 align_mask;			/* buf_offset alignment - 1 */
+	u32 nr_objs;			/* descriptors that name it */
 	u64 capacity;
+};
+
+struct kvblk_batch {
+	struct kvblk_ctx *ctx;		/* referenced */
+	struct kvblk_ns *ns;		/* first descriptor's disk, for traces */
+	u64 id;
+	u32 nr_objs;
+	u32 nr_btgts;			/* targets the batch names */
+	struct kvblk_btgt *btgts;	/* kvcalloc'ed, nr_btgts used */
+	u32 engines;			/* 1 << enum kvblk_engine, per target */
 	u64 nr_cmds;			/* commands issued */
 	u64 t_first;			/* first submission, ns */
 	u64 t_done;			/* last completion, ns */
@@ -364,6 +397,7 @@ void kvblk_ctx_get(struct kvblk_ctx *ctx);
 void kvblk_ctx_put(struct kvblk_ctx *ctx);
 struct kvblk_ns *kvblk_ctx_ns(struct kvblk_ctx *ctx);
 bool kvblk_ctx_owner(const struct kvblk_ctx *ctx);
+struct kvblk_tgt *kvblk_ctx_tgt(struct kvblk_ctx *ctx, u32 index);
 
 /* attach.c */
 long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg);

@@ -10,6 +10,11 @@
  * and loaded in one batch of 1-4 objects into its own part of one mapping,
  * with canary bytes around every object. Every object must equal the
  * expected bytes (zeros in the hole) and pread(O_DIRECT) of the file.
+ * Then every file is attached to ONE context (KVBLK_ATTACH_F_ADD_TARGET,
+ * target i = file i, its fd closed after attach) and all of them are
+ * loaded whole in ONE batch, one object per file, canary pages between,
+ * each compared with the bytes written and pread(O_DIRECT); a descriptor
+ * naming a target the context lacks is refused (-EINVAL, bad_index).
  * Then:
  *   - a buffered write without fsync, then a load: the written bytes;
  *   - the size is read per batch: an append is loadable by the next batch,
@@ -23,7 +28,8 @@
  *   - rights follow the fd: O_WRONLY and O_PATH -EACCES, a directory
  *     -EISDIR, a pipe -ENOTBLK; KVBLK_ATTACH_F_ENGINE_PRP -EOPNOTSUPP.
  *
- * usage: kmod_files DIR [NFILES]   (default 200)
+ * usage: kmod_files DIR [NFILES]   (default 200; above 200 the files are
+ *        16 KiB .. 128 KiB, so that 1,000 fit the scratch namespace)
  * Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk).
  */
 #define _GNU_SOURCE
@@ -88,13 +94,15 @@ static int write_all(int fd, const void *p, uint64_t len, uint64_t off)
 	return 0;
 }
 
+static unsigned int size_units = 64;	/* chunk sizes: 1..size_units x 16 KiB */
+
 static int make_chunk(const char *dir, unsigned int i, struct chunk *c)
 {
 	unsigned char *p;
 	int fd, ret = 0;
 
 	snprintf(c->path, sizeof(c->path), "%s/chunk-%04u", dir, i);
-	c->size = (1 + rnd() % 64) * 16384;
+	c->size = (1 + rnd() % size_units) * 16384;
 	c->gen = 0;
 	c->hole_off = c->hole_len = 0;
 	if (i % 5 == 4 && c->size >= 3 * 16384) {
@@ -462,6 +470,118 @@ static void truncate_during_batch(const char *dir)
 	free(foreign);
 }
 
+/*
+ * Every file a target of one context, all loaded whole in one batch: one
+ * LOAD_MANY, nfiles targets, each object byte-exact, canaries intact.
+ */
+static void one_context_all_files(struct chunk *c, unsigned int nfiles)
+{
+	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_HOST };
+	struct kvblk_desc *d = calloc(nfiles, sizeof(*d));
+	struct kvblk_desc_result *res = calloc(nfiles, sizeof(*res));
+	struct kvblk_load_many lm = { .size = sizeof(lm) };
+	int kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	uint64_t len = 0, bo = 0, j;
+	unsigned char *buf;
+	unsigned int i;
+	long ret;
+
+	for (i = 0; i < nfiles; i++)
+		len += (c[i].size + 4095) / 4096 * 4096 + 4096;
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!d || !res || kfd < 0 || buf == MAP_FAILED) {
+		CHECK(0, "one context: setup: %s", strerror(errno));
+		return;
+	}
+	memset(buf, CANARY, len);
+	for (i = 0; i < nfiles; i++) {
+		struct kvblk_attach a = { .size = sizeof(a),
+					  .flags = KVBLK_ATTACH_F_ADD_TARGET };
+		int fd = open(c[i].path, O_RDONLY | O_CLOEXEC);
+
+		a.bdev_fd = fd;
+		ret = ioctl(kfd, KVBLK_IOC_ATTACH, &a);
+		/* The context holds the file: the fd is not needed any more. */
+		close(fd);
+		if (ret || a.target != i || a.engine != KVBLK_ENGINE_FILE) {
+			CHECK(0, "one context: attach %s: ret %ld errno %d target %u engine %u",
+			      c[i].path, ret, ret ? errno : 0, a.target, a.engine);
+			goto out;
+		}
+		d[i].target = i;
+		d[i].offset = 0;
+		d[i].length = c[i].size;
+		d[i].buf_offset = bo;
+		d[i].tag = i;
+		bo += (c[i].size + 4095) / 4096 * 4096 + 4096;
+	}
+	r.addr = (uintptr_t)buf;
+	r.len = len;
+	if (ioctl(kfd, KVBLK_IOC_REGISTER_BUFFER, &r)) {
+		CHECK(0, "one context: REGISTER: %s", strerror(errno));
+		goto out;
+	}
+	for (i = 0; i < nfiles; i++)
+		d[i].buf_id = r.buf_id;
+	lm.nr_descs = nfiles;
+	lm.desc_bytes = sizeof(*d);
+	lm.descs = (uintptr_t)d;
+	lm.results = (uintptr_t)res;
+	lm.result_bytes = sizeof(*res);
+
+	/* A target the context lacks: the whole call refused, nothing read. */
+	d[nfiles / 2].target = nfiles;
+	ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
+	CHECK(ret == -1 && errno == EINVAL && lm.bad_index == (int)(nfiles / 2) &&
+	      res[nfiles / 2].status == -EINVAL && res[0].status == -ECANCELED,
+	      "one context: unknown target: ret %ld errno %d bad_index %d status %d",
+	      ret, errno, lm.bad_index, res[nfiles / 2].status);
+	for (j = 0; j < len; j++)
+		if (buf[j] != CANARY) {
+			CHECK(0, "one context: a refused batch wrote at %llu",
+			      (unsigned long long)j);
+			break;
+		}
+	d[nfiles / 2].target = nfiles / 2;
+
+	ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
+	CHECK(ret == (long)nfiles && lm.nr_ok == nfiles &&
+	      lm.engine == KVBLK_ENGINE_FILE &&
+	      lm.engines == 1U << KVBLK_ENGINE_FILE && lm.nr_targets == nfiles,
+	      "one context: LOAD_MANY %ld (errno %d) nr_ok %u engine %u engines %#x targets %u",
+	      ret, ret < 0 ? errno : 0, lm.nr_ok, lm.engine, lm.engines,
+	      lm.nr_targets);
+	for (i = 0; i < nfiles && failures < 20; i++) {
+		unsigned char *want = malloc(c[i].size);
+		unsigned char *dio = direct_read(c[i].path, 0, c[i].size);
+		uint64_t end = d[i].buf_offset + c[i].size;
+		uint64_t next = i + 1 < nfiles ? d[i + 1].buf_offset : len;
+
+		CHECK(res[i].status == 0 && res[i].bytes == c[i].size,
+		      "one context: %s status %d bytes %llu", c[i].path,
+		      res[i].status, (unsigned long long)res[i].bytes);
+		expect(&c[i], i, 0, c[i].size, want);
+		CHECK(!memcmp(buf + d[i].buf_offset, want, c[i].size),
+		      "one context: %s differs from the bytes written", c[i].path);
+		CHECK(dio && !memcmp(dio, want, c[i].size),
+		      "one context: pread(O_DIRECT) of %s differs", c[i].path);
+		for (j = end; j < next; j++)
+			if (buf[j] != CANARY) {
+				CHECK(0, "one context: canary after %s overwritten at %llu",
+				      c[i].path, (unsigned long long)j);
+				break;
+			}
+		free(want);
+		free(dio);
+	}
+out:
+	close(kfd);	/* releases every target */
+	munmap(buf, len);
+	free(d);
+	free(res);
+}
+
 static void expect_attach_errno(const char *what, int fd, uint32_t flags, int err)
 {
 	struct kvblk_attach a = { .size = sizeof(a), .bdev_fd = fd, .flags = flags };
@@ -493,6 +613,8 @@ int main(int argc, char **argv)
 		return 4;
 	}
 	close(t);
+	if (nfiles > 200)
+		size_units = 8;
 	c = calloc(nfiles, sizeof(*c));
 	map = mmap(NULL, slice * 2, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -516,6 +638,12 @@ int main(int argc, char **argv)
 		ctx_close(&x);
 	}
 	printf("%u files loaded and checked: %s\n", i, failures ? "FAIL" : "ok");
+
+	if (!failures) {
+		one_context_all_files(c, nfiles);
+		printf("%u files as %u targets of one context, one batch: %s\n",
+		       nfiles, nfiles, failures ? "FAIL" : "ok");
+	}
 
 	/* One file, several batches: coherence, size per batch, input rules. */
 	if (!failures && ctx_open(&x, c[0].path, map, slice) == 0) {

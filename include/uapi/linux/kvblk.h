@@ -11,8 +11,9 @@
  *
  * Model
  * -----
- * Each open of /dev/kvblk is a context. A context attaches exactly one
- * target, given as an fd the caller already holds: a block device (an NVMe
+ * Each open of /dev/kvblk is a context. A context attaches one target, or
+ * several (KVBLK_ATTACH_F_ADD_TARGET, "Several targets per context"
+ * below), each given as an fd the caller already holds: a block device (an NVMe
  * namespace, a partition, an md or dm device, loop, virtio-blk, ...) or a
  * regular file on a file system with direct I/O (ext4, xfs). An engine
  * serves the context, chosen at attach (enum kvblk_engine):
@@ -28,6 +29,7 @@
  *    through nvidia-p2p, dma-buf, P2PDMA windows). In this version it is
  *    the default on nvme-pci namespaces; KVBLK_ATTACH_F_ENGINE_BIO
  *    chooses the block layer there.
+ * Each target has its own engine.
  * Destination memory is registered once (pinned; DMA-mapped for the NVMe
  * controller when the PRP engine serves) and named by a buffer id.
  * KVBLK_IOC_LOAD_MANY then reads a batch of objects, each described by one
@@ -116,8 +118,12 @@ enum kvblk_mem_kind {
  *                namespace) and KVBLK_ATTACH_F_ENGINE_PRP (require the PRP
  *                engine). Without either: a regular file gets the file
  *                engine, a namespace or partition of an nvme-pci
- *                controller the PRP engine, any other block device the
- *                block-layer engine.
+ *                controller the PRP engine (unless the context's buffers
+ *                are not mapped for its PCI function: "Several targets
+ *                per context"), any other block device the block-layer
+ *                engine. Either may be combined with
+ *                KVBLK_ATTACH_F_ADD_TARGET (add a target to the context;
+ *                since API version 2).
  * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
  *                /dev/nvme0n1p2, /dev/md0, /dev/dm-0, /dev/loop0, ...) or a
  *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
@@ -150,8 +156,14 @@ enum kvblk_mem_kind {
  *                block layer, max(@lba_size, DMA alignment) for a file.
  *                Only written when @size covers it.
  * @reserved3:    must be 0.
+ * @target:       out: the index of the target this attach added (0 for
+ *                the first; see KVBLK_ATTACH_F_ADD_TARGET). Only written
+ *                when @size covers it (KVBLK_ATTACH_SIZE_VER2).
+ * @reserved4:    must be 0.
  *
- * One attach per context; a second one fails with -EBUSY.
+ * Without KVBLK_ATTACH_F_ADD_TARGET, one attach per context: a second one
+ * fails with -EBUSY (as in 0.2). With it, see "Several targets per
+ * context" below for its rules and errors.
  * Errors: -EBADF @bdev_fd is not an open fd; -EISDIR it is a directory;
  * -ENOTBLK it is neither a block device nor a regular file (a pipe, a
  * socket, a character device); -EACCES it was opened without read access
@@ -184,13 +196,19 @@ struct kvblk_attach {
 	/* Since KVBLK_ATTACH_SIZE_VER1. */
 	__u32 buf_align;
 	__u32 reserved3;
+	/* Since KVBLK_ATTACH_SIZE_VER2 (several targets). */
+	__u32 target;
+	__u32 reserved4;
 };
 
 /* kvblk_attach.flags */
 #define KVBLK_ATTACH_F_ENGINE_BIO	(1U << 0)
 #define KVBLK_ATTACH_F_ENGINE_PRP	(1U << 1)
+/* Since API version 2: see "Several targets per context". */
+#define KVBLK_ATTACH_F_ADD_TARGET	(1U << 2)
 #define KVBLK_ATTACH_F_ALL		(KVBLK_ATTACH_F_ENGINE_BIO | \
-					 KVBLK_ATTACH_F_ENGINE_PRP)
+					 KVBLK_ATTACH_F_ENGINE_PRP | \
+					 KVBLK_ATTACH_F_ADD_TARGET)
 
 /**
  * struct kvblk_buf_reg - ioctl(KVBLK_IOC_REGISTER_BUFFER)
@@ -332,7 +350,15 @@ struct kvblk_buf_unreg {
  * @flags:      must be 0.
  * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
  *              of every NVMe command of this object.
+ * @target:     index of the context's target to read from (kvblk_attach.
+ *              target); 0, the first target, for a caller whose
+ *              descriptors end before it (@desc_bytes 40, a 0.2 program).
+ *              An index the context has not attached: -EINVAL (see
+ *              kvblk_load_many.bad_index). Since KVBLK_DESC_SIZE_VER1.
+ * @reserved:   must be 0 (else -EINVAL for that descriptor).
  *
+ * Offsets, lengths, alignment and the size check below are those of the
+ * descriptor's own target, as it is when the batch starts.
  * [offset, offset+length) must lie inside the target as it is when the
  * batch starts: the device's or partition's size, the file's size (else
  * -ERANGE, also when offset + length wraps past 2^64) and
@@ -345,6 +371,9 @@ struct kvblk_desc {
 	__u32 buf_id;
 	__u32 flags;
 	__u64 tag;
+	/* Since KVBLK_DESC_SIZE_VER1 (several targets). */
+	__u32 target;
+	__u32 reserved;
 };
 
 /**
@@ -367,7 +396,8 @@ struct kvblk_desc {
  *            commands were sent: no command wrote into it after that;
  *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
- *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG).
+ *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG, -EXDEV,
+ *            -ESTALE).
  * @reserved: set to 0 by the kernel.
  * @bytes:    bytes that landed: @length on success, 0 otherwise (an object
  *            is reported whole or not at all).
@@ -397,21 +427,31 @@ struct kvblk_desc_result {
  *               and at most the page size (else -E2BIG for the call).
  *               The kernel writes the first 16 bytes of each result.
  * @bad_index:   out: index of the first rejected descriptor when the call
- *               fails with -EINVAL, -ERANGE or -E2BIG because of one; -1
- *               otherwise.
+ *               fails with -EINVAL, -ERANGE, -E2BIG, -EXDEV or -ESTALE
+ *               because of one; -1 otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
- * @engine:      out: enum kvblk_engine that served the batch.
+ * @engine:      out: enum kvblk_engine that served the batch when one
+ *               engine served every descriptor (always so with one
+ *               target); KVBLK_ENGINE_MIXED when the batch's targets have
+ *               different engines (@engines says which).
  * @nr_cmds:     out: commands issued for the batch: NVMe Read commands
  *               (PRP engine), bios before the block layer split them
  *               (KVBLK_ENGINE_BIO), direct-I/O reads (KVBLK_ENGINE_FILE).
  * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
  * @reserved:    must be 0.
+ * @engines:     out: the engines of the targets the batch named, a bit
+ *               mask of (1 << enum kvblk_engine); 0 when the call was
+ *               rejected before submission. Since KVBLK_LOAD_MANY_SIZE_VER1.
+ * @nr_targets:  out: distinct targets the batch named; 0 when the call was
+ *               rejected before submission. Since KVBLK_LOAD_MANY_SIZE_VER1.
  *
- * When the batch starts, the engine re-reads the target's size and logical
- * block size (and, for the PRP engine, checks the namespace's LBA format
- * is still the one attached). Every descriptor is validated before anything is submitted; one bad
- * descriptor fails the whole call, reads nothing, and is named by
- * @bad_index (its result carries the reason, the others -ECANCELED).
+ * When the batch starts, the engine of every target the batch names
+ * re-reads that target's size and logical block size (and, for the PRP
+ * engine, checks the namespace's LBA format is still the one attached).
+ * Every descriptor is validated against its own target before anything
+ * is submitted; one bad descriptor fails the whole call, reads nothing,
+ * and is named by @bad_index (its result carries the reason, the others
+ * -ECANCELED).
  * Then the batch as a whole: no two descriptors' destinations may overlap
  * (the bytes would depend on completion order): the lowest index whose
  * destination intersects that of an earlier descriptor is rejected with
@@ -420,7 +460,7 @@ struct kvblk_desc_result {
  * CUDA address for CUDA memory, and per registration for a dma-buf. And
  * no destination may be a host registration found stale (see "Processes
  * and remapped host buffers"): -ESTALE for the first such descriptor.
- * Then every object is split into NVMe Read commands of at most
+ * Then every object is split into commands of at most its target's
  * max_cmd_bytes and all of them are put in flight together, bounded by the
  * max_inflight tunable. The call returns when every command has completed.
  * Once the header itself is accepted, the results and the output fields
@@ -436,10 +476,13 @@ struct kvblk_desc_result {
  * @nr_descs 0, or @desc_bytes / @result_bytes too small;
  * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
  * or to a format with metadata since attach: attach again (@bad_index
- * -1); or a descriptor names a host buffer whose range no longer maps the
- * pages pinned at registration (@bad_index names it, its result is
- * -ESTALE): unregister it and register the range again;
- * -ERANGE a descriptor reaches past the device's end (see @bad_index);
+ * names the first descriptor of that target); or a descriptor names a
+ * host buffer whose range no longer maps the pages pinned at registration
+ * (@bad_index names it, its result is -ESTALE): unregister it and register
+ * the range again;
+ * -ERANGE a descriptor reaches past its target's end (see @bad_index);
+ * -EXDEV a descriptor's buffer cannot be reached by its target's engine
+ * (see "Several targets per context"; @bad_index);
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
  * struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
@@ -465,15 +508,72 @@ struct kvblk_load_many {
 	__u64 nr_cmds;
 	__u64 elapsed_ns;
 	__u64 reserved[2];
+	/* Since KVBLK_LOAD_MANY_SIZE_VER1 (several targets). */
+	__u32 engines;
+	__u32 nr_targets;
 };
+
+/*
+ * Several targets per context (API version 2)
+ * --------------------------------------------
+ * KVBLK_IOC_ATTACH with KVBLK_ATTACH_F_ADD_TARGET adds a target to the
+ * context (the first one too, when the flag is given on the first
+ * attach) and returns its index in kvblk_attach.target: 0 for the
+ * context's first target, then 1, 2, ... in attach order. Indexes are
+ * never reused; a target stays attached until the context is closed,
+ * which releases every target (there is no detach). Each target has its
+ * own engine, chosen as for the first (the flags above), its own geometry
+ * (re-read for every target a batch names, when the batch starts) and its
+ * own rights (its fd's). A descriptor names its target in
+ * kvblk_desc.target; a batch may name any mix of them.
+ *
+ * DMA mapping: registered memory is DMA-mapped for at most one NVMe PCI
+ * function per context, the one of the context's first PRP target, and
+ * only if that target was attached before the buffer was registered. So
+ * without an engine flag, an added nvme-pci namespace gets the PRP engine
+ * only when it is the context's first PRP target or on the same PCI
+ * function as that one; otherwise the block-layer engine, which needs no
+ * mapping of kvblk's own. A descriptor that names a PRP target whose PCI
+ * function the buffer is not mapped for, or a block-layer target and a
+ * buffer without pages (CUDA, dma-buf), is rejected with -EXDEV (see
+ * kvblk_load_many.bad_index).
+ *
+ * Counters and tracepoints stay per disk (/sys/kernel/kvblk/<disk>/): each
+ * command and object is counted on its own target's disk, each batch once
+ * on every disk it read from; kvblk_batch_start and kvblk_batch_end carry
+ * the disk of the batch's first descriptor, kvblk_cmd_* their own. The
+ * max_descs and max_inflight tunables of a batch are those of the
+ * context's target 0's disk.
+ *
+ * Errors of KVBLK_IOC_ATTACH with KVBLK_ATTACH_F_ADD_TARGET, besides those
+ * of struct kvblk_attach (all checked for every target: the fd must allow
+ * reads, O_PATH fds, directories, pipes, sockets and character devices are
+ * refused): -EINVAL @size below KVBLK_ATTACH_SIZE_VER2 (the caller could
+ * not read the index); -ENOSPC the context has KVBLK_CTX_MAX_TARGETS
+ * targets;
+ * -EXDEV KVBLK_ATTACH_F_ENGINE_PRP on a namespace of another NVMe PCI
+ * function than the context's first PRP target, or on a context that has
+ * buffers registered and no PRP target yet (those buffers are not mapped
+ * for it). -EBUSY is not returned for an attached context.
+ */
+#define KVBLK_CTX_MAX_TARGETS	4096
+
+/* GET_FEATURES: this module takes several targets per context. */
+#define KVBLK_FEAT_TARGETS	(1ULL << 7)
+
+/* kvblk_load_many.engine when the batch's targets have different engines. */
+#define KVBLK_ENGINE_MIXED	255
 
 /* The first (smallest accepted) size of each struct. */
 #define KVBLK_ATTACH_SIZE_VER0		88
 #define KVBLK_ATTACH_SIZE_VER1		96	/* + buf_align, reserved3 */
+#define KVBLK_ATTACH_SIZE_VER2		104	/* + target, reserved4 */
 #define KVBLK_BUF_REG_SIZE_VER0		56
 #define KVBLK_BUF_UNREG_SIZE_VER0	16
 #define KVBLK_LOAD_MANY_SIZE_VER0	80
+#define KVBLK_LOAD_MANY_SIZE_VER1	88	/* + engines, nr_targets */
 #define KVBLK_DESC_SIZE_VER0		40
+#define KVBLK_DESC_SIZE_VER1		48	/* + target, reserved */
 #define KVBLK_DESC_RESULT_SIZE_VER0	16
 
 /*

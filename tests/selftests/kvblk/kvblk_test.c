@@ -63,12 +63,12 @@
 #define FILL 0xA5		/* destination fill that a read must not touch */
 #define GARBAGE 0x5A		/* result fill that the kernel must overwrite */
 
-/* The layout the header promises: sizes, natural alignment, VER0 constants. */
-_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER1, "attach size");
+/* The layout the header promises: sizes, natural alignment, the newest VER constants. */
+_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER2, "attach size");
 _Static_assert(sizeof(struct kvblk_buf_reg) == KVBLK_BUF_REG_SIZE_VER0, "buf_reg size");
 _Static_assert(sizeof(struct kvblk_buf_unreg) == KVBLK_BUF_UNREG_SIZE_VER0, "buf_unreg size");
-_Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER0, "load_many size");
-_Static_assert(sizeof(struct kvblk_desc) == KVBLK_DESC_SIZE_VER0, "desc size");
+_Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER1, "load_many size");
+_Static_assert(sizeof(struct kvblk_desc) == KVBLK_DESC_SIZE_VER1, "desc size");
 _Static_assert(sizeof(struct kvblk_desc_result) == KVBLK_DESC_RESULT_SIZE_VER0, "result size");
 _Static_assert(offsetof(struct kvblk_attach, capacity) % 8 == 0, "attach capacity aligned");
 _Static_assert(offsetof(struct kvblk_buf_reg, addr) % 8 == 0, "buf_reg addr aligned");
@@ -477,6 +477,7 @@ TEST_F(kvblk, features_prp_engine_and_host_memory)
 	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_GET_FEATURES, &feat));
 	EXPECT_TRUE(!!(feat & KVBLK_FEAT_PRP_ENGINE)) TH_LOG("features 0x%llx", (unsigned long long)feat);
 	EXPECT_TRUE(!!(feat & KVBLK_FEAT_MEM_HOST)) TH_LOG("features 0x%llx", (unsigned long long)feat);
+	EXPECT_TRUE(!!(feat & KVBLK_FEAT_TARGETS)) TH_LOG("features 0x%llx", (unsigned long long)feat);
 }
 
 TEST_F(kvblk, features_bad_pointer_efault)
@@ -744,6 +745,119 @@ TEST_F(kvblk, attach_twice_other_fd_ebusy)
 	attach_init(&a, fd2);
 	EXPECT_ERRNO(EBUSY, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
 	close(fd2);
+}
+
+/* ---- several targets per context (KVBLK_ATTACH_F_ADD_TARGET) ------------ */
+
+static int add_target(int fd, int bdev_fd, __u32 flags, struct kvblk_attach *a)
+{
+	attach_init(a, bdev_fd);
+	a->flags = KVBLK_ATTACH_F_ADD_TARGET | flags;
+	return ioctl(fd, KVBLK_IOC_ATTACH, a);
+}
+
+/* Header: "-EINVAL @size below KVBLK_ATTACH_SIZE_VER2 (the caller could not read the index)". */
+TEST_F(kvblk, targets_add_needs_ver2_size_einval)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->bdev_fd);
+	a.flags = KVBLK_ATTACH_F_ADD_TARGET;
+	a.size = KVBLK_ATTACH_SIZE_VER1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	a.reserved4 = 1;
+	a.size = sizeof(a);
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
+}
+
+/*
+ * The first target may be added with the flag too (index 0); indexes count
+ * up in attach order; a refused attach uses none; a plain attach after
+ * that is -EBUSY as in 0.2.
+ */
+TEST_F(kvblk, targets_indexes_in_attach_order)
+{
+	struct kvblk_attach a;
+	int p[2];
+
+	ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, 0, &a)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(0U, a.target);
+	ASSERT_EQ(0, pipe2(p, O_CLOEXEC));
+	EXPECT_ERRNO(ENOTBLK, add_target(self->fd, p[0], 0, &a));
+	close(p[0]);
+	close(p[1]);
+	ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, KVBLK_ATTACH_F_ENGINE_BIO, &a));
+	EXPECT_EQ(1U, a.target);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, 0, &a));
+	EXPECT_EQ(2U, a.target);
+	attach_init(&a, self->bdev_fd);
+	EXPECT_ERRNO(EBUSY, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+}
+
+/* Header: "-ENOSPC the context has KVBLK_CTX_MAX_TARGETS targets". */
+TEST_F(kvblk, targets_limit_enospc)
+{
+	struct kvblk_attach a;
+
+	for (__u32 i = 0; i < KVBLK_CTX_MAX_TARGETS; i++) {
+		ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, KVBLK_ATTACH_F_ENGINE_BIO, &a))
+			TH_LOG("target %u: %s", i, strerror(errno));
+		ASSERT_EQ(i, a.target);
+	}
+	EXPECT_ERRNO(ENOSPC, add_target(self->fd, self->bdev_fd, KVBLK_ATTACH_F_ENGINE_BIO, &a));
+}
+
+/*
+ * One namespace as two targets, one per engine (PRP and block layer): one
+ * batch over both reads the same bytes through each, reports
+ * KVBLK_ENGINE_MIXED, both engine bits and two targets.
+ */
+TEST_F(kvblk, targets_one_batch_two_engines)
+{
+	struct kvblk_attach a0, a1;
+	struct kvblk_buf_reg r;
+	struct kvblk_desc d[4];
+	struct kvblk_desc_result res[4];
+	struct kvblk_load_many lm;
+	size_t len = 4 << 20;
+	unsigned char *buf = map_filled(len, FILL);
+
+	ASSERT_NE(NULL, buf);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a0);
+	ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, KVBLK_ATTACH_F_ENGINE_BIO, &a1))
+		TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(1U, a1.target);
+	reg_init(&r, buf, len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < 4; i++) {
+		d[i].target = i % 2;
+		d[i].offset = (i / 2) * (1 << 20) + 65536;
+		d[i].length = 256 << 10;
+		d[i].buf_offset = i * (1 << 20);
+		d[i].buf_id = r.buf_id;
+	}
+	lm_init(&lm, d, res, 4);
+	ASSERT_EQ(4, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("%s", strerror(errno));
+	if (a0.engine != KVBLK_ENGINE_BIO) {
+		EXPECT_EQ((__u32)KVBLK_ENGINE_MIXED, lm.engine);
+		EXPECT_EQ((1U << a0.engine) | (1U << KVBLK_ENGINE_BIO), lm.engines);
+	} else {
+		EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, lm.engine);
+	}
+	EXPECT_EQ(2U, lm.nr_targets);
+	for (int i = 0; i < 4; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("object %d", i);
+		EXPECT_TRUE(all_bytes(buf + d[i].buf_offset + d[i].length,
+				      (1 << 20) - d[i].length, FILL)) TH_LOG("canary after object %d", i);
+	}
+	/* Target 0 and target 1 are the same bytes. */
+	EXPECT_EQ(0, memcmp(buf, buf + (1 << 20), 256 << 10));
+	EXPECT_EQ(0, memcmp(buf + (2 << 20), buf + (3 << 20), 256 << 10));
+	EXPECT_FALSE(all_bytes(buf, 256 << 10, FILL));
+	munmap(buf, len);
 }
 
 TEST_F(kvblk, attach_rdwr_accepted)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # VM case (tests/vm/cases.list): the kvblk ioctl selftests against the guest's
-# emulated namespace ($KVBLK_TEST_DEVICE, /dev/nvme0n1). Loads kvblk.ko unless
+# emulated namespace ($KVBLK_TEST_DEVICE, /dev/nvme0n1), then the program built
+# against the 0.2 uapi header (kvblk_abi02_test). Loads kvblk.ko unless
 # /dev/kvblk is already there, and null_blk as the non-NVMe blk-mq device of
 # attach_non_nvme_eopnotsupp. For the partition tests it adds partition 1
 # (1 MiB at 64 MiB) to the kernel's in-memory partition table with addpart
@@ -37,6 +38,16 @@ fi
 
 "$bin"
 rc=$?
+# A program built against the 0.2 uapi header (uapi-0.2/linux/kvblk.h) keeps working.
+abi02=$(dirname "$bin")/kvblk_abi02_test
+if [ -x "$abi02" ]; then
+	"$abi02"
+	r=$?
+	[ $r = 0 ] || [ $r = 4 ] || rc=1
+else
+	echo "FAIL: $abi02 not built" >&2
+	rc=1
+fi
 
 [ $made_part = 1 ] && { delpart "$dev" 1 || { echo "FAIL: delpart $dev 1" >&2; rc=1; }; }
 [ $loaded_nullb = 1 ] && rmmod null_blk

@@ -1,0 +1,468 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * kvblk: batched multi-object NVMe reads into registered memory.
+ *
+ * This header is the contract between kvblk.ko and userspace. It follows
+ * Documentation/driver-api/ioctl.rst and Documentation/process/botching-up-ioctls.rst:
+ * fixed-size, naturally aligned structs; pointers carried as __u64; every
+ * struct starts with @size (bytes the caller filled in) and @flags; reserved
+ * fields must be zero; numbers are _IO*-encoded with the magic 0xBA
+ * (unused in Documentation/userspace-api/ioctl/ioctl-number.rst).
+ *
+ * Model
+ * -----
+ * Each open of /dev/kvblk is a context. A context attaches exactly one
+ * target, given as an fd the caller already holds: a block device (an NVMe
+ * namespace, a partition, an md or dm device, loop, virtio-blk, ...) or a
+ * regular file on a file system with direct I/O (ext4, xfs). An engine
+ * serves the context, chosen at attach (enum kvblk_engine):
+ *  - the block-layer engine: bios to the block device
+ *    (KVBLK_ENGINE_BIO) or direct-I/O reads through the file system
+ *    (KVBLK_ENGINE_FILE); the block layer and the file system split,
+ *    map, check limits, apply partition offsets and account, as for
+ *    pread(O_DIRECT) on the same fd. It serves every block device and
+ *    every regular file, and host memory destinations.
+ *  - the PRP engine (KVBLK_ENGINE_PRP): NVMe Read passthrough with PRPs
+ *    built by kvblk on a namespace (or partition) of an nvme-pci
+ *    controller; it also serves destinations without struct pages (CUDA
+ *    through nvidia-p2p, dma-buf, P2PDMA windows). In this version it is
+ *    the default on nvme-pci namespaces; KVBLK_ATTACH_F_ENGINE_BIO
+ *    chooses the block layer there.
+ * Destination memory is registered once (pinned; DMA-mapped for the NVMe
+ * controller when the PRP engine serves) and named by a buffer id.
+ * KVBLK_IOC_LOAD_MANY then reads a batch of objects, each described by one
+ * struct kvblk_desc, with all of their commands in flight together. Every
+ * descriptor gets its own status.
+ *
+ * Struct growth (iommufd rules)
+ * -----------------------------
+ * @size smaller than the first version of a struct: -EINVAL.
+ * @size larger than the kernel knows: accepted only if every byte past the
+ * kernel's struct is zero, else -E2BIG. @size above the page size (4096 on
+ * x86-64): -E2BIG, whatever the bytes (as clone3() and openat2() do). Output
+ * fields are written back only up to min(@size, kernel size).
+ *
+ * The kernel matches an ioctl number on its type, number and direction and
+ * ignores its size bits, which encode the first version of each struct: a
+ * struct grows through @size, never through a new number.
+ *
+ * Errors common to every ioctl
+ * ----------------------------
+ * -ENOTTY  unknown ioctl number.
+ * -EFAULT  a user pointer (the argument, @descs, @results, @addr) is not
+ *          readable or writable.
+ * -EINVAL  @size too small, unknown bit in @flags, a reserved field not zero.
+ * -E2BIG   @size larger than the kernel's struct with a non-zero tail, or
+ *          larger than the page size.
+ */
+#ifndef _UAPI_LINUX_KVBLK_H
+#define _UAPI_LINUX_KVBLK_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define KVBLK_IOC_MAGIC 0xBA
+
+/* Version of this interface; bumped when an ioctl or struct is added. */
+#define KVBLK_API_VERSION 1
+
+/*
+ * Feature bits returned by KVBLK_IOC_GET_FEATURES (a __u64).
+ * @KVBLK_FEAT_PRP_ENGINE:  NVMe Read passthrough with module-built PRPs on
+ *                          nvme-pci namespaces.
+ * @KVBLK_FEAT_BIO_ENGINE:  block-layer engine for block devices (any block
+ *                          device; KVBLK_ATTACH_F_ENGINE_BIO).
+ * @KVBLK_FEAT_FILE_ENGINE: block-layer engine for regular files (direct I/O
+ *                          through the file system).
+ * @KVBLK_FEAT_MEM_HOST:    KVBLK_MEM_HOST registrations.
+ * @KVBLK_FEAT_MEM_CUDA:    KVBLK_MEM_CUDA registrations (nvidia-p2p found).
+ * @KVBLK_FEAT_MEM_DMABUF:  KVBLK_MEM_DMABUF registrations.
+ * @KVBLK_FEAT_MEM_P2PDMA:  KVBLK_MEM_P2PDMA registrations (CONFIG_PCI_P2PDMA).
+ */
+#define KVBLK_FEAT_PRP_ENGINE	(1ULL << 0)
+#define KVBLK_FEAT_BIO_ENGINE	(1ULL << 1)
+#define KVBLK_FEAT_MEM_HOST	(1ULL << 2)
+#define KVBLK_FEAT_MEM_CUDA	(1ULL << 3)
+#define KVBLK_FEAT_MEM_DMABUF	(1ULL << 4)
+#define KVBLK_FEAT_MEM_P2PDMA	(1ULL << 5)
+#define KVBLK_FEAT_FILE_ENGINE	(1ULL << 6)
+
+/* Engines, reported in kvblk_attach.engine and kvblk_load_many.engine. */
+enum kvblk_engine {
+	KVBLK_ENGINE_NONE = 0,
+	KVBLK_ENGINE_PRP = 1,	/* NVMe Read passthrough, PRPs built by kvblk */
+	KVBLK_ENGINE_BIO = 2,	/* block layer: bios to the block device */
+	KVBLK_ENGINE_FILE = 3,	/* block layer: direct I/O through the file system */
+};
+
+/* Destination memory kinds, kvblk_buf_reg.kind. */
+enum kvblk_mem_kind {
+	KVBLK_MEM_HOST = 0,	/* anonymous, shmem or hugetlb user memory */
+	KVBLK_MEM_CUDA = 1,	/* CUDA device address range (nvidia-p2p) */
+	KVBLK_MEM_DMABUF = 2,	/* a dma-buf fd and a byte range of it */
+	KVBLK_MEM_P2PDMA = 3,	/* user mapping of PCI P2PDMA pages (p2pmem/allocate) */
+	KVBLK_MEM_KIND_MAX,
+};
+
+/**
+ * struct kvblk_attach - ioctl(KVBLK_IOC_ATTACH)
+ * @size:         in: sizeof(struct kvblk_attach): KVBLK_ATTACH_SIZE_VER0 (88,
+ *                without @buf_align) or more.
+ * @flags:        in: 0 or one of KVBLK_ATTACH_F_ENGINE_BIO (serve a block
+ *                device through the block layer, also an nvme-pci
+ *                namespace) and KVBLK_ATTACH_F_ENGINE_PRP (require the PRP
+ *                engine). Without either: a regular file gets the file
+ *                engine, a namespace or partition of an nvme-pci
+ *                controller the PRP engine, any other block device the
+ *                block-layer engine.
+ * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
+ *                /dev/nvme0n1p2, /dev/md0, /dev/dm-0, /dev/loop0, ...) or a
+ *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
+ *                reads what this fd could not: not past the live end of the
+ *                device, partition or file.
+ * @nsid:         out: NVMe namespace id, taken from the nvme driver (PRP
+ *                engine); 0 for the block-layer engines.
+ * @lba_size:     out: bytes per logical block of the device (for a file:
+ *                of the file system's device); every offset and length in
+ *                struct kvblk_desc is a multiple of it.
+ * @max_cmd_bytes: out: objects are split into commands of at most this
+ *                many bytes: for the PRP engine min(module tunable,
+ *                controller limit from MDTS, as queue/max_hw_sectors_kb);
+ *                for the block-layer engines min(module tunable, 1020 KiB),
+ *                and the block layer splits further to the device's limits.
+ * @capacity:     out: bytes addressable through @bdev_fd now (the
+ *                partition's size for a partition, the file's size for a
+ *                file). Offsets are relative to its start. Re-read at every
+ *                KVBLK_IOC_LOAD_MANY.
+ * @start_lba:    out: first LBA of the partition on the disk (0 for a whole
+ *                disk and for a file).
+ * @nr_hw_queues: out: blk-mq hardware queues of the device (0 for a
+ *                bio-based device such as md or dm, and for a file).
+ * @engine:       out: enum kvblk_engine that serves this context.
+ * @reserved:     must be 0.
+ * @reserved2:    must be 0.
+ * @buf_align:    out: kvblk_desc.buf_offset must be a multiple of this: 4
+ *                for the PRP engine (dword-aligned PRP1), the device's DMA
+ *                alignment (at least 4) for a block device through the
+ *                block layer, max(@lba_size, DMA alignment) for a file.
+ *                Only written when @size covers it.
+ * @reserved3:    must be 0.
+ *
+ * One attach per context; a second one fails with -EBUSY.
+ * Errors: -EBADF @bdev_fd is not an open fd; -EISDIR it is a directory;
+ * -ENOTBLK it is neither a block device nor a regular file (a pipe, a
+ * socket, a character device); -EACCES it was opened without read access
+ * (O_WRONLY or O_PATH); -EINVAL both engine flags, an unknown flag, or a
+ * reserved field not 0; -EOPNOTSUPP (the kernel log names the reason):
+ * KVBLK_ATTACH_F_ENGINE_PRP on a target that is not a namespace or
+ * partition of an nvme-pci controller (a file, the bio-based multipath
+ * head, a non-PCIe transport, another device), or that the PRP engine
+ * refuses (metadata or protection information in its LBA format), a
+ * device being removed, an empty device or partition, a partition not
+ * aligned to the logical block size, or a file on a file system without a
+ * block device or without direct I/O; -EBUSY already attached; -ENOMEM.
+ */
+struct kvblk_attach {
+	__u32 size;
+	__u32 flags;
+	__s32 bdev_fd;
+	__u32 nsid;
+	__u32 lba_size;
+	__u32 max_cmd_bytes;
+	__u64 capacity;
+	__u64 start_lba;
+	__u32 nr_hw_queues;
+	__u32 engine;
+	__u64 reserved;
+	__u64 reserved2[4];
+	/* Since KVBLK_ATTACH_SIZE_VER1. */
+	__u32 buf_align;
+	__u32 reserved3;
+};
+
+/* kvblk_attach.flags */
+#define KVBLK_ATTACH_F_ENGINE_BIO	(1U << 0)
+#define KVBLK_ATTACH_F_ENGINE_PRP	(1U << 1)
+#define KVBLK_ATTACH_F_ALL		(KVBLK_ATTACH_F_ENGINE_BIO | \
+					 KVBLK_ATTACH_F_ENGINE_PRP)
+
+/**
+ * struct kvblk_buf_reg - ioctl(KVBLK_IOC_REGISTER_BUFFER)
+ * @size:      in: sizeof(struct kvblk_buf_reg).
+ * @flags:     in: must be 0.
+ * @kind:      in: enum kvblk_mem_kind.
+ * @dmabuf_fd: in: the dma-buf for KVBLK_MEM_DMABUF; must be 0 otherwise.
+ * @addr:      in: start of the range: a user virtual address for
+ *             KVBLK_MEM_HOST and KVBLK_MEM_P2PDMA (page aligned), a CUDA
+ *             device address for KVBLK_MEM_CUDA (64 KiB aligned, the GPU page
+ *             size of nvidia-p2p), a byte offset into the dma-buf for
+ *             KVBLK_MEM_DMABUF (page aligned).
+ * @len:       in: bytes; a multiple of the page size (64 KiB for CUDA);
+ *             at most 64 GiB per registration.
+ * @buf_id:    out: id to use in kvblk_desc.buf_id (never 0).
+ * @reserved:  must be 0.
+ * @reserved2: must be 0.
+ *
+ * Host memory must be anonymous, shmem (memfd, MAP_SHARED|MAP_ANONYMOUS,
+ * tmpfs files) or hugetlb memory: mappings of other files are refused, since
+ * a long-term pin of page cache pages breaks file system writeback. It is
+ * pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and charged to the
+ * caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless the caller has
+ * CAP_IPC_LOCK; then, when the PRP engine serves the context, DMA-mapped
+ * once for the NVMe controller. The block-layer engines map nothing of
+ * their own: the block layer maps each I/O for the device that serves it.
+ * Requires an attached context.
+ * Errors: -ENXIO not attached; -EINVAL unknown @kind, @dmabuf_fd not 0 for
+ * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
+ * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
+ * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
+ * module (GET_FEATURES says which are), a kind other than KVBLK_MEM_HOST
+ * on a context the block-layer engine serves (CUDA, dma-buf and P2PDMA
+ * memory go through the PRP engine in this version), the range maps memory other than
+ * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
+ * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
+ * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
+ * DMA mapping does not cover the whole range; -EINTR a fatal signal arrived
+ * while pinning; -ENOSPC too many buffers (1024 per context).
+ *
+ * A dma-buf (KVBLK_MEM_DMABUF) is imported as a dynamic importer that
+ * accepts peer-to-peer memory: attached to the NVMe controller, pinned,
+ * mapped, the exporter's pending moves waited for; only the DMA addresses
+ * of the exporter's mapping are used. The registration holds the dma-buf:
+ * @dmabuf_fd may be closed afterwards. It is not charged to
+ * RLIMIT_MEMLOCK. If the exporter revokes the memory (it notifies its
+ * importers, e.g. on device removal), kvblk stops new commands into the
+ * buffer, waits for those in flight and unmaps it before the exporter
+ * goes on; later loads into it fail with -ENODEV per object (struct
+ * kvblk_desc_result); it must still be unregistered. Errors for dma-buf:
+ * -EBADF @dmabuf_fd is not an open fd or not a dma-buf; -EINVAL @addr +
+ * @len beyond the dma-buf's size; -EINTR a signal arrived while waiting
+ * for the exporter's pending moves (restarted instead for SA_RESTART
+ * handlers); -EOPNOTSUPP and -EIO as above, for the exporter's mapping;
+ * any other error of the exporter's attach, pin or map as it returned it,
+ * e.g. -ENODEV the memory was revoked, -EOPNOTSUPP the exporter refuses
+ * this device or peer-to-peer access.
+ *
+ * CUDA memory (KVBLK_MEM_CUDA) is pinned through the NVIDIA driver's
+ * nvidia-p2p interface, persistently where the driver allows it, else with
+ * a free callback, and DMA-mapped for the NVMe controller; it is not
+ * charged to RLIMIT_MEMLOCK. @addr must lie in a cudaMalloc()'ed
+ * allocation of the calling process. If the allocation is freed (cudaFree,
+ * or its process exits) while a callback pin holds it, the buffer is
+ * revoked: cudaFree waits until no command targets it, and later loads
+ * into it fail with -ENODEV per object (struct kvblk_desc_result); it must
+ * still be unregistered. A persistent pin keeps the memory until the
+ * buffer is unregistered. Errors for CUDA: -EINVAL @addr or @len not a
+ * multiple of 64 KiB; -EOPNOTSUPP nvidia-p2p is not available (nvidia.ko
+ * not loaded: GET_FEATURES lacks KVBLK_FEAT_MEM_CUDA), the NVMe controller
+ * is not a PCI device, the driver refused the pin or the DMA mapping for a
+ * reason other than those below, or its tables have a version or page size
+ * this module does not know (the kernel log says which); -EFAULT the range
+ * is not (wholly) CUDA device memory of the caller that nvidia-p2p can pin,
+ * or it was freed during the registration; -ENOMEM.
+ *
+ * P2PDMA memory (KVBLK_MEM_P2PDMA) is a user mapping of PCI P2PDMA pages,
+ * e.g. an mmap() of /sys/bus/pci/devices/<bdf>/p2pmem/allocate (a GPU BAR
+ * or an NVMe controller memory buffer; kernels with CONFIG_PCI_P2PDMA).
+ * The kernel refuses long-term pins of such pages (mm/gup.c), so
+ * registration only checks the range: every page is P2PDMA memory and the
+ * provider and the NVMe controller can reach each other (the kernel's
+ * P2PDMA distance check: under one PCIe switch, or through a host bridge
+ * known to forward peer-to-peer traffic). Each LOAD_MANY then pins and maps
+ * the window of the range its descriptors touch until its last command
+ * completes. Not charged to RLIMIT_MEMLOCK. Loads must come from the
+ * registering process (another address space: -EFAULT for the first
+ * descriptor that targets it). Errors for P2PDMA: -EOPNOTSUPP the kernel
+ * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
+ * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
+ * controller cannot reach each other (the kernel log names both);
+ * -EFAULT, -EINTR, -ENOMEM as for host memory.
+ */
+struct kvblk_buf_reg {
+	__u32 size;
+	__u32 flags;
+	__u32 kind;
+	__s32 dmabuf_fd;
+	__u64 addr;
+	__u64 len;
+	__u32 buf_id;
+	__u32 reserved;
+	__u64 reserved2[2];
+};
+
+/**
+ * struct kvblk_buf_unreg - ioctl(KVBLK_IOC_UNREGISTER_BUFFER)
+ * @size:     in: sizeof(struct kvblk_buf_unreg).
+ * @flags:    in: must be 0.
+ * @buf_id:   in: id returned by KVBLK_IOC_REGISTER_BUFFER.
+ * @reserved: must be 0.
+ *
+ * Unmaps and unpins the buffer. Closing the context does the same for every
+ * buffer still registered, after the last in-flight command completes.
+ * Errors: -ENOENT unknown @buf_id (also before attach: no buffer exists); -EBUSY a batch that targets the buffer is
+ * still in flight (nothing is changed; retry after it completes).
+ */
+struct kvblk_buf_unreg {
+	__u32 size;
+	__u32 flags;
+	__u32 buf_id;
+	__u32 reserved;
+};
+
+/**
+ * struct kvblk_desc - one object to read
+ * @offset:     byte offset on the attached target (partition-relative; in
+ *              the file for a file); a multiple of kvblk_attach.lba_size.
+ * @length:     bytes; non-zero, a multiple of lba_size, at most 4 GiB.
+ * @buf_offset: byte offset into the registered buffer; a multiple of
+ *              kvblk_attach.buf_align: 4 for the PRP engine (NVMe PRP
+ *              entries are dword aligned: NVMe Base Specification 2.0,
+ *              4.1.1 "Physical Region Page Entry and List"), the device's
+ *              DMA alignment for a block device through the block layer,
+ *              the logical block size for a file.
+ * @buf_id:     registered buffer that receives the data.
+ * @flags:      must be 0.
+ * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
+ *              of every NVMe command of this object.
+ *
+ * [offset, offset+length) must lie inside the target as it is when the
+ * batch starts: the device's or partition's size, the file's size (else
+ * -ERANGE, also when offset + length wraps past 2^64) and
+ * [buf_offset, buf_offset+length) inside the buffer (else -EINVAL).
+ */
+struct kvblk_desc {
+	__u64 offset;
+	__u64 length;
+	__u64 buf_offset;
+	__u32 buf_id;
+	__u32 flags;
+	__u64 tag;
+};
+
+/**
+ * struct kvblk_desc_result - per-descriptor outcome
+ * @status:   0, or a negative errno: -EIO a media or other device error on
+ *            one of the object's commands (NVMe status mapped by the nvme
+ *            driver; for the block-layer engines any failed bio or
+ *            direct-I/O read, whatever the block layer's status, except
+ *            the one below), also a command cancelled by a controller
+ *            reset or a timeout (the nvme driver fails those as aborted by
+ *            the host);
+ *            -ENOLINK the command could not be sent: the namespace is being
+ *            removed, or the path is not live (the block layer's
+ *            BLK_STS_TRANSPORT); retrying later may succeed for both;
+ *            -ENODATA (file engine) the read came back short: the file
+ *            was truncated while the batch ran; the object's bytes are
+ *            not reported;
+ *            -ENODEV the destination buffer was revoked (a CUDA allocation
+ *            freed, a dma-buf revoked by its exporter) before the object's
+ *            commands were sent: no command wrote into it after that;
+ *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
+ *            caller was killed before it was submitted), or the input error
+ *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG).
+ * @reserved: set to 0 by the kernel.
+ * @bytes:    bytes that landed: @length on success, 0 otherwise (an object
+ *            is reported whole or not at all).
+ */
+struct kvblk_desc_result {
+	__s32 status;
+	__u32 reserved;
+	__u64 bytes;
+};
+
+/* kvblk_load_many.flags */
+#define KVBLK_LOAD_F_ALL	0ULL
+
+/**
+ * struct kvblk_load_many - ioctl(KVBLK_IOC_LOAD_MANY)
+ * @size:        in: sizeof(struct kvblk_load_many).
+ * @flags:       in: must be 0.
+ * @nr_descs:    in: descriptors in @descs; 1 .. the max_descs tunable
+ *               (default 4096, at most 65536).
+ * @desc_bytes:  in: sizeof(struct kvblk_desc) as the caller knows it; >= 40
+ *               and at most the page size (else -E2BIG for the call).
+ *               Bytes of a descriptor past the kernel's struct must be zero
+ *               (else that descriptor is rejected with -E2BIG).
+ * @descs:       in: user pointer to @nr_descs descriptors.
+ * @results:     in: user pointer to @nr_descs struct kvblk_desc_result.
+ * @result_bytes: in: sizeof(struct kvblk_desc_result) as the caller knows it; >= 16
+ *               and at most the page size (else -E2BIG for the call).
+ *               The kernel writes the first 16 bytes of each result.
+ * @bad_index:   out: index of the first rejected descriptor when the call
+ *               fails with -EINVAL, -ERANGE or -E2BIG because of one; -1
+ *               otherwise.
+ * @nr_ok:       out: descriptors whose status is 0.
+ * @engine:      out: enum kvblk_engine that served the batch.
+ * @nr_cmds:     out: commands issued for the batch: NVMe Read commands
+ *               (PRP engine), bios before the block layer split them
+ *               (KVBLK_ENGINE_BIO), direct-I/O reads (KVBLK_ENGINE_FILE).
+ * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
+ * @reserved:    must be 0.
+ *
+ * When the batch starts, the engine re-reads the target's size and logical
+ * block size (and, for the PRP engine, checks the namespace's LBA format
+ * is still the one attached). Every descriptor is validated before anything is submitted; one bad
+ * descriptor fails the whole call, reads nothing, and is named by
+ * @bad_index (its result carries the reason, the others -ECANCELED).
+ * Then every object is split into NVMe Read commands of at most
+ * max_cmd_bytes and all of them are put in flight together, bounded by the
+ * max_inflight tunable. The call returns when every command has completed.
+ * Once the header itself is accepted, the results and the output fields
+ * above are written on every return except -EINTR, -EFAULT, and -E2BIG for
+ * @nr_descs, @desc_bytes or @result_bytes (checked with the header: nothing
+ * is written then). A call rejected before submission leaves every result
+ * -ECANCELED but the rejected descriptor's.
+ *
+ * Return: the number of descriptors with status 0 (== @nr_descs when all
+ * succeeded); an I/O error fails only its own descriptor.
+ * Errors (whole call): -ENXIO not attached; -EINVAL a bad descriptor (see
+ * @bad_index), @nr_descs 0, or @desc_bytes / @result_bytes too small;
+ * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
+ * or to a format with metadata since attach: attach again;
+ * -ERANGE a descriptor reaches past the device's end (see @bad_index);
+ * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
+ * page size (no results written), or a descriptor with a non-zero byte past
+ * struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
+ * while copying the descriptors, pinning or waiting: commands already issued
+ * still complete into the pinned buffer, which stays pinned until they do.
+ * A KVBLK_MEM_P2PDMA destination is pinned and mapped per call; when that
+ * fails the call fails before any command, @bad_index names the first
+ * descriptor that targets it and its result carries the reason: -EFAULT the
+ * range is no longer mapped or belongs to another process, -EINVAL,
+ * -EREMOTEIO or -ENOMEM as at registration.
+ */
+struct kvblk_load_many {
+	__u32 size;
+	__u32 flags;
+	__u32 nr_descs;
+	__u32 desc_bytes;
+	__u64 descs;
+	__u64 results;
+	__u32 result_bytes;
+	__s32 bad_index;
+	__u32 nr_ok;
+	__u32 engine;
+	__u64 nr_cmds;
+	__u64 elapsed_ns;
+	__u64 reserved[2];
+};
+
+/* The first (smallest accepted) size of each struct. */
+#define KVBLK_ATTACH_SIZE_VER0		88
+#define KVBLK_ATTACH_SIZE_VER1		96	/* + buf_align, reserved3 */
+#define KVBLK_BUF_REG_SIZE_VER0		56
+#define KVBLK_BUF_UNREG_SIZE_VER0	16
+#define KVBLK_LOAD_MANY_SIZE_VER0	80
+#define KVBLK_DESC_SIZE_VER0		40
+#define KVBLK_DESC_RESULT_SIZE_VER0	16
+
+/*
+ * KVBLK_IOC_GET_FEATURES: writes a __u64 of KVBLK_FEAT_* bits. Needs no attach.
+ */
+#define KVBLK_IOC_GET_FEATURES		_IOR(KVBLK_IOC_MAGIC, 0x00, __u64)
+#define KVBLK_IOC_ATTACH		_IOWR(KVBLK_IOC_MAGIC, 0x01, struct kvblk_attach)
+#define KVBLK_IOC_REGISTER_BUFFER	_IOWR(KVBLK_IOC_MAGIC, 0x02, struct kvblk_buf_reg)
+#define KVBLK_IOC_UNREGISTER_BUFFER	_IOW(KVBLK_IOC_MAGIC, 0x03, struct kvblk_buf_unreg)
+#define KVBLK_IOC_LOAD_MANY		_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_load_many)
+
+#endif /* _UAPI_LINUX_KVBLK_H */
