@@ -213,6 +213,23 @@ int Lanes::register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t
 	return 0;
 }
 
+/*
+ * Every lane that pinned host buffer @id compares its own pins (lane 0 always has it; other
+ * lanes registered it in register_with()): the first -ESTALE or error is the answer.
+ */
+int Lanes::check_buffer(uint32_t id) noexcept
+{
+	std::lock_guard<std::mutex> g(mu_);
+	for (size_t i = 0; i < lanes_.size(); i++) {
+		Lane *l = lanes_[i].get();
+		if (!l || (i && regs_[id].device))
+			continue;
+		if (int ret = l->be->check_buffer(id))
+			return ret;
+	}
+	return 0;
+}
+
 void Lanes::unregister_buffer(uint32_t id, int32_t fixed_index) noexcept
 {
 	std::lock_guard<std::mutex> g(mu_);

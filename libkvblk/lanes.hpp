@@ -62,6 +62,7 @@ public:
 	int run(Batch &b) noexcept override;
 	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override;
 	int register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr, uint64_t len) noexcept override;
+	int check_buffer(uint32_t id) noexcept override;
 	void unregister_buffer(uint32_t id, int32_t fixed_index) noexcept override;
 	int add_target(uint32_t id, BackendConfig &t) noexcept override;
 	void remove_target(uint32_t id) noexcept override;

@@ -118,11 +118,7 @@ protected:
 		bi = new_batch_info();
 		EXPECT_EQ(load(r, &bi), -ESTALE);
 		EXPECT_EQ(bi.bad_index, 0);
-		/*
-		 * KNOWN ISSUE (issue 17, mmguard's report): a second kvblk_check_buffer() here
-		 * returned 0 instead of -ESTALE after munmap + mmap on kmod in the VM (6.1,
-		 * lba4k; MADV_DONTNEED keeps -ESTALE). Not asserted until understood.
-		 */
+		EXPECT_EQ(kvblk_check_buffer(dev_.get(), id_), -ESTALE) << "stale is kept";
 		ASSERT_EQ(kvblk_unregister_buffer(dev_.get(), id_), 0);
 		ASSERT_EQ(kvblk_register_buffer(dev_.get(), KVBLK_MEM_HOST, mem_, kLen, &id_), 0);
 		EXPECT_EQ(kvblk_check_buffer(dev_.get(), id_), 0) << kvblk_last_error();

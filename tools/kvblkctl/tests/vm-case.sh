@@ -149,7 +149,12 @@ expect_eq "probe: command size" "$(jq .max_cmd_bytes <<<"$pj")" "$KVBLK_VM_MAX_C
 expect_eq "probe: 6 load points, all moving" "$(jq '[.loads[] | select(.gbps > 0 and .calls > 0)] | length' <<<"$pj")" 6
 expect_eq "probe: fio ceiling" "$(jq -r '"\(.ceiling.available) \(.ceiling.block_bytes)"' <<<"$pj")" \
 	"true $KVBLK_VM_MAX_CMD_BYTES"
-expect_eq "probe: verdict" "$(jq -r '.verdict | IN("fast", "ok", "slow")' <<<"$pj")" true
+# A verdict only from a stable ceiling (its rounds within the bound); under TCG fio's rounds
+# often spread wider, and then the verdict is "unstable" with the spread given.
+expect_eq "probe: verdict follows the ceiling's stability" "$(jq -r 'if .ceiling.stable
+	then (.verdict | IN("fast", "ok", "slow"))
+	else (.verdict == "unstable" and (.verdict_reason | test("ceiling was unstable: rounds .* spread")))
+	end' <<<"$pj")" true
 expect_eq "probe: module's commands = probe's" "$((c1 - c0))" "$(jq '[.loads[].commands] | add' <<<"$pj")"
 "$K" probe "$DEV" --seconds 4 | tee "$KVBLK_VM_CASE_DIR/probe.txt" || fail "probe"
 
