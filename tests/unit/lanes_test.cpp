@@ -41,7 +41,15 @@ public:
 		return 0;
 	}
 	int register_device_buffer(uint32_t, int, int, uint64_t, uint64_t) noexcept override { return 0; }
+	/* What KVBLK_IOC_CHECK_BUFFER would say of buffer @stale_id. */
+	int check_buffer(uint32_t id) noexcept override
+	{
+		checks++;
+		return id == stale_id ? -ESTALE : 0;
+	}
 	std::set<std::thread::id> threads;
+	uint32_t stale_id = UINT32_MAX;
+	int checks = 0;
 };
 
 BackendConfig config_of(int fd, uint64_t size)
@@ -235,6 +243,28 @@ TEST_F(LanesTest, buffers_reach_lanes_made_later)
 	EXPECT_EQ(res[1].status, 0);
 	EXPECT_EQ(std::memcmp(reg.data() + kBytes, expected_bytes(kBytes, kBytes, kBytes).data(), kBytes), 0);
 	lanes_->unregister_buffer(5, r0.fixed_index);
+}
+
+/*
+ * kvblk_check_buffer() of a kmod device asks every kvblk.ko context that pinned the buffer:
+ * lane 0's and another kmod lane's answers reach the caller (without the lanes' forwarding
+ * the default said 0 while kvblk.ko said stale).
+ */
+TEST_F(LanesTest, check_buffer_asks_every_lane_that_pinned_it)
+{
+	AlignedBuf reg(2 * kBytes);
+	ASSERT_FALSE(lanes_->register_buffer(5, reg.data(), reg.size()).error);
+	ASSERT_EQ(add(1), 0); /* a second "kvblk.ko" lane: the buffer is registered with it */
+	ASSERT_NE(kmod1_, nullptr);
+	EXPECT_EQ(lanes_->check_buffer(5), 0);
+	EXPECT_EQ(kmod_->checks, 1);
+	EXPECT_EQ(kmod1_->checks, 1);
+	kmod_->stale_id = 5;
+	EXPECT_EQ(lanes_->check_buffer(5), -ESTALE);
+	kmod_->stale_id = UINT32_MAX;
+	kmod1_->stale_id = 5;
+	EXPECT_EQ(lanes_->check_buffer(5), -ESTALE);
+	lanes_->unregister_buffer(5, -1);
 }
 
 TEST_F(LanesTest, device_memory_fails_only_on_lanes_that_cannot_reach_it)
