@@ -37,8 +37,10 @@ int main(void) { return KVBLK_API_VERSION == 0; }' >"$work/uapi.c"
 # shellcheck disable=SC2046
 cc -Wall -Werror -o "$work/uapi" "$work/uapi.c" $(pc --cflags)
 "$work/uapi"
-ldd "$work/consumer-pc" | grep -q "$libdir/libkvblk.so.0" ||
-	{ echo "FAIL: consumer-pc does not use the staged library" >&2; ldd "$work/consumer-pc" >&2; exit 1; }
+# Into a file first: with pipefail, grep -q closing the pipe early would fail ldd (SIGPIPE).
+ldd "$work/consumer-pc" >"$work/ldd.txt"
+grep -q "$libdir/libkvblk.so.0" "$work/ldd.txt" ||
+	{ echo "FAIL: consumer-pc does not use the staged library" >&2; cat "$work/ldd.txt" >&2; exit 1; }
 "$work/consumer-pc" "$work/store-pc.bin"
 
 # CMake: find_package(kvblk) through CMAKE_PREFIX_PATH=stage, nothing from the source tree.
