@@ -23,7 +23,7 @@ for f in $(sed -nE 's/^[a-z].*[ *](kvblk_[a-z0-9_]+)\(.*/\1/p' "$src/include/kvb
 		page=$man/$target
 		[ -f "$page" ] || { echo "FAIL: $f.3 is an alias of a missing page $target" >&2; fails=$((fails + 1)); continue; }
 	fi
-	sed -n '/^\.SH NAME/{n;p;}' "$page" | grep -qE "(^|[ ,])$f([ ,]|$)" ||
+	sed -n '/^\.SH NAME/{n;p;}' "$page" | grep -E "(^|[ ,])$f([ ,]|$)" >/dev/null ||
 		{ echo "FAIL: $(basename "$page")'s NAME section does not name $f" >&2; fails=$((fails + 1)); }
 done
 [ "$n" -ge 30 ] || { echo "FAIL: only $n functions found in kvblk.h" >&2; fails=$((fails + 1)); }
