@@ -48,17 +48,7 @@
 
 #include <linux/kvblk.h>
 
-static int failures;
-
-#define CHECK(cond, ...)						\
-	do {								\
-		if (!(cond)) {						\
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-			fprintf(stderr, __VA_ARGS__);			\
-			fputc('\n', stderr);				\
-			failures++;					\
-		}							\
-	} while (0)
+#include "smoke_check.h"
 
 #define GUARD 0xa5
 #define GAP 4096
