@@ -90,12 +90,16 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 			if (b < 0)
 				break;
 			const FioKnobs best = points_[size_t(b)].pt.knobs;
-			// Halfway to the neighbouring depths, geometrically.
+			// Halfway to the neighbouring depths, geometrically, never
+			// outside the depths stage 1 was given: --fio-qd 1 holds the
+			// whole search to one command in flight per job.
 			const double half = std::sqrt(double(spec_.depth_factor));
+			const uint32_t lo = spec_.depths.empty() ? 1 : spec_.depths.front();
+			const uint32_t hi = spec_.depths.empty() ? 1 : spec_.depths.back();
 			for (double d : {double(best.iodepth) / half, double(best.iodepth) * half}) {
 				FioKnobs k = best;
 				k.iodepth = uint32_t(std::lround(d));
-				if (k.iodepth >= 1)
+				if (k.iodepth >= std::max(lo, 1u) && k.iodepth <= hi)
 					add(k);
 			}
 			// io_uring's own knobs, on its best point.

@@ -13,7 +13,8 @@
 //           the workers kvblk uses, at iodepth D / numjobs (same commands in
 //           flight) and at D (more);
 //   refine  around the best point so far: the depths halfway (geometrically)
-//           to its neighbours in the depth list; and on the best io_uring
+//           to its neighbours in the depth list, never outside the list's
+//           range (--fio-qd bounds the whole search); and on the best io_uring
 //           point, fixed buffers, registered files, and both.
 //
 // Every point is a separate fio run over the same replay logs (the same

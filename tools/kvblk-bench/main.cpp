@@ -302,7 +302,7 @@ int main(int argc, char **argv)
 		->check(CLI::IsMember({"quick", "thorough"}))
 		->capture_default_str()
 		->group(g_fio);
-	app.add_option("--fio-qd", fio_qds, "Depths of the search's first stage instead of the mode's (1,4,16,64 / 1,2,..,128)")
+	app.add_option("--fio-qd", fio_qds, "Depths of the search's first stage instead of the mode's (1,4,16,64 / 1,2,..,128); no point goes outside their range")
 		->delimiter(',')
 		->group(g_fio);
 	app.add_option("--fio-engines", fio_engines, "fio engines to search")

@@ -140,6 +140,32 @@ TEST(SearchPlan, one_worker_skips_the_jobs_stage_and_failures_are_not_finalists)
 		EXPECT_NE(k.iodepth, 16u);
 }
 
+TEST(SearchPlan, refine_stays_inside_the_given_depths)
+{
+	// --fio-qd 1 --fio-engines libaio: every point at one command in flight
+	// (the smoke test's forced "ceiling not found" relies on it).
+	SearchSpec one = make_search_spec(SearchMode::quick, 1);
+	one.engines = {"libaio"};
+	one.depths = {1};
+	CeilingSearch s1(one);
+	for (const SearchPoint &p : run(s1))
+		EXPECT_EQ(p.pt.knobs.iodepth, 1u) << p.stage << " " << p.pt.knobs.name();
+
+	// The model peaks at 32 in flight; held to 1..16, the best is QD 16 and
+	// refine adds only the depth below it (8 in quick's x4 list), never 32.
+	SearchSpec capped = make_search_spec(SearchMode::quick, 1, 16);
+	capped.engines = {"libaio"};
+	ASSERT_EQ(capped.depths, (std::vector<uint32_t>{1, 4, 16}));
+	CeilingSearch s2(capped);
+	std::vector<uint32_t> refined;
+	for (const SearchPoint &p : run(s2)) {
+		EXPECT_LE(p.pt.knobs.iodepth, 16u) << p.stage;
+		if (p.stage == "refine")
+			refined.push_back(p.pt.knobs.iodepth);
+	}
+	EXPECT_EQ(refined, (std::vector<uint32_t>{8}));
+}
+
 TEST(Workload, permutation_is_seeded_and_complete)
 {
 	auto a = permutation(4096, 1), b = permutation(4096, 1), c = permutation(4096, 2);
