@@ -56,14 +56,10 @@ uint64_t submit(Device &self, py::handle descs, py::handle results, uint32_t fla
 	o.user_data = user_data;
 	o.results = r.data<kvblk_result>();
 	uint64_t ticket = 0;
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil; /* waits for a batch slot unless KVBLK_SUBMIT_NONBLOCK */
-		ret = kvblk_submit(u.dev, d.data<kvblk_desc>(), uint32_t(d.count()), &o, &ticket);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* waits for a batch slot unless KVBLK_SUBMIT_NONBLOCK */
+	int ret = call_nogil(
+		[&] { return kvblk_submit(u.dev, d.data<kvblk_desc>(), uint32_t(d.count()), &o, &ticket); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_submit", why, o.bad_index);
 	return ticket;
@@ -76,14 +72,8 @@ py::object wait(Device &self, uint64_t ticket, int64_t timeout_ns)
 	Device::Use u(self);
 	kvblk_batch_info bi{};
 	bi.info_size = sizeof(bi);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil;
-		ret = kvblk_wait(u.dev, ticket, timeout_ns, &bi);
-		if (ret < 0)
-			why = last_error();
-	}
+	int ret = call_nogil([&] { return kvblk_wait(u.dev, ticket, timeout_ns, &bi); }, why);
 	if (ret == -ETIME)
 		return py::none();
 	if (ret < 0)
@@ -100,14 +90,10 @@ int reap(Device &self, py::handle cqes, uint32_t min_complete, int64_t timeout_n
 	if (c.count() == 0 || c.count() > UINT32_MAX)
 		throw py::value_error("cqes must hold 1..2^32-1 entries");
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil;
-		ret = kvblk_reap(u.dev, c.data<kvblk_cqe>(), uint32_t(c.count()), min_complete, timeout_ns);
-		if (ret < 0)
-			why = last_error();
-	}
+	int ret = call_nogil(
+		[&] { return kvblk_reap(u.dev, c.data<kvblk_cqe>(), uint32_t(c.count()), min_complete, timeout_ns); },
+		why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_reap", why);
 	return ret;

@@ -179,14 +179,9 @@ Device::Device(const std::string &path, uint32_t backend, uint32_t queue_depth, 
 	o.eagain_retries = eagain_retries;
 	o.create_bytes = create_bytes;
 	o.max_batches = max_batches;
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil; /* open(2), statx, io_uring setup, a file's fallocate */
-		ret = kvblk_open(path.c_str(), &o, &dev_);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* open(2), statx, io_uring setup, a file's fallocate */
+	int ret = call_nogil([&] { return kvblk_open(path.c_str(), &o, &dev_); }, why);
 	if (ret < 0)
 		raise_call_error(ret, ("kvblk_open " + path).c_str(), why);
 }
@@ -264,14 +259,8 @@ py::tuple register_buffer(Device &self, int kind, uint64_t addr, uint64_t len)
 void unregister_buffer(Device &self, uint32_t id)
 {
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil;
-		ret = kvblk_unregister_buffer(u.dev, id);
-		if (ret < 0)
-			why = last_error();
-	}
+	int ret = call_nogil([&] { return kvblk_unregister_buffer(u.dev, id); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_unregister_buffer", why);
 }
@@ -279,14 +268,9 @@ void unregister_buffer(Device &self, uint32_t id)
 void check_buffer(Device &self, uint32_t id)
 {
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil; /* probes every page of the buffer */
-		ret = kvblk_check_buffer(u.dev, id);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* probes every page of the buffer */
+	int ret = call_nogil([&] { return kvblk_check_buffer(u.dev, id); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_check_buffer", why);
 }
@@ -294,14 +278,9 @@ void check_buffer(Device &self, uint32_t id)
 void flush(Device &self, uint32_t target)
 {
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil; /* fdatasync or an NVMe Flush: milliseconds */
-		ret = kvblk_flush(u.dev, target, 0);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* fdatasync or an NVMe Flush: milliseconds */
+	int ret = call_nogil([&] { return kvblk_flush(u.dev, target, 0); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_flush", why);
 }
@@ -309,14 +288,9 @@ void flush(Device &self, uint32_t target)
 void set_staging(Device &self, uint32_t buffers, uint64_t buffer_bytes)
 {
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil; /* may wait for a running load and allocate the pool */
-		ret = kvblk_set_staging(u.dev, buffers, buffer_bytes);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* may wait for a running load and allocate the pool */
+	int ret = call_nogil([&] { return kvblk_set_staging(u.dev, buffers, buffer_bytes); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_set_staging", why);
 }
@@ -326,17 +300,17 @@ uint32_t add_target(Device &self, py::object where, uint32_t flags)
 	require_targets();
 	Device::Use u(self);
 	uint32_t id = 0;
-	int ret;
 	std::string why;
 	const bool is_fd = py::isinstance<py::int_>(where);
 	const std::string path = is_fd ? std::string() : py::str(where).cast<std::string>();
 	const int fd = is_fd ? where.cast<int>() : -1;
-	{
-		py::gil_scoped_release nogil; /* open(2), statx, kvblk.ko attach */
-		ret = is_fd ? kvblk_add_target_fd(u.dev, fd, flags, &id) : kvblk_add_target(u.dev, path.c_str(), flags, &id);
-		if (ret < 0)
-			why = last_error();
-	}
+	/* open(2), statx, kvblk.ko attach */
+	int ret = call_nogil(
+		[&] {
+			return is_fd ? kvblk_add_target_fd(u.dev, fd, flags, &id)
+				     : kvblk_add_target(u.dev, path.c_str(), flags, &id);
+		},
+		why);
 	if (ret < 0)
 		raise_call_error(ret, is_fd ? "kvblk_add_target_fd" : "kvblk_add_target", why);
 	return id;
@@ -346,14 +320,8 @@ void remove_target(Device &self, uint32_t id)
 {
 	require_targets();
 	Device::Use u(self);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil;
-		ret = kvblk_remove_target(u.dev, id);
-		if (ret < 0)
-			why = last_error();
-	}
+	int ret = call_nogil([&] { return kvblk_remove_target(u.dev, id); }, why);
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_remove_target", why);
 }
@@ -385,17 +353,15 @@ py::tuple run_batch(Device &self, py::handle descs, py::handle results, bool sto
 	Device::Use u(self);
 	kvblk_batch_info bi{};
 	bi.info_size = sizeof(bi);
-	int ret;
 	std::string why;
-	{
-		py::gil_scoped_release nogil;
-		ret = store ? kvblk_store_many(u.dev, d.data<kvblk_desc>(), uint32_t(d.count()),
-					       r.data<kvblk_result>(), &bi)
-			    : kvblk_load_many(u.dev, d.data<kvblk_desc>(), uint32_t(d.count()),
-					      r.data<kvblk_result>(), &bi);
-		if (ret < 0)
-			why = last_error();
-	}
+	kvblk_desc *dv = d.data<kvblk_desc>();
+	kvblk_result *rv = r.data<kvblk_result>();
+	const auto n = uint32_t(d.count());
+	int ret = call_nogil(
+		[&] {
+			return store ? kvblk_store_many(u.dev, dv, n, rv, &bi) : kvblk_load_many(u.dev, dv, n, rv, &bi);
+		},
+		why);
 	if (ret < 0)
 		raise_call_error(ret, call, why, bi.bad_index);
 	return batch_tuple(ret, bi);

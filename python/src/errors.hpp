@@ -25,4 +25,18 @@ namespace py = pybind11;
 /* kvblk_last_error() copied: call it on the thread that made the failing call, before anything else. */
 std::string last_error();
 
+/*
+ * Runs @call (a libkvblk call: >= 0 or -errno) with the GIL released, so other Python
+ * threads run while it blocks; on failure copies last_error() into @why on this thread.
+ */
+template <class Call>
+int call_nogil(Call &&call, std::string &why)
+{
+	py::gil_scoped_release nogil;
+	const int ret = call();
+	if (ret < 0)
+		why = last_error();
+	return ret;
+}
+
 } // namespace kvblkpy

@@ -26,6 +26,7 @@
 #include <kvblk/kvblk.h>
 
 #include "ceiling.hpp"
+#include "cli.hpp"
 #include "engine.hpp"
 #include "cuda_dest.hpp"
 #include "fio.hpp"
@@ -343,17 +344,12 @@ int main(int argc, char **argv)
 	app.add_flag("-L", latency, "Batch-latency percentiles per setting; -LL adds the library's command histogram")
 		->group(g_out);
 
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp &e) {
-		return app.exit(e);
-	} catch (const CLI::CallForAllHelp &e) {
-		return app.exit(e);
-	} catch (const CLI::ParseError &e) {
-		// Usage errors: one line naming the option and the value, exit 2 (the man page's).
-		err(e.what());
-		return kExitSetup;
-	}
+	// Usage errors: one line naming the option and the value, exit 2 (the man page's).
+	if (auto rc = kvblk_tools::parse_cli(app, argc, argv, [](const CLI::ParseError &e) {
+		    err(e.what());
+		    return kExitSetup;
+	    }))
+		return *rc;
 
 	if (!KVBLK_CHECK_VERSION()) {
 		err(fmt::format("libkvblk {} is not compatible with headers {}.{}", kvblk_version(),

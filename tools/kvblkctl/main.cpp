@@ -4,6 +4,7 @@
  * tunables, and the load-vs-recompute figures for a model's KV cache.
  * See docs/kvblkctl.md.
  */
+#include "cli.hpp"
 #include "common.hpp"
 
 #include <cctype>
@@ -116,19 +117,14 @@ int main(int argc, char **argv)
 		}
 		break;
 	}
-	try {
-		app.parse(argc, argv);
-	} catch (const CLI::CallForHelp &e) {
-		return app.exit(e);
-	} catch (const CLI::CallForAllHelp &e) {
-		return app.exit(e);
-	} catch (const CLI::ParseError &e) {
-		std::string cmd = "usage";
-		for (auto *sub : app.get_subcommands())
-			cmd = sub->get_name();
-		std::fprintf(stderr, "kvblkctl: %s: %s (see --help)\n", cmd.c_str(), e.what());
-		return 2;
-	}
+	if (auto rc = kvblk_tools::parse_cli(app, argc, argv, [&app](const CLI::ParseError &e) {
+		    std::string cmd = "usage";
+		    for (auto *sub : app.get_subcommands())
+			    cmd = sub->get_name();
+		    std::fprintf(stderr, "kvblkctl: %s: %s (see --help)\n", cmd.c_str(), e.what());
+		    return 2;
+	    }))
+		return *rc;
 	if (!handler)
 		return fail("usage", "no subcommand");
 	return handler();
