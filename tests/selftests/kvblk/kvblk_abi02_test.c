@@ -28,6 +28,8 @@
 #include <linux/kvblk.h>	/* uapi-0.2/linux/kvblk.h: see the Makefile */
 
 #include "kselftest_harness.h"
+
+#include "kvblk_utils.h"
 #include "tests/vm/pattern.h"
 
 /* The header this program is built with is the 0.2 one. */
@@ -40,13 +42,6 @@ _Static_assert(sizeof(struct kvblk_load_many) == 80, "0.2 struct kvblk_load_many
 #define BUF_BYTES (16UL << 20)
 #define CANARY 0x77
 #define TAIL 64		/* sentinel bytes behind each 0.2 struct */
-
-static const char *test_device(void)
-{
-	const char *d = getenv("KVBLK_TEST_DEVICE");
-
-	return d && *d ? d : "/dev/nvme0n1";
-}
 
 FIXTURE(abi02) {
 	int kfd, bfd, dfd;

@@ -43,19 +43,13 @@
 #include <linux/kvblk.h>
 
 #include "kselftest_harness.h"
+
+#include "kvblk_utils.h"
 #include "../../kmod-exporters/kvblk_fake_nvp2p.h"
 
-#define KVBLK_NODE	"/dev/kvblk"
 #define FAKE_PARAMS	"/sys/module/kvblk_fake_nvp2p/parameters/"
 #define GPU_PAGE	65536ULL
 #define SETTLE_MS	10000
-
-static const char *test_device(void)
-{
-	const char *d = getenv("KVBLK_TEST_DEVICE");
-
-	return d && *d ? d : "/dev/nvme0n1";
-}
 
 static const char *expect(void)
 {
@@ -155,14 +149,6 @@ static int gpu_stats(struct kvblk_fake_gpu_stats *st)
 	return ret;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /*
  * Waits (bounded) until the fake module holds exactly what it held at
  * @base: closing a context or a killed batch releases from a workqueue.
@@ -170,7 +156,7 @@ static long long now_ms(void)
 static bool gpu_settled(const struct kvblk_fake_gpu_stats *base,
 			struct kvblk_fake_gpu_stats *st)
 {
-	long long end = now_ms() + SETTLE_MS;
+	uint64_t end = now_ms() + SETTLE_MS;
 
 	do {
 		int ret = gpu_stats(st);

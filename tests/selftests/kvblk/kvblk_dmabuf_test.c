@@ -57,8 +57,8 @@
 #include "kselftest_harness.h"
 #pragma GCC diagnostic pop
 
-#define KVBLK_NODE		"/dev/kvblk"
-#define DEFAULT_TEST_DEVICE	"/dev/nvme0n1"
+#include "kvblk_utils.h"
+
 #define SYSFS_ROOT		"/sys/kernel/kvblk"
 #define MIB			(1ULL << 20)
 #define FILL			0xA5
@@ -72,46 +72,11 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static const char *test_device(void)
-{
-	const char *d = getenv("KVBLK_TEST_DEVICE");
-
-	return d && *d ? d : DEFAULT_TEST_DEVICE;
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 static void sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
 
 	nanosleep(&ts, NULL);
-}
-
-static long long read_ll(const char *path)
-{
-	char buf[64], *end;
-	long long v;
-	ssize_t n;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	errno = 0;
-	v = strtoll(buf, &end, 10);
-	return errno || end == buf ? -1 : v;
 }
 
 /* @file of the test device's namespace directory in sysfs. */

@@ -63,8 +63,8 @@
 #include <linux/kvblk.h>
 
 #include "tests/vm/pattern.h"
+#include "kvblk_utils.h"
 
-#define KVBLK_NODE	"/dev/kvblk"
 #define SYSFS_ROOT	"/sys/kernel/kvblk"
 #define NR_CTX		4
 #define ARENA		(2u << 20)	/* per-thread memory it registers */
@@ -110,91 +110,15 @@ static void fill_random(uint64_t *s, void *p, size_t len)
 		b[i] = (unsigned char)rnd(s);
 }
 
-static long long read_ll(const char *path)
-{
-	char buf[64];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return LLONG_MIN;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return LLONG_MIN;
-	buf[n] = '\0';
-	return strtoll(buf, NULL, 0);
-}
-
-static void write_text(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-
-	if (fd >= 0) {
-		if (write(fd, s, strlen(s)) < 0)
-			perror(path);
-		close(fd);
-	}
-}
-
-/* FOLL_PIN pages pinned system-wide and not yet released (exact). */
-static long long pins_outstanding(void)
-{
-	long long acq = -1, rel = -1, v;
-	char name[64];
-	FILE *f;
-
-	write_text("/proc/sys/vm/stat_refresh", "1\n");
-	f = fopen("/proc/vmstat", "re");
-	if (!f)
-		return LLONG_MIN;
-	while (fscanf(f, "%63s %lld", name, &v) == 2) {
-		if (!strcmp(name, "nr_foll_pin_acquired"))
-			acq = v;
-		else if (!strcmp(name, "nr_foll_pin_released"))
-			rel = v;
-	}
-	fclose(f);
-	return acq < 0 || rel < 0 ? LLONG_MIN : acq - rel;
-}
-
-static const char *const kmsg_bad[] = {
-	"BUG:", "WARNING:", "Oops", "lockdep", "possible circular locking",
-	"general protection", "KASAN", "UBSAN", "kernel BUG", "Call Trace:",
-	"DMAR: DRHD: handling fault", "DMAR: [DMA", "blocked for more than",
-	"refcount_t:", "list_add corruption", "list_del corruption", "Bad page",
-	"kmemleak",
-};
-
-/* Prints and counts the new kernel log records that match kmsg_bad. */
+/* Prints and counts the new kernel log records that kmsg_next_bad() flags. */
 static int kmsg_scan(int fd)
 {
-	char rec[8192];
+	char msg[1024];
 	int bad = 0;
 
-	for (;;) {
-		ssize_t n = read(fd, rec, sizeof(rec) - 1);
-		char *msg, *nl;
-
-		if (n < 0) {
-			if (errno == EPIPE)
-				continue;
-			break;
-		}
-		rec[n] = '\0';
-		msg = strchr(rec, ';');
-		msg = msg ? msg + 1 : rec;
-		nl = strchr(msg, '\n');
-		if (nl)
-			*nl = '\0';
-		for (size_t i = 0; i < sizeof(kmsg_bad) / sizeof(kmsg_bad[0]); i++) {
-			if (strstr(msg, kmsg_bad[i])) {
-				if (bad++ < 20)
-					fprintf(stderr, "kernel log: %s\n", msg);
-				break;
-			}
-		}
-	}
+	while (kmsg_next_bad(fd, msg, sizeof(msg)))
+		if (bad++ < 20)
+			fprintf(stderr, "kernel log: %s\n", msg);
 	return bad;
 }
 
@@ -721,27 +645,15 @@ static void ns_dir(int bdev_fd, char *out, size_t len)
 	closedir(d);
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
-}
-
 /* Waits until @fn() == @want (bounded); the last value. */
 static long long settle(long long (*fn)(void), long long want)
 {
-	long long end = now_ms() + SETTLE_MS, v;
+	uint64_t end = now_ms() + SETTLE_MS;
+	long long v;
 
 	while ((v = fn()) != want && now_ms() < end)
 		usleep(50000);
 	return v;
-}
-
-static long long module_refcnt(void)
-{
-	return read_ll("/sys/module/kvblk/refcnt");
 }
 
 /* A batch of 256 random objects equals the pattern; 0 or 1. */
@@ -833,7 +745,8 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long iterations = 2000, threads = 4, kills = 200, closes = 200;
-	long long pins0, refs0, v, t0;
+	long long pins0, refs0, v;
+	uint64_t t0;
 	struct fuzzer *f;
 	int c, kmsg, rc = 0;
 	uint64_t s;
@@ -867,9 +780,7 @@ int main(int argc, char **argv)
 	       g_seed, iterations, threads, kills, closes, g_dev);
 	fflush(stdout);
 	s = g_seed | 1;
-	kmsg = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (kmsg >= 0)
-		lseek(kmsg, 0, SEEK_END);
+	kmsg = kmsg_open();
 	g_none = mmap(NULL, NONE_SPAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (g_none == MAP_FAILED) {
 		perror("mmap");
@@ -911,18 +822,18 @@ int main(int argc, char **argv)
 		if (fd >= 0)
 			close(fd);
 	}
-	printf("fuzz: %lu operations (%lu returned >= 0, %lu objects loaded), %lu forked children, %lld ms\n",
+	printf("fuzz: %lu operations (%lu returned >= 0, %lu objects loaded), %lu forked children, %" PRIu64 " ms\n",
 	       atomic_load(&g_ops), atomic_load(&g_ok), atomic_load(&g_loaded),
 	       atomic_load(&g_children), now_ms() - t0);
 
 	t0 = now_ms();
 	if (storm_kills(&s, kills))
 		rc = 1;
-	printf("storm: %lu children SIGKILLed during batches, %lld ms\n", kills, now_ms() - t0);
+	printf("storm: %lu children SIGKILLed during batches, %" PRIu64 " ms\n", kills, now_ms() - t0);
 	t0 = now_ms();
 	if (storm_closes(&s, closes))
 		rc = 1;
-	printf("storm: %lu contexts closed during batches, %lld ms\n", closes, now_ms() - t0);
+	printf("storm: %lu contexts closed during batches, %" PRIu64 " ms\n", closes, now_ms() - t0);
 	fflush(stdout);
 
 	v = settle(module_refcnt, refs0);

@@ -73,10 +73,9 @@
 #include "kselftest_harness.h"
 #pragma GCC diagnostic pop
 
-#define KVBLK_NODE		"/dev/kvblk"
-#define DEFAULT_TEST_DEVICE	"/dev/nvme0n1"
+#include "kvblk_utils.h"
+
 #define SYSFS_ROOT		"/sys/kernel/kvblk"
-#define MODULE_DIR		"/sys/module/kvblk"
 #define MIB			(1ULL << 20)
 /* A big batch: BIG_OBJ-byte objects filling a BIG_BYTES buffer. */
 #define BIG_BYTES		(128 * MIB)
@@ -90,13 +89,6 @@
 #define PROBE_PAGES		16
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static const char *test_device(void)
-{
-	const char *d = getenv("KVBLK_TEST_DEVICE");
-
-	return d && *d ? d : DEFAULT_TEST_DEVICE;
-}
 
 static const char *ko_path(void)
 {
@@ -117,19 +109,6 @@ static long long bad_byte_offset(void)
 	errno = 0;
 	v = strtoll(s, &end, 0);
 	return errno || *end || v < 0 ? -1 : v;
-}
-
-static size_t page_size(void)
-{
-	return (size_t)sysconf(_SC_PAGESIZE);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static uint64_t now_us(void)
@@ -173,48 +152,6 @@ static unsigned char *map_filled(size_t len, int fill)
 	return p;
 }
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return 0;
-}
-
-static int write_text(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n < 0 ? -errno : 0;
-}
-
-/* A decimal value from sysfs; -1 when the file cannot be read. */
-static long long read_ll(const char *path)
-{
-	char buf[64], *end;
-	long long v;
-
-	if (read_text(path, buf, sizeof(buf)))
-		return -1;
-	errno = 0;
-	v = strtoll(buf, &end, 10);
-	return errno || end == buf ? -1 : v;
-}
-
 /* @file of the namespace's sysfs directory @dir ("stats/inflight", ...). */
 static long long ns_val(const char *dir, const char *file)
 {
@@ -222,36 +159,6 @@ static long long ns_val(const char *dir, const char *file)
 
 	snprintf(path, sizeof(path), "%s/%s", dir, file);
 	return read_ll(path);
-}
-
-static long long module_refcnt(void)
-{
-	return read_ll(MODULE_DIR "/refcnt");
-}
-
-/*
- * Pages pinned (FOLL_PIN) system-wide and not yet unpinned. stat_refresh
- * folds the per-CPU deltas first, so the value is exact. LLONG_MIN when the
- * counters are not there.
- */
-static long long pins_outstanding(void)
-{
-	long long acq = -1, rel = -1, v;
-	char name[64];
-	FILE *f;
-
-	write_text("/proc/sys/vm/stat_refresh", "1\n");
-	f = fopen("/proc/vmstat", "re");
-	if (!f)
-		return LLONG_MIN;
-	while (fscanf(f, "%63s %lld", name, &v) == 2) {
-		if (!strcmp(name, "nr_foll_pin_acquired"))
-			acq = v;
-		else if (!strcmp(name, "nr_foll_pin_released"))
-			rel = v;
-	}
-	fclose(f);
-	return acq < 0 || rel < 0 ? LLONG_MIN : acq - rel;
 }
 
 /* Polls @path every ms until it reads @want or @ms pass; returns the last value. */
@@ -458,78 +365,16 @@ static int module_load(void)
 
 /* ---- the kernel log ------------------------------------------------------ */
 
-static const char *const kmsg_bad[] = {
-	/* what tests/vm/run-suite.sh fails a case on */
-	"BUG:", "WARNING:", "Oops", "lockdep", "possible circular locking",
-	"general protection", "KASAN", "UBSAN", "kernel BUG", "Call Trace:",
-	/* and: IOMMU faults (a DMA to an unmapped IOVA), hung tasks, NVMe timeouts */
-	"DMAR: DRHD: handling fault", "DMAR: [DMA", "blocked for more than",
-	"timeout, aborting", "timeout, reset controller", "refcount_t:",
-	"list_add corruption", "list_del corruption", "Bad page",
-};
-
-/* /dev/kmsg positioned at its end: later reads return only new records. */
-static int kmsg_open(void)
-{
-	int fd = open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-
-	if (fd >= 0)
-		lseek(fd, 0, SEEK_END);
-	return fd;
-}
-
-/* Logs and counts the new kernel log records that match kmsg_bad. */
+/* Logs and counts the new kernel log records that kmsg_next_bad() flags. */
 static int kmsg_scan(struct __test_metadata *_metadata, int fd)
 {
-	char rec[8192];
+	char msg[1024];
 	int bad = 0;
 
-	for (;;) {
-		ssize_t n = read(fd, rec, sizeof(rec) - 1);
-		char *msg, *nl;
-
-		if (n < 0) {
-			if (errno == EPIPE)	/* records overwritten: go on */
-				continue;
-			break;			/* EAGAIN: no more */
-		}
-		rec[n] = '\0';
-		msg = strchr(rec, ';');
-		msg = msg ? msg + 1 : rec;
-		nl = strchr(msg, '\n');
-		if (nl)
-			*nl = '\0';
-		for (size_t i = 0; i < sizeof(kmsg_bad) / sizeof(kmsg_bad[0]); i++) {
-			if (strstr(msg, kmsg_bad[i])) {
-				if (bad < 20)
-					TH_LOG("kernel log: %s", msg);
-				bad++;
-				break;
-			}
-		}
-	}
+	while (kmsg_next_bad(fd, msg, sizeof(msg)))
+		if (bad++ < 20)
+			TH_LOG("kernel log: %s", msg);
 	return bad;
-}
-
-/* ---- CAP_IPC_LOCK ------------------------------------------------------- */
-
-static int drop_cap_ipc_lock(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-	const unsigned int idx = CAP_TO_INDEX(CAP_IPC_LOCK);
-	const __u32 mask = CAP_TO_MASK(CAP_IPC_LOCK);
-
-	if (syscall(SYS_capget, &hdr, data))
-		return -errno;
-	data[idx].effective &= ~mask;
-	data[idx].permitted &= ~mask;
-	data[idx].inheritable &= ~mask;
-	if (syscall(SYS_capset, &hdr, data))
-		return -errno;
-	if (syscall(SYS_capget, &hdr, data))
-		return -errno;
-	return (data[idx].effective & mask) ? -EPERM : 0;
 }
 
 /* ---- contexts, buffers, batches --------------------------------------------- */

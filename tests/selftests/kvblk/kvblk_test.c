@@ -53,8 +53,8 @@
 #include "kselftest_harness.h"
 #pragma GCC diagnostic pop
 
-#define KVBLK_NODE "/dev/kvblk"
-#define DEFAULT_TEST_DEVICE "/dev/nvme0n1"
+#include "kvblk_utils.h"
+
 /* Bytes appended to a struct for the size-growth tests. */
 #define TAIL_BYTES 24
 /* The hard upper bound of the max_descs tunable (header: "at most 65536"). */
@@ -107,13 +107,6 @@ static long ok_check(struct __test_metadata *_metadata, long ret, const char *ca
 	return ret;
 }
 
-static const char *test_device(void)
-{
-	const char *d = getenv("KVBLK_TEST_DEVICE");
-
-	return d && *d ? d : DEFAULT_TEST_DEVICE;
-}
-
 /* Whole-program skip (exit 4) when the module or the namespace is not there. */
 static void __attribute__((constructor)) kvblk_require_nodes(void)
 {
@@ -127,11 +120,6 @@ static void __attribute__((constructor)) kvblk_require_nodes(void)
 }
 
 /* ---- small helpers ------------------------------------------------------ */
-
-static size_t page_size(void)
-{
-	return (size_t)sysconf(_SC_PAGESIZE);
-}
 
 /* An address that no ioctl may read or write: a PROT_NONE page, kept mapped. */
 static void *bad_ptr(void)
@@ -214,23 +202,6 @@ struct blkinfo {
 	bool is_part;
 	__u64 part_start;	/* 512-byte sectors, partitions only */
 };
-
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-		buf[--n] = '\0';
-	return 0;
-}
 
 static int read_u64(const char *path, __u64 *val)
 {
@@ -348,25 +319,6 @@ static bool find_partition(int bdev_fd, char *out, size_t len)
 }
 
 /* ---- CAP_IPC_LOCK ------------------------------------------------------- */
-
-static int drop_cap_ipc_lock(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
-	const unsigned int idx = CAP_TO_INDEX(CAP_IPC_LOCK);
-	const __u32 mask = CAP_TO_MASK(CAP_IPC_LOCK);
-
-	if (syscall(SYS_capget, &hdr, data))
-		return -errno;
-	data[idx].effective &= ~mask;
-	data[idx].permitted &= ~mask;
-	data[idx].inheritable &= ~mask;
-	if (syscall(SYS_capset, &hdr, data))
-		return -errno;
-	if (syscall(SYS_capget, &hdr, data))
-		return -errno;
-	return (data[idx].effective & mask) ? -EPERM : 0;
-}
 
 /* ---- a non-NVMe block device --------------------------------------------- */
 
