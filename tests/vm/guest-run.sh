@@ -3,8 +3,10 @@
 #
 # In-guest case runner (the host's bash, in `chroot /host`, started by
 # guest-init.sh). Runs every case of $KVBLK_VM_RESULTS/cases.tsv
-# (name<TAB>timeout<TAB>command) in order, from the repository root, each
-# under `timeout`, with stdin /dev/null and stdout+stderr in cases/NAME.log.
+# (name<TAB>timeout<TAB>modules<TAB>command) in order, from the repository
+# root, each under `timeout`, with stdin /dev/null and stdout+stderr in
+# cases/NAME.log; a case with modules ('+'-separated, from its NEEDS load:NAME,
+# else "-") runs through with-modules.sh, which loads them around it.
 # Around each case it writes "kvblk-vm: START NAME" / "kvblk-vm: END NAME rc=N"
 # to /dev/kmsg so that the host can attribute kernel messages to cases, and
 # it saves the whole kernel log to dmesg.txt after each case.
@@ -23,8 +25,9 @@ mkdir -p "$res/cases"
 cut -d' ' -f1 /proc/uptime >"$res/started"
 kmsg "runner started, variant $KVBLK_VM_VARIANT"
 
-while IFS=$'\t' read -r name tmo cmd <&3; do
+while IFS=$'\t' read -r name tmo mods cmd <&3; do
 	[ -n "$name" ] || continue
+	[ "$mods" = - ] || cmd="tests/vm/with-modules.sh $mods $(printf '%q' "$cmd")"
 	dir=$res/cases/$name.d
 	mkdir -p "$dir"
 	export KVBLK_VM_CASE=$name KVBLK_VM_CASE_DIR=$dir KVBLK_VM_CASE_TIMEOUT=$tmo

@@ -243,6 +243,15 @@ unmet() {
 		cmd:*)
 			command -v "${need#cmd:}" >/dev/null || { echo "command ${need#cmd:} not installed"; return; }
 			;;
+		load:kvblk)	# as kmod; the runner loads and unloads it around the case
+			local why
+			why=$(unmet kmod)
+			[ -z "$why" ] || { echo "$why"; return; }
+			;;
+		load:*)	# a test module of tests/kmod-exporters, built for the guest's kernel
+			[ -f "$KBUILD/tests/kmod-exporters/${need#load:}.ko" ] ||
+				{ echo "tests/kmod-exporters/${need#load:}.ko not built for $kver"; return; }
+			;;
 		kconfig:*)	# the guest kernel's config has the option (=y or =m)
 			local cfg=$VM_KROOT/boot/config-$kver
 			[ -f "$cfg" ] || { echo "no $cfg to check ${need#kconfig:}"; return; }
@@ -293,7 +302,8 @@ for inst in "${instances[@]}"; do
 			verdict SKIP "$inst/$name" "" "$why"
 			continue
 		fi
-		printf '%s\t%s\t%s\n' "$name" "$tmo" "$cmd" >>"$dir/cases.tsv"
+		mods=$(tr ',' '\n' <<<"$needs" | sed -n 's/^load://p' | paste -sd+)
+		printf '%s\t%s\t%s\t%s\n' "$name" "$tmo" "${mods:--}" "$cmd" >>"$dir/cases.tsv"
 		runnable=$((runnable + 1))
 		budget=$((budget + tmo + 20))
 	done <<<"${plan[$inst]}"

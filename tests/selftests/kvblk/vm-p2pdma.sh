@@ -1,18 +1,16 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 # VM case (tests/vm/cases.list): the P2PDMA selftests (kvblk_p2pdma_test.c) on
-# the p2p-switch and p2p-far variants. Loads kvblk.ko, runs the program, and on
-# p2p-far also checks that the kernel log names both devices of the refused
-# pair: the p2pmem provider (its PCI address) and the NVMe controller.
-# Exit: the program's (0 pass, 4 skip, else fail), or 1 on a missing message
-# or when kvblk.ko does not unload.
+# the p2p-switch and p2p-far variants (the runner loads kvblk.ko: NEEDS
+# load:kvblk). Runs the program, and on p2p-far also checks that the kernel
+# log names both devices of the refused pair: the p2pmem provider (its PCI
+# address) and the NVMe controller.
+# Exit: the program's (0 pass, 4 skip, else fail), or 1 on a missing message.
 . "$(dirname "$0")/../../vm/cases/lib.sh"
 set +e
 
 bin=${KVBLK_P2PDMA_BIN:-build-selftests/kvblk/kvblk_p2pdma_test}
 [ -x "$bin" ] || skip "$bin not built (make -C tests/selftests/kvblk)"
-[ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built (make -C kmod)"
-insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 
 "$bin"
 rc=$?
@@ -30,5 +28,4 @@ if [ $rc = 0 ] && [ "${KVBLK_VM_VARIANT_NAME:-}" = p2p-far ]; then
 		echo "ok: refusal message: ${msg#*] }"
 	fi
 fi
-rmmod kvblk || { echo "FAIL: rmmod kvblk after the P2PDMA tests" >&2; rc=1; }
 exit $rc

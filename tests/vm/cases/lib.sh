@@ -50,4 +50,32 @@ wait_extra_ns() {
 	return 0
 }
 
+# ext4_scratch DIR: a 64 MiB ext4 on a loop device over DIR/fs.img, mounted at
+# DIR/mnt (tmpfs itself takes O_DIRECT only from Linux 6.6). Fails the case when
+# it cannot; undo with ext4_scratch_undo DIR, which returns 1 when the unmount
+# fails (a file left open: something leaked).
+ext4_scratch() {
+	local dir=$1 loop
+	modprobe -q loop 2>/dev/null || true
+	modprobe -q ext4 2>/dev/null || true
+	truncate -s 64M "$dir/fs.img" && loop=$(losetup -f --show "$dir/fs.img") ||
+		fail "no loop device over $dir/fs.img"
+	echo "$loop" >"$dir/loopdev"
+	mkdir -p "$dir/mnt"
+	if ! mkfs.ext4 -q -F -b 4096 "$loop" || ! mount -t ext4 "$loop" "$dir/mnt"; then
+		losetup -d "$loop"
+		fail "cannot make and mount ext4 on $loop"
+	fi
+}
+
+ext4_scratch_undo() {
+	local dir=$1 r=0
+	if mountpoint -q "$dir/mnt" && ! umount "$dir/mnt"; then
+		echo "FAIL: umount $dir/mnt" >&2
+		r=1
+	fi
+	[ -s "$dir/loopdev" ] && losetup -d "$(cat "$dir/loopdev")"
+	return $r
+}
+
 [ -n "${KVBLK_VM_VARIANT:-}" ] || { echo "not in the kvblk test VM (KVBLK_VM_VARIANT unset)"; exit 4; }

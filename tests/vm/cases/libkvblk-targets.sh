@@ -22,23 +22,11 @@ export TMPDIR=${KVBLK_VM_CASE_DIR:-/tmp}
 rc=0
 
 work=$(mktemp -d /tmp/kvblk-targets.XXXXXX) || fail "mktemp"
-loop=''
-mounted=0
 cleanup() {
-	[ $mounted = 1 ] && { umount "$work/mnt" || { echo "FAIL: umount $work/mnt" >&2; rc=1; }; }
-	[ -n "$loop" ] && losetup -d "$loop"
+	ext4_scratch_undo "$work" || rc=1
 	rm -rf "$work"
 }
-modprobe -q loop 2>/dev/null
-modprobe -q ext4 2>/dev/null
-truncate -s 64M "$work/fs.img" && loop=$(losetup -f --show "$work/fs.img") ||
-	{ cleanup; fail "no loop device over $work/fs.img"; }
-mkdir -p "$work/mnt"
-if ! mkfs.ext4 -q -F -b 4096 "$loop" || ! mount -t ext4 "$loop" "$work/mnt"; then
-	cleanup
-	fail "cannot make and mount ext4 on $loop"
-fi
-mounted=1
+( ext4_scratch "$work" ) || { rm -rf "$work"; exit 1; }
 export KVBLK_TEST_FILE_DIR=$work/mnt
 
 loaded_kvblk=0
