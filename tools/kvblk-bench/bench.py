@@ -9,7 +9,7 @@ usage: bench.py --bench PATH [--out-dir DIR] [--workloads LIST] [--search MODE] 
 Runs kvblk-bench once per workload (large, small, mixed, chunks) with the
 thorough ceiling search and R interleaved rounds, keeps every document in
 one JSON (DIR/<date>.json, with the date, the machine and the exact
-commands), prints one line per goal of issue 13 with the measured ratio and
+commands), prints one line per speed goal (GOALS below) with the measured ratio and
 pass/miss, and draws DIR/<date>.png: GB/s against commands in flight for each
 backend, with fio's best point at each depth and the ceiling.
 
@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 
-# Goals of issue 13 on this machine: (id, workload, ratio key, comparison, limit, text).
+# The speed goals on this machine (README "Results"): (id, workload, ratio key, comparison, limit, text).
 GOALS = [
     ("uring_vs_fio_16mib", "large", "uring_over_fio_best", ">=", 0.97,
      "libkvblk uring >= 0.97 x fio's best, 16 MiB objects"),

@@ -18,7 +18,7 @@ const char *order_name(Order o) noexcept
 
 const std::vector<WorkloadPreset> &presets() noexcept
 {
-	// Sizes of issue 13. chunks: LMCache's local disk keeps one file per
+	// The benchmark's workloads (docs/kvblk-bench.md). chunks: LMCache's local disk keeps one file per
 	// chunk; 32 MiB is one 256-token chunk of Llama-3.1-8B in bf16
 	// (2 x 32 layers x 8 KV heads x 128 x 2 bytes x 256 tokens).
 	static const std::vector<WorkloadPreset> p = {

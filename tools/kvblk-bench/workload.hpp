@@ -21,7 +21,7 @@ enum class Order {
 
 const char *order_name(Order o) noexcept;
 
-// Named workloads (issue 13): each gets its own searched ceiling.
+// Named workloads: each gets its own searched ceiling.
 struct WorkloadPreset {
 	const char *name;
 	uint64_t objects;

@@ -132,7 +132,7 @@ TEST(Ratios, best_of_each_backend_cpu_and_queue_depth_gain)
 	EXPECT_DOUBLE_EQ(*q.fio_best_over_qd1, 2.1 / 0.7);
 }
 
-TEST(Json, has_the_fields_issue_13_requires)
+TEST(Json, has_the_fields_the_results_need)
 {
 	Workload wl = make_store_workload("x.bin", 128, 16u << 20, Order::file, 1);
 	wl.name = "large";

@@ -178,7 +178,7 @@ TEST(Workload, permutation_is_seeded_and_complete)
 	EXPECT_NE(a[0] + 1, a[1]); // not the identity
 }
 
-TEST(Workload, presets_of_issue_13)
+TEST(Workload, presets_match_the_documented_workloads)
 {
 	const WorkloadPreset *l = find_preset("large"), *s = find_preset("small"), *c = find_preset("chunks");
 	ASSERT_TRUE(l && s && c && find_preset("mixed"));

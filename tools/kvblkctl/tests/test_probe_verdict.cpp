@@ -24,7 +24,7 @@ TEST(ProbeVerdict, StableCeilingGivesVerdicts)
 
 TEST(ProbeVerdict, UnstableCeilingGivesNoVerdict)
 {
-	/* The file: the ceiling swung 2.2..5.2 GB/s within one run. */
+	/* A measured run: the ceiling swung 2.2..5.2 GB/s within one run. */
 	ProbeVerdict v = probe_decide({ 2.2, 5.2, 3.1 }, 1.0, 1.0, "");
 	EXPECT_FALSE(v.stable);
 	EXPECT_EQ(v.verdict, "unstable");
