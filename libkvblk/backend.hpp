@@ -10,7 +10,7 @@
 //
 // To add a backend: derive from Backend, implement kind() and run() (and the buffer hooks if
 // the backend maps registered memory itself), add a factory below and a case in
-// create_backend() (core.cpp). Such a backend is served asynchronously by the device's
+// create_backend() (open.cpp). Such a backend is served asynchronously by the device's
 // dispatch thread (async.hpp), one batch after another. A backend that can keep several
 // batches in flight itself reports KVBLK_ASYNC_NATIVE and implements start() and cancel().
 #pragma once
@@ -201,7 +201,7 @@ struct BufferRegistration {
  * @queue_depth:        commands in flight per ring.
  * @workers:            rings or threads.
  * @eagain_retries:     resubmissions of a command after -EAGAIN before its object fails.
- * @note:               out (kmod, uring_cmd factories): a few words core.cpp appends to
+ * @note:               out (kmod, uring_cmd factories): a few words open.cpp appends to
  *                      kvblk_dev_info.backend_reason (the device node a path was mapped to).
  */
 struct BackendConfig {
@@ -396,7 +396,7 @@ std::unique_ptr<Backend> make_threadpool_backend(const BackendConfig &cfg, int *
 std::unique_ptr<Backend> make_uring_backend(const BackendConfig &cfg, int *err);
 /*
  * These two may lower cfg.max_cmd_bytes and change cfg.queue_depth to what the kernel side
- * allows (kvblk.ko's attach, the NVMe queue limits of a passthrough command); core.cpp
+ * allows (kvblk.ko's attach, the NVMe queue limits of a passthrough command); open.cpp
  * reports the values they leave in kvblk_dev_info.
  */
 std::unique_ptr<Backend> make_kmod_backend(BackendConfig &cfg, int *err);

@@ -26,7 +26,7 @@
 //
 // Device memory: CUDA ranges and dma-bufs are registered with the module when it reports
 // KVBLK_FEAT_MEM_CUDA / KVBLK_FEAT_MEM_DMABUF (loads into them are P2P: the same PRP path);
-// otherwise register_device_buffer() says -EOPNOTSUPP and core.cpp stages CUDA memory.
+// otherwise register_device_buffer() says -EOPNOTSUPP and registration.cpp stages CUDA memory.
 //
 // Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
 // on the same fd for store_many; those batches report and count backend uring.

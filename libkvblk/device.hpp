@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // struct kvblk_dev: one handle of the C API, shared by the files that implement it (core.cpp:
-// open, close, buffers, queries; batch.cpp: a batch's checks (prepare); submit.cpp:
-// kvblk_submit() and the calls built on it; targets_api.cpp: kvblk_add_target() and
-// friends; compat.cpp: the KVBLK_0.1 entry points).
+// close and queries; open.cpp: open and the backend choice; registration.cpp: buffers;
+// batch.cpp: a batch's checks (prepare); submit.cpp: kvblk_submit() and the calls built on
+// it; targets_api.cpp: kvblk_add_target() and friends; compat.cpp: the KVBLK_0.1 entry
+// points).
 #pragma once
 
 #include "async.hpp"
