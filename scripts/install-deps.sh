@@ -22,7 +22,8 @@ vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
 	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots
 	 mdadm dmsetup xfsprogs e2fsprogs  # tests/vm/cases/blk-*.sh (md RAID-0, dm-striped, ext4, xfs), libkvblk-targets (ext4)
-	 linux-source)  # kernel source tarball: the kselftest harness headers (tests/selftests)
+	 linux-source  # kernel source tarball: the kselftest harness headers (tests/selftests), checkpatch.pl and kernel-doc (make -C kmod check)
+	 sparse)  # make -C kmod check
 
 deb_pkgs=(dpkg-dev debhelper dh-dkms dh-python lintian)
 
