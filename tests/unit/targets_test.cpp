@@ -14,23 +14,6 @@ using namespace kvblk_test;
 
 namespace {
 
-/* Write file @path of @bytes whose content is object @index of the pattern. */
-void write_chunk(const std::string &path, uint64_t index, uint64_t bytes)
-{
-	int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	ASSERT_GE(fd, 0) << path;
-	const std::vector<uint8_t> v = expected_bytes(index * bytes, bytes, bytes);
-	ASSERT_EQ(pwrite(fd, v.data(), bytes, 0), ssize_t(bytes));
-	close(fd);
-}
-
-kvblk_desc tdesc(uint32_t target, uint64_t offset, uint64_t length, const void *mem, uint64_t tag)
-{
-	kvblk_desc d = plain_desc(offset, length, mem, tag);
-	d.target = target;
-	return d;
-}
-
 /* Raise the soft RLIMIT_NOFILE to at least @want (up to the hard limit); the limit now. */
 rlim_t raise_nofile(rlim_t want)
 {

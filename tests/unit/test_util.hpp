@@ -228,6 +228,24 @@ inline kvblk_desc plain_desc(uint64_t offset, uint64_t length, const void *mem, 
 	return kvblk_desc{offset, length, uint64_t(uintptr_t(mem)), KVBLK_BUF_NONE, 0, tag};
 }
 
+/* A plain descriptor naming target @target (kvblk_add_target()'s id; 0: the device's own). */
+inline kvblk_desc tdesc(uint32_t target, uint64_t offset, uint64_t length, const void *mem, uint64_t tag)
+{
+	kvblk_desc d = plain_desc(offset, length, mem, tag);
+	d.target = target;
+	return d;
+}
+
+/* Writes file @path of @bytes whose content is object @index of the pattern (a chunk file). */
+inline void write_chunk(const std::string &path, uint64_t index, uint64_t bytes)
+{
+	int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ASSERT_GE(fd, 0) << path;
+	const std::vector<uint8_t> v = expected_bytes(index * bytes, bytes, bytes);
+	ASSERT_EQ(pwrite(fd, v.data(), bytes, 0), ssize_t(bytes));
+	close(fd);
+}
+
 inline kvblk_desc buf_desc(uint64_t offset, uint64_t length, uint32_t buf, uint64_t buf_off, uint64_t tag)
 {
 	return kvblk_desc{offset, length, buf_off, buf, 0, tag};
