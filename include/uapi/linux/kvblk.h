@@ -622,7 +622,8 @@ struct kvblk_load_many {
  * CQE res errors besides those of struct kvblk_load_many:
  * -EOPNOTSUPP the module was built for a kernel without what it needs
  * (GET_FEATURES lacks KVBLK_FEAT_URING_CMD), or a ring made with
- * IORING_SETUP_IOPOLL (not supported); -ENOTTY another sqe->cmd_op;
+ * IORING_SETUP_IOPOLL where io_uring asks for polled completion (6.1,
+ * 6.12; 7.2 runs the batch as on any ring); -ENOTTY another sqe->cmd_op;
  * -EINVAL @flags or @reserved not 0; -EBADFD the ring's task is not in
  * the context's address space (see "Processes and remapped host
  * buffers"); -EFAULT @load_many unreadable; -EINTR the submitting task
