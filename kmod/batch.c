@@ -179,6 +179,11 @@ static void kvblk_batch_free_work(struct work_struct *work)
 static void kvblk_batch_done(struct kvblk_batch *b)
 {
 	b->t_done = ktime_get_ns();
+	if (b->end) {
+		/* Asynchronous (uring.c): nobody waits, the end callback owns b. */
+		b->end(b);
+		return;
+	}
 	if (atomic_xchg(&b->owner, KVBLK_BATCH_DONE) == KVBLK_BATCH_ABANDONED) {
 		INIT_WORK(&b->free_work, kvblk_batch_free_work);
 		queue_work(kvblk_wq, &b->free_work);
@@ -621,42 +626,59 @@ static int kvblk_wait_done(struct kvblk_batch *b)
 	return ret < 0 ? -EINTR : 0;
 }
 
+/*
+ * Check the header of @lm (already copied in). Returns 0, or the call's
+ * error when nothing may be written back (see struct kvblk_load_many).
+ */
+static int kvblk_check_header(struct kvblk_ctx *ctx,
+			      const struct kvblk_load_many *lm)
+{
+	struct kvblk_ns *ns = kvblk_ctx_ns(ctx);
+
+	if ((lm->flags & ~KVBLK_LOAD_F_ALL) || lm->reserved[0] || lm->reserved[1])
+		return -EINVAL;
+	if (!lm->nr_descs || lm->desc_bytes < KVBLK_DESC_SIZE_VER0 ||
+	    lm->result_bytes < KVBLK_DESC_RESULT_SIZE_VER0)
+		return -EINVAL;
+	/* Bounds the zero-tail scan per descriptor (clone3()/openat2() rule). */
+	if (lm->desc_bytes > PAGE_SIZE || lm->result_bytes > PAGE_SIZE)
+		return -E2BIG;
+	if (lm->nr_descs > (ns ? READ_ONCE(ns->max_descs) : READ_ONCE(g_max_descs)))
+		return -E2BIG;
+	return 0;
+}
+
 /**
- * kvblk_ioctl_load_many() - KVBLK_IOC_LOAD_MANY.
+ * kvblk_batch_prepare() - the first half of a LOAD_MANY, before submission.
  * @ctx: context.
  * @uarg: user pointer to struct kvblk_load_many.
  *
- * Once the header is accepted, every outcome writes the per-descriptor
- * results and the header's output fields (best effort when the call fails
- * as a whole).
+ * Copies the header and the descriptors in, reads the live geometry of
+ * every target named, validates every descriptor and the batch as a whole,
+ * binds per-batch memory and allocates the command slots. Nothing is
+ * submitted. Caller's process context (the context's owner).
  *
- * Return: descriptors with status 0; errors as documented for
- * struct kvblk_load_many.
+ * Return: the batch, ready for kvblk_batch_submit(); or an ERR_PTR with
+ * the call's error, after the results and header were written back as
+ * struct kvblk_load_many says for a call rejected before submission.
  */
-long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
+struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
+					void __user *uarg)
 {
 	struct kvblk_load_many lm;
 	struct kvblk_desc *descs = NULL;
 	struct kvblk_batch *b = NULL;
 	struct kvblk_ns *ns;
 	u64 nr_cmds, bytes;
-	u32 usize, bad = 0, i;
-	long ret;
+	u32 usize, bad = 0;
+	int ret;
 
 	ret = kvblk_copy_in(&lm, sizeof(lm), uarg, KVBLK_LOAD_MANY_SIZE_VER0, &usize);
 	if (ret)
-		return ret;
-	if ((lm.flags & ~KVBLK_LOAD_F_ALL) || lm.reserved[0] || lm.reserved[1])
-		return -EINVAL;
-	if (!lm.nr_descs || lm.desc_bytes < KVBLK_DESC_SIZE_VER0 ||
-	    lm.result_bytes < KVBLK_DESC_RESULT_SIZE_VER0)
-		return -EINVAL;
-	/* Bounds the zero-tail scan per descriptor (clone3()/openat2() rule). */
-	if (lm.desc_bytes > PAGE_SIZE || lm.result_bytes > PAGE_SIZE)
-		return -E2BIG;
-	ns = kvblk_ctx_ns(ctx);
-	if (lm.nr_descs > (ns ? READ_ONCE(ns->max_descs) : READ_ONCE(g_max_descs)))
-		return -E2BIG;
+		return ERR_PTR(ret);
+	ret = kvblk_check_header(ctx, &lm);
+	if (ret)
+		return ERR_PTR(ret);
 
 	lm.bad_index = -1;
 	lm.nr_ok = 0;
@@ -666,6 +688,7 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 	lm.nr_cmds = 0;
 	lm.elapsed_ns = 0;
 
+	ns = kvblk_ctx_ns(ctx);
 	if (!ns) {
 		ret = -ENXIO;
 		goto out_reject;
@@ -712,10 +735,118 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 	lm.nr_targets = b->nr_btgts;
 	lm.engine = is_power_of_2(b->engines) ? ilog2(b->engines) :
 		    KVBLK_ENGINE_MIXED;
+	b->lm = lm;
+	b->uarg = uarg;
+	b->usize = usize;
+	return b;
 
-	ret = kvblk_submit_all(b);
+out_reject:
+	kvfree(descs);
+	if (b)
+		kvblk_batch_release(b, false);
+	if (ret == -EINTR)
+		return ERR_PTR(ret);	/* killed while copying descriptors: write nothing */
+	/* -EFAULT copying the descriptors: the results may be unwritable too. */
+	if (ret != -EFAULT || lm.bad_index >= 0)
+		kvblk_put_rejected(&lm, lm.bad_index, ret);
+	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
+	return ERR_PTR(ret);
+}
+
+/**
+ * kvblk_batch_submit() - put every command of a prepared batch in flight.
+ * @b: from kvblk_batch_prepare(), with @b->end set for an asynchronous
+ *     batch.
+ *
+ * Returns when every command was handed to its engine, or when submission
+ * stopped early (b->submit_ret: -EINTR fatal signal, -ENOMEM, -ENOLINK the
+ * queue is going away; the objects not submitted carry their status). For
+ * a synchronous batch (no @b->end) the caller then waits for b->done; an
+ * asynchronous batch may be ended, and @b gone, as soon as this returns.
+ */
+void kvblk_batch_submit(struct kvblk_batch *b)
+{
+	b->submit_ret = kvblk_submit_all(b);
 	if (atomic_dec_and_test(&b->pending))
 		kvblk_batch_done(b);
+}
+
+/**
+ * kvblk_batch_finish() - the end of a batch whose commands all completed.
+ * @b: the batch; released here.
+ * @ret: 0, or how submission or the wait ended (-EINTR: the caller was
+ *       killed, nothing is written back).
+ *
+ * Syncs what the PRP engine's mapping received, writes the per-object
+ * results and the header's output fields into the caller's memory, traces
+ * the end and releases the batch. Process context of the context's owner
+ * (its address space) unless @ret is -EINTR.
+ *
+ * Return: descriptors with status 0, or the call's error.
+ */
+long kvblk_batch_finish(struct kvblk_batch *b, long ret)
+{
+	struct kvblk_load_many *lm = &b->lm;
+	u32 i;
+
+	for (i = 0; i < b->nr_objs; i++) {
+		struct kvblk_obj *o = &b->objs[i];
+
+		if (o->status)
+			continue;
+		/* Only what the PRP engine's mapping received is synced. */
+		if (o->bt->t->engine->dma_mapped)
+			kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		lm->nr_ok++;
+	}
+	lm->nr_cmds = b->nr_cmds;
+	lm->elapsed_ns = b->nr_cmds ? b->t_done - b->t_first : 0;
+	/* A lost queue fails objects, not the call. */
+	if (!ret || ret == -ENOLINK)
+		ret = lm->nr_ok;
+
+	if (ret != -EINTR) {
+		for (i = 0; i < b->nr_objs; i++) {
+			struct kvblk_obj *o = &b->objs[i];
+
+			if (kvblk_put_result(lm, i, o->status,
+					     o->status ? 0 : o->length)) {
+				ret = -EFAULT;
+				break;
+			}
+		}
+		if (kvblk_copy_out(b->uarg, lm, sizeof(*lm), b->usize))
+			ret = -EFAULT;
+	}
+	trace_kvblk_batch_end(b->ns->info.devt, b->id, b->nr_objs, lm->nr_ok,
+			      b->nr_cmds, lm->elapsed_ns, ret);
+	kvblk_batch_release(b, true);
+	return ret;
+}
+
+/**
+ * kvblk_ioctl_load_many() - KVBLK_IOC_LOAD_MANY: submit a batch and wait.
+ * @ctx: context.
+ * @uarg: user pointer to struct kvblk_load_many.
+ *
+ * Once the header is accepted, every outcome writes the per-descriptor
+ * results and the header's output fields (best effort when the call fails
+ * as a whole).
+ *
+ * Return: descriptors with status 0; errors as documented for
+ * struct kvblk_load_many.
+ */
+long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
+{
+	struct kvblk_batch *b;
+	long ret;
+
+	b = kvblk_batch_prepare(ctx, uarg);
+	if (IS_ERR(b))
+		return PTR_ERR(b);
+	kvblk_batch_submit(b);
+	/* Synchronous: b lives until kvblk_batch_finish() (or its abandon). */
+	ret = b->submit_ret;
 	if (ret == -EINTR || kvblk_wait_done(b)) {
 		b->interrupted = true;
 		/* Full barrier: the completion side sees ->interrupted. */
@@ -729,50 +860,5 @@ long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg)
 		b->interrupted = true;
 		ret = -EINTR;
 	}
-
-	for (i = 0; i < b->nr_objs; i++) {
-		struct kvblk_obj *o = &b->objs[i];
-
-		if (o->status)
-			continue;
-		/* Only what the PRP engine's mapping received is synced. */
-		if (o->bt->t->engine->dma_mapped)
-			kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
-		lm.nr_ok++;
-	}
-	lm.nr_cmds = b->nr_cmds;
-	lm.elapsed_ns = b->nr_cmds ? b->t_done - b->t_first : 0;
-	/* A lost queue fails objects, not the call. */
-	if (!ret || ret == -ENOLINK)
-		ret = lm.nr_ok;
-
-	if (ret != -EINTR) {
-		for (i = 0; i < b->nr_objs; i++) {
-			struct kvblk_obj *o = &b->objs[i];
-
-			if (kvblk_put_result(&lm, i, o->status,
-					     o->status ? 0 : o->length)) {
-				ret = -EFAULT;
-				break;
-			}
-		}
-		if (kvblk_copy_out(uarg, &lm, sizeof(lm), usize))
-			ret = -EFAULT;
-	}
-	trace_kvblk_batch_end(ns->info.devt, b->id, b->nr_objs, lm.nr_ok,
-			      b->nr_cmds, lm.elapsed_ns, ret);
-	kvblk_batch_release(b, true);
-	return ret;
-
-out_reject:
-	kvfree(descs);
-	if (b)
-		kvblk_batch_release(b, false);
-	if (ret == -EINTR)
-		return ret;	/* killed while copying descriptors: write nothing */
-	/* -EFAULT copying the descriptors: the results may be unwritable too. */
-	if (ret != -EFAULT || lm.bad_index >= 0)
-		kvblk_put_rejected(&lm, lm.bad_index, ret);
-	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
-	return ret;
+	return kvblk_batch_finish(b, ret);
 }

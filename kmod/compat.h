@@ -114,4 +114,19 @@ static inline size_t dma_max_mapping_size(struct device *dev)
 #define KVBLK_WITH_DMABUF 1
 #endif
 
+/*
+ * IORING_OP_URING_CMD on /dev/kvblk (uring.c): built when the kernel has
+ * io_uring, a way to reach the SQE's command area (io_uring_cmd::cmd on
+ * 6.1, ::sqe->cmd on 6.12 and 7.2), one of the two io_uring_cmd_done()
+ * forms and one of the two task-work callback forms. Otherwise
+ * file_operations.uring_cmd stays unset (io_uring answers -EOPNOTSUPP)
+ * and GET_FEATURES lacks KVBLK_FEAT_URING_CMD.
+ */
+#if IS_ENABLED(CONFIG_IO_URING) && \
+	(defined(KVBLK_HAVE_URING_CMD_CMD) || defined(KVBLK_HAVE_URING_CMD_SQE)) && \
+	(defined(KVBLK_HAVE_URING_CMD_DONE_RES2) || defined(KVBLK_HAVE_URING_CMD_DONE_3)) && \
+	(defined(KVBLK_HAVE_URING_CMD_TW_CMD) || defined(KVBLK_HAVE_URING_CMD_TW_REQ))
+#define KVBLK_WITH_URING_CMD 1
+#endif
+
 #endif /* KVBLK_COMPAT_H */

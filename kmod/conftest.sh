@@ -241,6 +241,97 @@ void kvblk_probe(struct dma_buf *d)
 }
 EOF
 
+# ---- io_uring command (uring.c) ----
+# <linux/io_uring/cmd.h> declares struct io_uring_cmd (6.12, 7.2); before,
+# <linux/io_uring.h> did (6.1).
+probe IO_URING_CMD_H <<'EOF'
+#include <linux/io_uring/cmd.h>
+u32 kvblk_probe(struct io_uring_cmd *c);
+u32 kvblk_probe(struct io_uring_cmd *c)
+{
+	return c->cmd_op;
+}
+EOF
+
+# The SQE's command area is io_uring_cmd::cmd (6.1) ...
+probe URING_CMD_CMD <<'EOF'
+#include <linux/io_uring.h>
+const void *kvblk_probe(struct io_uring_cmd *c);
+const void *kvblk_probe(struct io_uring_cmd *c)
+{
+	return c->cmd;
+}
+EOF
+
+# ... or io_uring_cmd::sqe->cmd (6.12, 7.2).
+probe URING_CMD_SQE <<'EOF'
+#include <linux/io_uring/cmd.h>
+const void *kvblk_probe(struct io_uring_cmd *c);
+const void *kvblk_probe(struct io_uring_cmd *c)
+{
+	return c->sqe->cmd;
+}
+EOF
+
+# io_uring_cmd_done(cmd, ret, res2, issue_flags) (6.1 stable, 6.12) ...
+probe URING_CMD_DONE_RES2 <<'EOF'
+#if __has_include(<linux/io_uring/cmd.h>)
+#include <linux/io_uring/cmd.h>
+#else
+#include <linux/io_uring.h>
+#endif
+void kvblk_probe(struct io_uring_cmd *c, unsigned int f);
+void kvblk_probe(struct io_uring_cmd *c, unsigned int f)
+{
+	io_uring_cmd_done(c, 0, 0, f);
+}
+EOF
+
+# ... or io_uring_cmd_done(cmd, ret, issue_flags) (7.2).
+probe URING_CMD_DONE_3 <<'EOF'
+#include <linux/io_uring/cmd.h>
+void kvblk_probe(struct io_uring_cmd *c, unsigned int f);
+void kvblk_probe(struct io_uring_cmd *c, unsigned int f)
+{
+	io_uring_cmd_done(c, 0, f);
+}
+EOF
+
+# io_uring_cmd_complete_in_task() takes a callback of
+# (struct io_uring_cmd *, unsigned int issue_flags) (6.1, 6.12) ...
+probe URING_CMD_TW_CMD <<'EOF'
+#if __has_include(<linux/io_uring/cmd.h>)
+#include <linux/io_uring/cmd.h>
+#else
+#include <linux/io_uring.h>
+#endif
+static void kvblk_probe_cb(struct io_uring_cmd *c, unsigned int f)
+{
+}
+void kvblk_probe(struct io_uring_cmd *c);
+void kvblk_probe(struct io_uring_cmd *c)
+{
+	io_uring_cmd_complete_in_task(c, kvblk_probe_cb);
+}
+EOF
+
+# ... or of (struct io_tw_req, io_tw_token_t) with io_uring_cmd_from_tw()
+# and IO_URING_CMD_TASK_WORK_ISSUE_FLAGS (7.2).
+probe URING_CMD_TW_REQ <<'EOF'
+#include <linux/io_uring/cmd.h>
+static void kvblk_probe_cb(struct io_tw_req tw_req, io_tw_token_t tw)
+{
+	struct io_uring_cmd *c = io_uring_cmd_from_tw(tw_req);
+
+	io_uring_cmd_done(c, tw.cancel, IO_URING_CMD_TASK_WORK_ISSUE_FLAGS);
+}
+void kvblk_probe(struct io_uring_cmd *c);
+void kvblk_probe(struct io_uring_cmd *c)
+{
+	io_uring_cmd_complete_in_task(c, kvblk_probe_cb);
+}
+EOF
+
 objs=
 for f in "$tmp"/probe_*.c; do
 	objs="$objs $(basename "$f" .c).o"

@@ -66,6 +66,8 @@ static long kvblk_ioctl_get_features(void __user *uarg)
 
 	if (IS_ENABLED(CONFIG_MMU_NOTIFIER))
 		feat |= KVBLK_FEAT_MM_GUARD;
+	if (kvblk_uring_cmd_supported())
+		feat |= KVBLK_FEAT_URING_CMD;
 
 	return put_user(feat, (u64 __user *)uarg) ? -EFAULT : 0;
 }

@@ -367,6 +367,21 @@ struct kvblk_batch {
 	struct completion done;
 	struct work_struct free_work;	/* release of an abandoned batch */
 	/*
+	 * The caller's header (outputs filled in at the end), where it lives
+	 * and its size; how submission ended (kvblk_batch_submit()).
+	 */
+	struct kvblk_load_many lm;
+	void __user *uarg;
+	u32 usize;
+	int submit_ret;
+	/*
+	 * Asynchronous batch (uring.c): called by the last completion, in any
+	 * context, instead of waking a waiter; it owns the batch from then on
+	 * and ends it with kvblk_batch_finish() in the caller's task.
+	 */
+	void (*end)(struct kvblk_batch *b);
+	void *end_data;
+	/*
 	 * Command slots: at most max_inflight commands in flight. end_io puts
 	 * a slot on @free_list (lock-free) and counts it in @nr_free; the
 	 * submitter takes the whole list at once into @local, which only it
@@ -466,7 +481,16 @@ int kvblk_prp_build(struct kvblk_prp_pools *pools, const struct kvblk_buf *buf,
 void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp);
 
 /* batch.c */
+struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
+					void __user *uarg);
+void kvblk_batch_submit(struct kvblk_batch *b);
+long kvblk_batch_finish(struct kvblk_batch *b, long ret);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
+
+/* uring.c: IORING_OP_URING_CMD on /dev/kvblk (compat.h: KVBLK_WITH_URING_CMD) */
+struct io_uring_cmd;
+int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags);
+bool kvblk_uring_cmd_supported(void);
 
 /* batch_check.c: whole-batch rules after each descriptor was validated */
 int kvblk_batch_check(struct kvblk_batch *b, u32 *bad);

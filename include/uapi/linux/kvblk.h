@@ -586,6 +586,77 @@ struct kvblk_load_many {
 #define KVBLK_IOC_LOAD_MANY		_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_load_many)
 
 /*
+ * ---- Asynchronous batches through io_uring (KVBLK_FEAT_URING_CMD) ----
+ *
+ * An IORING_OP_URING_CMD SQE on the /dev/kvblk fd submits one LOAD_MANY
+ * batch; its one CQE comes when every command of the batch completed:
+ *
+ *   sqe->opcode  IORING_OP_URING_CMD, sqe->fd the context's fd (or a fixed
+ *                file), sqe->cmd_op KVBLK_URING_CMD_LOAD_MANY;
+ *   sqe->cmd     struct kvblk_uring_cmd (16 bytes: fits a 64-byte SQE,
+ *                IORING_SETUP_SQE128 is not needed).
+ *
+ * The command area carries a pointer to a struct kvblk_load_many exactly
+ * as KVBLK_IOC_LOAD_MANY takes it, not the batch itself, as ublk's control
+ * commands carry their buffer's address: the header grows by its @size
+ * rule, its output fields and the per-descriptor results are written back
+ * into the caller's memory as the ioctl writes them, and the descriptors
+ * are already behind a pointer; so one batch layer serves both paths and
+ * a 64-byte SQE is enough.
+ *
+ * The batch is the ioctl's: the same checks in the same order, the same
+ * results, output fields and errors; the CQE's res is what the ioctl
+ * would return: the number of descriptors with status 0, or the call's
+ * -errno (then, where the ioctl writes results, they were written too).
+ * Results and output fields are written before the CQE is posted, by the
+ * task that submitted the SQE. The header, the descriptors and the
+ * results must stay valid until the CQE is reaped (the header and the
+ * descriptors are read when the SQE is issued, which IOSQE_ASYNC or
+ * SQPOLL may delay). Issuing reads, validates and submits the batch in the
+ * submitting task (or io_uring's worker or SQPOLL thread, which share its
+ * address space), and may sleep there: on the context's lock and, when
+ * the batch has more commands than the max_inflight tunable, until
+ * commands of its own complete. Any number of batches may be in flight
+ * on a context, each bounded by max_inflight on its own.
+ *
+ * CQE res errors besides those of struct kvblk_load_many:
+ * -EOPNOTSUPP the module was built for a kernel without what it needs
+ * (GET_FEATURES lacks KVBLK_FEAT_URING_CMD), or a ring made with
+ * IORING_SETUP_IOPOLL where io_uring asks for polled completion (6.1,
+ * 6.12; 7.2 runs the batch as on any ring); -ENOTTY another sqe->cmd_op;
+ * -EINVAL @flags or @reserved not 0; -EBADFD the ring's task is not in
+ * the context's address space (see "Processes and remapped host
+ * buffers"); -EFAULT @load_many unreadable; -EINTR the submitting task
+ * was killed during submission, or exited before the batch ended (nothing
+ * is written back then; commands in flight still complete into the
+ * pinned buffers first).
+ *
+ * Teardown: the ring waits for the batch (closing the ring fd, or the
+ * process exiting, returns once every batch in flight ended); nothing
+ * stays pinned or in flight after that. A batch cannot be cancelled
+ * (IORING_OP_ASYNC_CANCEL does not find it); it ends when its commands
+ * complete. One CQE per batch: there are no per-object CQEs.
+ */
+#define KVBLK_FEAT_URING_CMD	(1ULL << 8)
+
+/**
+ * struct kvblk_uring_cmd - the SQE command area of KVBLK_URING_CMD_LOAD_MANY
+ * @load_many: user pointer to a struct kvblk_load_many.
+ * @flags:     must be 0.
+ * @reserved:  must be 0.
+ *
+ * Fixed at 16 bytes (a 64-byte SQE's command area); new options come as
+ * @flags bits, new batch fields through kvblk_load_many.size.
+ */
+struct kvblk_uring_cmd {
+	__u64 load_many;
+	__u32 flags;
+	__u32 reserved;
+};
+
+#define KVBLK_URING_CMD_LOAD_MANY	_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_uring_cmd)
+
+/*
  * ---- Processes and remapped host buffers (since KVBLK_API_VERSION 2) ----
  *
  * A context belongs to the address space (mm) of the process that opened

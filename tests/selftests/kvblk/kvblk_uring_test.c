@@ -1,0 +1,654 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kvblk_uring_test - IORING_OP_URING_CMD on /dev/kvblk (KVBLK_FEAT_URING_CMD).
+ *
+ * Against the VM's emulated namespace ($KVBLK_TEST_DEVICE, default
+ * /dev/nvme0n1), kvblk.ko loaded:
+ *   feature_bit       the bit matches what the module answers: -ENOTTY for
+ *                     another cmd_op, -EINVAL for flags (else -EOPNOTSUPP);
+ *                     an IOPOLL ring -EOPNOTSUPP; another process -EBADFD
+ *   many_in_flight    32 SQEs on one ring, each a batch of 8 objects, PRP and
+ *                     block-layer engines: every CQE's res = nr_descs, every
+ *                     result 0/length, bytes equal pread(O_DIRECT), canaries
+ *   bad_descriptor    a rejected batch's CQE, bad_index and results equal the
+ *                     ioctl's for the same batch; nothing read or submitted
+ *   teardown_*        a child that sees commands of its batches in flight
+ *                     kills itself (SIGKILL), or closes its ring and
+ *                     /dev/kvblk fds and lives on: module references and
+ *                     FOLL_PIN pages back to their baselines
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <liburing.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/kvblk.h>
+
+#include "kselftest_harness.h"
+
+#define NR_BATCHES	32
+#define NR_OBJS		8
+#define BUF_BYTES	(32ULL << 20)
+#define TD_BUF_BYTES	(64ULL << 20)
+#define CANARY		0x5a
+
+static const char *dev_path(void)
+{
+	const char *d = getenv("KVBLK_TEST_DEVICE");
+
+	return d && *d ? d : "/dev/nvme0n1";
+}
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000ULL + ts.tv_nsec / 1000000;
+}
+
+static long long read_ll(const char *path)
+{
+	long long v = LLONG_MIN;
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (fscanf(f, "%lld", &v) != 1)
+			v = LLONG_MIN;
+		fclose(f);
+	}
+	return v;
+}
+
+static long long module_refcnt(void)
+{
+	return read_ll("/sys/module/kvblk/refcnt");
+}
+
+/* FOLL_PIN pages pinned system-wide and not yet released (exact). */
+static long long pins_outstanding(void)
+{
+	long long acq = -1, rel = -1, v;
+	char name[64];
+	FILE *f;
+	int fd = open("/proc/sys/vm/stat_refresh", O_WRONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (write(fd, "1\n", 2) < 0)
+			perror("stat_refresh");
+		close(fd);
+	}
+	f = fopen("/proc/vmstat", "re");
+	if (!f)
+		return LLONG_MIN;
+	while (fscanf(f, "%63s %lld", name, &v) == 2) {
+		if (!strcmp(name, "nr_foll_pin_acquired"))
+			acq = v;
+		else if (!strcmp(name, "nr_foll_pin_released"))
+			rel = v;
+	}
+	fclose(f);
+	return acq < 0 || rel < 0 ? LLONG_MIN : acq - rel;
+}
+
+static long long settle(long long (*fn)(void), long long want, unsigned int ms)
+{
+	uint64_t end = now_ms() + ms;
+	long long v;
+
+	while ((v = fn()) != want && now_ms() < end)
+		usleep(20000);
+	return v;
+}
+
+static __u64 features(void)
+{
+	__u64 f = 0;
+	int kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+
+	if (kfd >= 0) {
+		if (ioctl(kfd, KVBLK_IOC_GET_FEATURES, &f))
+			f = 0;
+		close(kfd);
+	}
+	return f;
+}
+
+struct kctx {
+	int kfd;
+	struct kvblk_attach a;
+	__u32 buf_id;
+	unsigned char *mem;
+	size_t len;
+};
+
+/* A context attached to the device (@flags) with @len bytes registered. */
+static int kctx_open(struct kctx *c, __u32 flags, size_t len)
+{
+	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_HOST };
+	int bfd, ret = 0;
+
+	memset(c, 0, sizeof(*c));
+	c->a.size = sizeof(c->a);
+	c->a.flags = flags;
+	c->kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	if (c->kfd < 0)
+		return -errno;
+	bfd = open(dev_path(), O_RDONLY | O_CLOEXEC);
+	if (bfd < 0)
+		return -errno;
+	c->a.bdev_fd = bfd;
+	if (ioctl(c->kfd, KVBLK_IOC_ATTACH, &c->a))
+		ret = -errno;
+	close(bfd);
+	if (ret)
+		return ret;
+	c->mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (c->mem == MAP_FAILED)
+		return -ENOMEM;
+	c->len = len;
+	r.addr = (uintptr_t)c->mem;
+	r.len = len;
+	if (ioctl(c->kfd, KVBLK_IOC_REGISTER_BUFFER, &r))
+		return -errno;
+	c->buf_id = r.buf_id;
+	return 0;
+}
+
+static void kctx_close(struct kctx *c)
+{
+	if (c->kfd >= 0)
+		close(c->kfd);
+	if (c->mem && c->mem != MAP_FAILED)
+		munmap(c->mem, c->len);
+}
+
+/* One batch: its descriptors, results and header. */
+struct batch {
+	struct kvblk_desc d[NR_OBJS];
+	struct kvblk_desc_result res[NR_OBJS];
+	struct kvblk_load_many lm;
+};
+
+static void batch_header(struct batch *b, __u32 n)
+{
+	memset(&b->lm, 0, sizeof(b->lm));
+	b->lm.size = sizeof(b->lm);
+	b->lm.nr_descs = n;
+	b->lm.desc_bytes = sizeof(b->d[0]);
+	b->lm.descs = (uintptr_t)b->d;
+	b->lm.results = (uintptr_t)b->res;
+	b->lm.result_bytes = sizeof(b->res[0]);
+	memset(b->res, 0x77, sizeof(b->res));
+}
+
+/*
+ * @n objects of random LBA-aligned device offsets and lengths (up to
+ * @max_obj) at random aligned places of the buffer window [@win, @win +
+ * @win_len), gaps between them.
+ */
+static void batch_random(struct batch *b, const struct kctx *c, __u32 n,
+			 __u64 win, __u64 win_len, __u64 max_obj)
+{
+	__u64 lba = c->a.lba_size, align = c->a.buf_align ? c->a.buf_align : 4;
+	__u64 slot = win_len / n;
+
+	if (max_obj > slot)
+		max_obj = slot;
+	for (__u32 i = 0; i < n; i++) {
+		__u64 len = (1 + rnd() % (max_obj / lba)) * lba;
+		__u64 room = slot - len, at;
+
+		at = win + i * slot + (room ? (rnd() % room) & ~(align - 1) : 0);
+		b->d[i] = (struct kvblk_desc){
+			.offset = (rnd() % ((c->a.capacity - len) / lba)) * lba,
+			.length = len,
+			.buf_offset = at,
+			.buf_id = c->buf_id,
+			.tag = i,
+		};
+	}
+	batch_header(b, n);
+}
+
+static void prep_cmd(struct io_uring_sqe *sqe, int kfd, void *lm, __u32 flags,
+		     __u32 cmd_op, __u64 user_data)
+{
+	struct kvblk_uring_cmd cmd = { .load_many = (uintptr_t)lm, .flags = flags };
+
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, kfd, NULL, 0, 0);
+	sqe->cmd_op = cmd_op;
+	memcpy(sqe->cmd, &cmd, sizeof(cmd));
+	sqe->user_data = user_data;
+}
+
+/* Submit one command and return its CQE's res. */
+static int one_cmd(struct io_uring *ring, int kfd, void *lm, __u32 flags,
+		   __u32 cmd_op)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	prep_cmd(io_uring_get_sqe(ring), kfd, lm, flags, cmd_op, 1);
+	ret = io_uring_submit(ring);
+	if (ret != 1)
+		return ret < 0 ? ret : -EIO;
+	ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
+}
+
+/* Bytes of object @d equal pread(O_DIRECT); canaries elsewhere checked apart. */
+static int check_obj(int dfd, const struct kctx *c, const struct kvblk_desc *d)
+{
+	void *ref;
+	int ok;
+
+	if (posix_memalign(&ref, 4096, d->length))
+		return 0;
+	ok = pread(dfd, ref, d->length, d->offset) == (ssize_t)d->length &&
+	     !memcmp(ref, c->mem + d->buf_offset, d->length);
+	free(ref);
+	return ok;
+}
+
+/* Every byte of the buffer outside the batches' objects is still CANARY. */
+static size_t canaries_hit(const struct kctx *c, const struct batch *bs, int nb)
+{
+	unsigned char *map = calloc(1, c->len);
+	size_t bad = 0;
+
+	if (!map)
+		return SIZE_MAX;
+	for (int j = 0; j < nb; j++)
+		for (__u32 i = 0; i < bs[j].lm.nr_descs; i++)
+			memset(map + bs[j].d[i].buf_offset, 1, bs[j].d[i].length);
+	for (size_t i = 0; i < c->len; i++)
+		if (!map[i] && c->mem[i] != CANARY)
+			bad++;
+	free(map);
+	return bad;
+}
+
+TEST(feature_bit)
+{
+	__u64 f = features();
+	struct io_uring_params p = { .flags = IORING_SETUP_IOPOLL };
+	struct io_uring ring, ring2;
+	struct kctx c;
+	struct batch b;
+	int ret, status;
+	pid_t pid;
+
+	ASSERT_EQ(0, kctx_open(&c, 0, 1 << 20));
+	ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
+	memset(c.mem, CANARY, c.len);
+	batch_random(&b, &c, 1, 0, 1 << 20, 64 << 10);
+
+	ret = one_cmd(&ring, c.kfd, &b.lm, 0, KVBLK_IOC_LOAD_MANY + 1);
+	if (!(f & KVBLK_FEAT_URING_CMD)) {
+		/* No bit: the module answers nothing (io_uring: no uring_cmd). */
+		EXPECT_EQ(-EOPNOTSUPP, ret);
+		EXPECT_EQ(-EOPNOTSUPP, one_cmd(&ring, c.kfd, &b.lm, 0,
+					       KVBLK_URING_CMD_LOAD_MANY));
+		io_uring_queue_exit(&ring);
+		kctx_close(&c);
+		SKIP(return, "GET_FEATURES lacks KVBLK_FEAT_URING_CMD (and uring_cmd is -EOPNOTSUPP)");
+	}
+	EXPECT_EQ(-ENOTTY, ret);
+	EXPECT_EQ(-EINVAL, one_cmd(&ring, c.kfd, &b.lm, 1, KVBLK_URING_CMD_LOAD_MANY));
+	/* An unreadable header: -EFAULT, as the ioctl. */
+	EXPECT_EQ(-EFAULT, one_cmd(&ring, c.kfd, (void *)8, 0, KVBLK_URING_CMD_LOAD_MANY));
+	/* Nothing was read by the refused commands. */
+	for (size_t i = 0; i < c.len; i++)
+		if (c.mem[i] != CANARY) {
+			ASSERT_EQ(CANARY, c.mem[i]);
+		}
+	/* The good one works. */
+	EXPECT_EQ(1, one_cmd(&ring, c.kfd, &b.lm, 0, KVBLK_URING_CMD_LOAD_MANY));
+	EXPECT_EQ(0, b.res[0].status);
+
+	/*
+	 * IOPOLL rings: io_uring refuses commands without polled completion
+	 * (6.1, 6.12: -EOPNOTSUPP); where it takes them as they are (7.2),
+	 * the batch completes as on any ring.
+	 */
+	if (!io_uring_queue_init_params(8, &ring2, &p)) {
+		b.res[0].status = 77;
+		ret = one_cmd(&ring2, c.kfd, &b.lm, 0, KVBLK_URING_CMD_LOAD_MANY);
+		TH_LOG("IOPOLL ring: CQE res %d", ret);
+		if (ret != -EOPNOTSUPP) {
+			EXPECT_EQ(1, ret);
+			EXPECT_EQ(0, b.res[0].status);
+		}
+		io_uring_queue_exit(&ring2);
+	}
+	io_uring_queue_exit(&ring);
+
+	/* Another address space (a fork()ed child with the inherited fd): -EBADFD. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct io_uring r2;
+
+		if (io_uring_queue_init(4, &r2, 0))
+			_exit(2);
+		_exit(one_cmd(&r2, c.kfd, &b.lm, 0, KVBLK_URING_CMD_LOAD_MANY) ==
+		      -EBADFD ? 0 : 1);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	kctx_close(&c);
+}
+
+/* 32 batches in flight on one ring, for the context's engine @flags. */
+static void many_in_flight(struct __test_metadata *_metadata, __u32 flags)
+{
+	static struct batch bs[NR_BATCHES];
+	struct io_uring ring;
+	struct kctx c;
+	int seen[NR_BATCHES] = { 0 };
+	int dfd, bad = 0;
+
+	if (!(features() & KVBLK_FEAT_URING_CMD))
+		SKIP(return, "no KVBLK_FEAT_URING_CMD");
+	ASSERT_EQ(0, kctx_open(&c, flags, BUF_BYTES));
+	dfd = open(dev_path(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	ASSERT_EQ(0, io_uring_queue_init(NR_BATCHES * 2, &ring, 0));
+	memset(c.mem, CANARY, c.len);
+
+	for (int j = 0; j < NR_BATCHES; j++) {
+		batch_random(&bs[j], &c, NR_OBJS, j * (BUF_BYTES / NR_BATCHES),
+			     BUF_BYTES / NR_BATCHES, 128 << 10);
+		prep_cmd(io_uring_get_sqe(&ring), c.kfd, &bs[j].lm, 0,
+			 KVBLK_URING_CMD_LOAD_MANY, j);
+	}
+	ASSERT_EQ(NR_BATCHES, io_uring_submit(&ring));
+	for (int k = 0; k < NR_BATCHES; k++) {
+		struct io_uring_cqe *cqe;
+		__u64 j;
+
+		ASSERT_EQ(0, io_uring_wait_cqe(&ring, &cqe));
+		j = cqe->user_data;
+		ASSERT_GT((__u64)NR_BATCHES, j);
+		EXPECT_EQ(0, seen[j]);
+		seen[j]++;
+		EXPECT_EQ(NR_OBJS, cqe->res);
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	for (int j = 0; j < NR_BATCHES; j++) {
+		struct batch *b = &bs[j];
+
+		EXPECT_EQ((__u32)NR_OBJS, b->lm.nr_ok);
+		EXPECT_EQ(-1, b->lm.bad_index);
+		EXPECT_EQ(c.a.engine, b->lm.engine);
+		EXPECT_LE((__u64)NR_OBJS, b->lm.nr_cmds);
+		for (__u32 i = 0; i < NR_OBJS; i++) {
+			EXPECT_EQ(0, b->res[i].status);
+			EXPECT_EQ(b->d[i].length, b->res[i].bytes);
+			if (!check_obj(dfd, &c, &b->d[i]) && bad++ < 5)
+				TH_LOG("batch %d object %u (offset %llu, %llu bytes) differs from pread",
+				       j, i, (unsigned long long)b->d[i].offset,
+				       (unsigned long long)b->d[i].length);
+		}
+	}
+	EXPECT_EQ(0, bad);
+	EXPECT_EQ((size_t)0, canaries_hit(&c, bs, NR_BATCHES));
+	io_uring_queue_exit(&ring);
+	close(dfd);
+	kctx_close(&c);
+}
+
+TEST(many_in_flight_default_engine)
+{
+	many_in_flight(_metadata, 0);
+}
+
+TEST(many_in_flight_bio_engine)
+{
+	many_in_flight(_metadata, KVBLK_ATTACH_F_ENGINE_BIO);
+}
+
+/*
+ * Batch @b (descriptor 3 made bad by @spoil) through the ioctl and through
+ * uring_cmd: the same error, bad_index and results; nothing read.
+ */
+static void same_rejection(struct __test_metadata *_metadata, struct kctx *c,
+			   struct io_uring *ring, int want,
+			   void (*spoil)(struct kvblk_desc *d, const struct kctx *c))
+{
+	static struct batch bi, bu;
+	long ret;
+
+	batch_random(&bi, c, NR_OBJS, 0, 4 << 20, 64 << 10);
+	spoil(&bi.d[3], c);
+	bu = bi;
+	batch_header(&bu, NR_OBJS);
+	batch_header(&bi, NR_OBJS);
+	memset(c->mem, CANARY, c->len);
+
+	ret = ioctl(c->kfd, KVBLK_IOC_LOAD_MANY, &bi.lm);
+	EXPECT_EQ(-1, ret);
+	EXPECT_EQ(want, errno);
+	EXPECT_EQ(-want, one_cmd(ring, c->kfd, &bu.lm, 0, KVBLK_URING_CMD_LOAD_MANY));
+	EXPECT_EQ(3, bi.lm.bad_index);
+	EXPECT_EQ(bi.lm.bad_index, bu.lm.bad_index);
+	EXPECT_EQ(0U, bu.lm.nr_ok);
+	EXPECT_EQ(0ULL, bu.lm.nr_cmds);
+	for (int i = 0; i < NR_OBJS; i++) {
+		EXPECT_EQ(i == 3 ? -want : -ECANCELED, bu.res[i].status);
+		EXPECT_EQ(bi.res[i].status, bu.res[i].status);
+		EXPECT_EQ(0ULL, bu.res[i].bytes);
+	}
+	EXPECT_EQ((size_t)0, canaries_hit(c, &bu, 0));
+}
+
+static void spoil_misaligned(struct kvblk_desc *d, const struct kctx *c)
+{
+	d->offset += c->a.lba_size / 2;
+}
+
+static void spoil_past_end(struct kvblk_desc *d, const struct kctx *c)
+{
+	d->offset = c->a.capacity - d->length + c->a.lba_size;
+}
+
+static void spoil_buf_id(struct kvblk_desc *d, const struct kctx *c)
+{
+	d->buf_id = c->buf_id + 100;
+}
+
+static void spoil_overlap(struct kvblk_desc *d, const struct kctx *c)
+{
+	(void)c;
+	d->buf_offset = d[-1].buf_offset;
+}
+
+TEST(bad_descriptor)
+{
+	struct io_uring ring;
+	struct kctx c;
+	char path[PATH_MAX];
+	long long batches0 = 0, batches1;
+	char *disk;
+
+	if (!(features() & KVBLK_FEAT_URING_CMD))
+		SKIP(return, "no KVBLK_FEAT_URING_CMD");
+	ASSERT_EQ(0, kctx_open(&c, 0, 4 << 20));
+	ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
+	disk = strrchr(dev_path(), '/');
+	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/stats/batches", disk ? disk + 1 : "");
+	batches0 = read_ll(path);
+	ASSERT_NE(LLONG_MIN, batches0);
+
+	same_rejection(_metadata, &c, &ring, EINVAL, spoil_misaligned);
+	same_rejection(_metadata, &c, &ring, ERANGE, spoil_past_end);
+	same_rejection(_metadata, &c, &ring, EINVAL, spoil_buf_id);
+	same_rejection(_metadata, &c, &ring, EINVAL, spoil_overlap);
+	/* Nothing was submitted: no batch counted. */
+	batches1 = read_ll(path);
+	EXPECT_EQ(batches0, batches1);
+	io_uring_queue_exit(&ring);
+	kctx_close(&c);
+}
+
+enum teardown { TD_KILL, TD_CLOSE };
+
+static void inflight_path(char *path, size_t len)
+{
+	const char *disk = strrchr(dev_path(), '/');
+
+	snprintf(path, len, "/sys/kernel/kvblk/%s/stats/inflight", disk ? disk + 1 : "");
+}
+
+/*
+ * A child puts rounds of 32 batches of 8 objects of up to 256 KiB in flight
+ * until, right after a submission, it sees commands in flight (at most 50
+ * rounds); then it kills itself (TD_KILL), or closes its ring and
+ * /dev/kvblk fds and waits (TD_CLOSE). Module references and pinned pages
+ * come back to their baselines while (TD_CLOSE) the child still lives.
+ * Returns the commands in flight the child saw before its teardown.
+ */
+static long long teardown_once(struct __test_metadata *_metadata, enum teardown how)
+{
+	long long refs0, pins0, v, inflight;
+	int pfd[2], qfd[2], status;
+	char ch, path[PATH_MAX];
+	pid_t pid;
+
+	inflight_path(path, sizeof(path));
+	refs0 = module_refcnt();
+	pins0 = pins_outstanding();
+	if (refs0 == LLONG_MIN || pins0 == LLONG_MIN || pipe2(pfd, O_CLOEXEC) ||
+	    pipe2(qfd, O_CLOEXEC))
+		return LLONG_MIN;
+	pid = fork();
+	if (pid < 0)
+		return LLONG_MIN;
+	if (pid == 0) {
+		static struct batch bs[NR_BATCHES];
+		struct io_uring_cqe *cqe;
+		struct io_uring ring;
+		struct kctx c;
+
+		close(pfd[0]);
+		close(qfd[1]);
+		if (kctx_open(&c, 0, TD_BUF_BYTES) ||
+		    io_uring_queue_init(NR_BATCHES, &ring, 0))
+			_exit(2);
+		for (int round = 0; round < 50; round++) {
+			for (int j = 0; j < NR_BATCHES; j++) {
+				batch_random(&bs[j], &c, NR_OBJS,
+					     j * (TD_BUF_BYTES / NR_BATCHES),
+					     TD_BUF_BYTES / NR_BATCHES, 256 << 10);
+				prep_cmd(io_uring_get_sqe(&ring), c.kfd, &bs[j].lm, 0,
+					 KVBLK_URING_CMD_LOAD_MANY, j);
+			}
+			if (io_uring_submit(&ring) != NR_BATCHES)
+				_exit(3);
+			inflight = read_ll(path);
+			if (inflight > 0)
+				break;
+			for (int j = 0; j < NR_BATCHES; j++) {
+				if (io_uring_wait_cqe(&ring, &cqe))
+					_exit(4);
+				io_uring_cqe_seen(&ring, cqe);
+			}
+		}
+		if (how == TD_KILL) {
+			if (write(pfd[1], &inflight, sizeof(inflight)) != sizeof(inflight))
+				_exit(5);
+			raise(SIGKILL);
+		}
+		/*
+		 * Unmaps and closes the ring (nothing else holds it; the close
+		 * may wait for the batches), then the context.
+		 */
+		io_uring_queue_exit(&ring);
+		close(c.kfd);
+		if (write(pfd[1], &inflight, sizeof(inflight)) != sizeof(inflight))
+			_exit(5);
+		/* Wait for the parent. */
+		if (read(qfd[0], &ch, 1) < 0)
+			_exit(6);
+		_exit(0);
+	}
+	close(pfd[1]);
+	close(qfd[0]);
+	if (read(pfd[0], &inflight, sizeof(inflight)) != sizeof(inflight)) {
+		TH_LOG("the child failed before its teardown");
+		inflight = LLONG_MIN;
+	}
+	/* Everything the batches held is released (the child alive for TD_CLOSE). */
+	v = settle(module_refcnt, refs0, 20000);
+	EXPECT_EQ(refs0, v);
+	v = settle(pins_outstanding, pins0, 20000);
+	EXPECT_EQ(pins0, v);
+	if (how == TD_CLOSE) {
+		EXPECT_EQ(0, kill(pid, 0));	/* it was alive throughout */
+	}
+	close(qfd[1]);
+	EXPECT_EQ(pid, waitpid(pid, &status, 0));
+	if (how == TD_KILL) {
+		EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	} else {
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	close(pfd[0]);
+	EXPECT_EQ(refs0, module_refcnt());
+	EXPECT_EQ(pins0, pins_outstanding());
+	return inflight;
+}
+
+/* Until the teardown found commands in flight (at most 5 tries). */
+static void teardown(struct __test_metadata *_metadata, enum teardown how)
+{
+	long long inflight = 0;
+
+	if (!(features() & KVBLK_FEAT_URING_CMD))
+		SKIP(return, "no KVBLK_FEAT_URING_CMD");
+	for (int i = 0; i < 5 && inflight <= 0 && _metadata->passed; i++) {
+		inflight = teardown_once(_metadata, how);
+		ASSERT_NE(LLONG_MIN, inflight);
+		TH_LOG("try %d: %lld commands in flight at the teardown", i + 1, inflight);
+	}
+	if (inflight <= 0)
+		SKIP(return, "no command was in flight at the teardown in 5 tries (precondition not met; no fault seen)");
+}
+
+TEST(teardown_killed)
+{
+	teardown(_metadata, TD_KILL);
+}
+
+TEST(teardown_ring_closed)
+{
+	teardown(_metadata, TD_CLOSE);
+}
+
+TEST_HARNESS_MAIN
