@@ -59,7 +59,9 @@ fi
 cd "$src"
 echo "deb: building kvblk $ver in $src ($how; DEB_BUILD_OPTIONS=$opts)"
 rc=0
-DEB_BUILD_OPTIONS="$opts" dpkg-buildpackage -b -us -uc $([ "$how" = clean ] || echo -nc) 2>&1 |
+nc=()
+[ "$how" = clean ] || nc=(-nc)
+DEB_BUILD_OPTIONS="$opts" dpkg-buildpackage -b -us -uc "${nc[@]}" 2>&1 |
 	while IFS= read -r line; do printf '[+%d s] %s\n' $(( $(date +%s) - start )) "$line"; done \
 	>"$out/build.log" || rc=$?
 if [ "$rc" -ne 0 ]; then

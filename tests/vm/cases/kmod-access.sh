@@ -40,7 +40,7 @@ grep -q '^kvblk ' /proc/modules && fail "kvblk is loaded before the test"
 
 # 1. Group and users.
 rm -rf "$scratch"
-mkdir -p -m 0755 "$scratch/etc" "$scratch/bin"
+mkdir -m 0755 "$scratch" "$scratch/etc" "$scratch/bin"
 cp /etc/passwd /etc/group /etc/shadow /etc/gshadow "$scratch/etc/"
 groupadd -P "$scratch" --system kvblk || fail "groupadd kvblk"
 useradd -P "$scratch" -M -d /tmp -U -G kvblk kvacc || fail "useradd kvacc"
