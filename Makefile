@@ -30,7 +30,10 @@ deps-deb:
 	@$(DEPS) deb
 
 # Debian packages (debian/): kvblk-dkms, libkvblk0, libkvblk-dev, kvblk-tools, python3-kvblk
-# into $(BUILD)/deb/, then lintian (errors fail). A clean build of everything: minutes.
+# into $(BUILD)/deb/, then lintian (errors fail). No tests in the package build (make check
+# runs them), no -dbgsym packages; nothing changed since the last good build: nothing runs;
+# else incremental (CMake's build folder kept). KVBLK_DEB_CLEAN=1: from scratch.
+# Times: see packaging/build-deb.sh and README "Install on a serving host".
 deb: deps-deb
 	JOBS=$(JOBS) packaging/build-deb.sh $(BUILD)
 
@@ -93,10 +96,15 @@ vmtest-fuzz: deps-vm
 	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --cases '^fuzz$$' --variants '$(or $(VARIANTS),lba4k,iommu)'
 
 # The packages of `make deb` installed with apt in a guest (writable overlay over its root),
-# kvblk.ko built there by DKMS, loaded, used by a user of the kvblk group, purged; 6.1 only.
+# kvblk.ko built there by DKMS, loaded, used by a user of the kvblk group, purged.
+# [KERNEL=6.1|6.12|7.2]: on 6.12 and 7.2 kvblk-dkms alone, in that kernel's root with its
+# compiler, with dkms and adduser of that release (packaging/kroot-deps.sh fetches them once).
 # Minutes under TCG (the DKMS build): not part of make check; see tests/vm/README.md.
+KROOTS = $(or $(KVBLK_VM_KROOTS),$(BUILD)/kroots)
+kroot_rel = $(if $(filter 6.12 trixie,$(1)),trixie,$(if $(filter 7.2 sid,$(1)),sid))
 vmtest-install: deb deps-vm
-	tests/vm/run-suite.sh --manifest tests/vm/install.list --no-build $(if $(VARIANTS),--variants '$(VARIANTS)')
+	$(if $(call kroot_rel,$(KERNEL)),packaging/kroot-deps.sh $(call kroot_rel,$(KERNEL)) $(KROOTS)/$(call kroot_rel,$(KERNEL)) $(BUILD)/deb-deps/$(call kroot_rel,$(KERNEL)))
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --manifest tests/vm/install.list --no-build $(if $(VARIANTS),--variants '$(VARIANTS)')
 
 vmshell: deps-vm
 	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-vm.sh --shell $(or $(VARIANT),lba4k)
