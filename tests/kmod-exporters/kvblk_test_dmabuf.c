@@ -204,8 +204,8 @@ static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 
 	if (copy_from_user(&c, uarg, sizeof(c)))
 		return -EFAULT;
-	if (c.flags || !c.len || c.len > KVBLK_TEST_DMABUF_MAX_BYTES ||
-	    !PAGE_ALIGNED(c.len))
+	if ((c.flags & ~KVBLK_TEST_DMABUF_F_RDONLY) || !c.len ||
+	    c.len > KVBLK_TEST_DMABUF_MAX_BYTES || !PAGE_ALIGNED(c.len))
 		return -EINVAL;
 	b = kzalloc(sizeof(*b), GFP_KERNEL);
 	if (!b)
@@ -227,7 +227,7 @@ static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 
 	exp.ops = &tdb_ops;
 	exp.size = c.len;
-	exp.flags = O_RDWR;
+	exp.flags = c.flags & KVBLK_TEST_DMABUF_F_RDONLY ? O_RDONLY : O_RDWR;
 	exp.priv = b;
 	dmabuf = dma_buf_export(&exp);
 	if (IS_ERR(dmabuf)) {

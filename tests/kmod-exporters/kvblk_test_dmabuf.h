@@ -27,8 +27,10 @@
  * struct kvblk_test_dmabuf_create - KVBLK_TEST_DMABUF_CREATE
  * @len:   in: bytes, a non-zero multiple of the page size, at most
  *         KVBLK_TEST_DMABUF_MAX_BYTES. The pages are zeroed.
- * @fd:    out: the dma-buf fd (O_RDWR | O_CLOEXEC); also the return value.
- * @flags: in: must be 0.
+ * @fd:    out: the dma-buf fd (O_RDWR | O_CLOEXEC, or O_RDONLY with
+ *         KVBLK_TEST_DMABUF_F_RDONLY); also the return value.
+ * @flags: in: 0 or KVBLK_TEST_DMABUF_F_RDONLY (the exporter grants read
+ *         access only: the dma-buf's file lacks FMODE_WRITE).
  *
  * Errors: -EINVAL bad @len or @flags; -ENOMEM.
  */
@@ -37,6 +39,8 @@ struct kvblk_test_dmabuf_create {
 	__s32 fd;
 	__u32 flags;
 };
+
+#define KVBLK_TEST_DMABUF_F_RDONLY	(1U << 0)
 
 /**
  * struct kvblk_test_dmabuf_rw - KVBLK_TEST_DMABUF_READ / _WRITE

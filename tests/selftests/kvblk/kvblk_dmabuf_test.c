@@ -532,6 +532,27 @@ TEST_F(dmabuf, bad_fd_ebadf)
 }
 
 /*
+ * The device writes into a registered dma-buf, so the exporter must have
+ * granted write access: a dma-buf exported read-only (its file lacks
+ * FMODE_WRITE) is refused with -EACCES, holding no attachment.
+ */
+TEST_F(dmabuf, read_only_dmabuf_eacces)
+{
+	const uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+	struct kvblk_test_dmabuf_create c = { .len = pg, .flags = KVBLK_TEST_DMABUF_F_RDONLY };
+	struct kvblk_test_dmabuf_counts n;
+	int dfd;
+
+	dfd = ioctl(self->tfd, KVBLK_TEST_DMABUF_CREATE, &c);
+	ASSERT_LE(0, dfd);
+	EXPECT_EQ(O_RDONLY, fcntl(dfd, F_GETFL) & O_ACCMODE);
+	EXPECT_EQ(-EACCES, reg_dmabuf(self->kfd, dfd, 0, pg, NULL));
+	ASSERT_EQ(0, tdb_counts(self->tfd, &n));
+	EXPECT_EQ(self->base.attachments, n.attachments);
+	close(dfd);
+}
+
+/*
  * What a registration holds of the exporter: one attachment, one mapping,
  * pins; two registrations of one dma-buf hold two of each. The registration
  * keeps the dma-buf alive after its fd is closed, and loads still work.
