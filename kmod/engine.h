@@ -54,8 +54,9 @@
  *             command belongs to the completion, which calls
  *             kvblk_cmd_end() exactly once. Returns 0, or an errno with
  *             nothing issued: -ENODEV the buffer was revoked or its
- *             mapping's device removed (fails this object only), -ENOLINK the device is going away, -EINTR,
- *             -ENOMEM (stop the batch).
+ *             mapping's device removed (fails this object only),
+ *             -ENOLINK the device is going away, -EINTR, -ENOMEM (stop
+ *             the batch).
  * @slot_release: free what a slot kept between its commands (PRP lists,
  *             a bvec array) for target @t. Called when the batch ends (no
  *             command of it in flight) and before the slot serves a target

@@ -252,10 +252,10 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	/*
 	 * Counted until the batch is released (kvblk_prp_end()): the removal
 	 * of the PCI function waits for that before it frees the PRP pools
-	 * and the mappings. Count first, then look at ->dead: pairs with the
-	 * barrier in kvblk_ns_drain().
+	 * and the mappings.
 	 */
 	atomic_inc(&ns->prp_batches);
+	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
 	smp_mb__after_atomic();
 	if (READ_ONCE(ns->dead)) {
 		kvblk_ns_prp_batch_end(ns);
