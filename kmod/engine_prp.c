@@ -330,6 +330,15 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	if (!ctrl->parent || !dev_is_pci(ctrl->parent))
 		return kvblk_reject(disk,
 				    "NVMe namespace not on a PCIe controller (fabrics or other transport)");
+	/*
+	 * The PRP engine maps registered memory once, for as long as it is
+	 * registered: through swiotlb that would hold bounce buffers (64 MiB
+	 * for the whole system by default) until unregistered, and every load
+	 * would copy anyway. The block layer maps each I/O instead.
+	 */
+	if (kvblk_dev_force_bounce(ctrl->parent))
+		return kvblk_reject(disk,
+				    "the NVMe PCI function bounces all DMA through swiotlb (swiotlb=force or a confidential VM): registrations would hold bounce buffers for their lifetime; the block-layer engine (KVBLK_ATTACH_F_ENGINE_BIO, the default here) serves it");
 	*dma_dev = ctrl->parent;
 	return 0;
 }
@@ -338,8 +347,9 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
  * kvblk_prp_capable() - could the PRP engine serve this disk at all?
  * @disk: the disk.
  *
- * Return: true for a blk-mq namespace of an nvme-pci controller (the
- * checks of kvblk_prp_probe() may still refuse its LBA format).
+ * Return: true for a blk-mq namespace of an nvme-pci controller whose DMA
+ * does not all bounce through swiotlb (the checks of kvblk_prp_probe() may
+ * still refuse its LBA format).
  */
 bool kvblk_prp_capable(struct gendisk *disk)
 {
@@ -349,7 +359,8 @@ bool kvblk_prp_capable(struct gendisk *disk)
 	return owner && !strcmp(module_name(owner), "nvme_core") && ctrl &&
 	       ctrl->class && !strcmp(ctrl->class->name, "nvme") &&
 	       queue_is_mq(disk->queue) && ctrl->parent &&
-	       dev_is_pci(ctrl->parent);
+	       dev_is_pci(ctrl->parent) &&
+	       !kvblk_dev_force_bounce(ctrl->parent);
 }
 
 /* The namespace id as the nvme driver knows it, through its own ioctl. */

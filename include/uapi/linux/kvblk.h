@@ -175,10 +175,14 @@ enum kvblk_mem_kind {
  * refuses (metadata or protection information in its LBA format, or its
  * attach self-check failed: a Read past the namespace's end was not seen
  * as failed, or a good Read not as successful, so the engine could not
- * report a failed load; the block-layer engine is unaffected), a
- * device being removed, an empty device or partition, a partition not
- * aligned to the logical block size, or a file on a file system without a
- * block device or without direct I/O; -EBUSY already attached; -ENOMEM.
+ * report a failed load; the block-layer engine is unaffected), or whose
+ * PCI function bounces all DMA through swiotlb (swiotlb=force, a
+ * confidential VM: the default attach takes the block-layer engine
+ * there), a device being removed, an empty device or partition, a
+ * partition not aligned to the logical block size, or a file on a file
+ * system without a block device or without direct I/O; -ENODEV (PRP
+ * engine) the namespace's PCI function is being removed or its nvme
+ * driver was unbound; -EBUSY already attached; -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
