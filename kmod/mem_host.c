@@ -357,9 +357,10 @@ static int kvblk_mem_host_pin(unsigned long addr, unsigned long nr_pages,
  * kvblk_pin_user() - pin a user range for DMA into it.
  * @addr: page-aligned user address.
  * @nr_pages: pages.
- * @gup_flags: FOLL_WRITE | FOLL_LONGTERM (KVBLK_GUP_LONGTERM) for memory
- *             pinned while registered; FOLL_WRITE | FOLL_PCI_P2PDMA for
- *             P2PDMA pages, pinned for one batch.
+ * @gup_flags: FOLL_WRITE | FOLL_PCI_P2PDMA for P2PDMA pages, pinned for
+ *             one batch (pin_user_pages_fast(): no mapping check is tied to
+ *             it; host memory pinned while registered goes through
+ *             kvblk_mem_host_pin() instead).
  * @pages: receives @nr_pages page pointers.
  *
  * Return: 0, or -EFAULT (unmapped), -EINTR (fatal signal), another error
