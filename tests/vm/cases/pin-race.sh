@@ -14,6 +14,7 @@ bin=tests/kmod-smoke/kmod_pinrace
 command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 missing (e2fsprogs)"
 command -v losetup >/dev/null || skip "losetup missing (mount)"
 modprobe loop 2>/dev/null || true
+modprobe ext4 2>/dev/null || true
 
 img=$(mktemp /tmp/pinrace.XXXXXX.img)
 mnt=$(mktemp -d /tmp/pinrace.XXXXXX)
