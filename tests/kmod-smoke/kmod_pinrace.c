@@ -15,7 +15,7 @@
  * succeed. After a registration that succeeded, the thread parks with FILE
  * mapped over the range, and the buffer is loaded from BLOCKDEV offset 0
  * (bytes that are not FILE's 0x5a fill): pinned anonymous pages are no
- * longer what the range maps, so the load must fail with ESTALE and write
+ * longer what the range maps, so the call must fail with ESTALE and write
  * nothing; had the registration pinned FILE's page cache, the range would
  * map the pinned pages again and the load would write into them. So FILE,
  * read through the page cache, must still be all 0x5a. The buffer is
@@ -157,10 +157,12 @@ int main(int argc, char **argv)
 		while (!atomic_load(&parked))
 			;
 		d.buf_id = r.buf_id;
+		/* A stale host buffer fails the call (uapi: -ESTALE, bad_index 0). */
 		ret = ioctl(ctx, KVBLK_IOC_LOAD_MANY, &lm);
-		CHECK(ret == 0 && res.status == -ESTALE,
-		      "round %ld: LOAD_MANY into a buffer the range no longer maps: ret %d errno %d status %d, want 0 and -ESTALE",
-		      i, ret, ret < 0 ? errno : 0, res.status);
+		CHECK(ret == -1 && errno == ESTALE && lm.bad_index == 0 &&
+		      res.status == -ESTALE,
+		      "round %ld: LOAD_MANY into a buffer the range no longer maps: ret %d errno %d bad_index %d status %d, want -1, ESTALE, 0, -ESTALE",
+		      i, ret, ret < 0 ? errno : 0, lm.bad_index, res.status);
 		/* FILE's page cache: unchanged unless kvblk pinned it. */
 		CHECK(pread(file_fd, got, SPAN, 0) == SPAN, "round %ld: pread FILE", i);
 		for (size_t k = 0; k < SPAN; k++) {
