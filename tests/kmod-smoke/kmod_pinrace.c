@@ -41,8 +41,28 @@
 
 static char *range;
 static int file_fd;
+/* park: 0 run, 1 stop with FILE mapped, 2 stop with anonymous memory mapped;
+ * parked: the mode the thread stopped in, 0 while it runs. */
 static atomic_int stop, park, parked;
 static atomic_long flips;
+
+static void park_here(int mode)
+{
+	if (atomic_load(&park) != mode)
+		return;
+	atomic_store(&parked, mode);
+	while (atomic_load(&park) == mode)
+		;
+	atomic_store(&parked, 0);
+}
+
+/* Ask the flipper to stop in @mode (0: let it run) and wait until it did. */
+static void park_in(int mode)
+{
+	atomic_store(&park, mode);
+	while (atomic_load(&parked) != mode)
+		;
+}
 
 static void *flipper(void *arg)
 {
@@ -55,12 +75,7 @@ static void *flipper(void *arg)
 			perror("mmap file");
 			exit(1);
 		}
-		if (atomic_load(&park)) {
-			atomic_store(&parked, 1);
-			while (atomic_load(&park))
-				;
-			atomic_store(&parked, 0);
-		}
+		park_here(1);
 		p = mmap(range, SPAN, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 		if (p == MAP_FAILED) {
@@ -68,6 +83,7 @@ static void *flipper(void *arg)
 			exit(1);
 		}
 		atomic_fetch_add(&flips, 1);
+		park_here(2);
 	}
 	return NULL;
 }
@@ -141,7 +157,17 @@ int main(int argc, char **argv)
 		};
 		int ret;
 
+		/*
+		 * Every tenth round registers while anonymous memory is mapped
+		 * (it must succeed), so that the checked path runs however
+		 * the threads are scheduled; the others race the flipper.
+		 */
+		if (i % 10 == 9)
+			park_in(2);
 		if (ioctl(ctx, KVBLK_IOC_REGISTER_BUFFER, &r)) {
+			CHECK(i % 10 != 9,
+			      "round %ld: REGISTER_BUFFER of anonymous memory: errno %d", i, errno);
+			park_in(0);
 			CHECK(errno == EOPNOTSUPP || errno == EFAULT,
 			      "round %ld: REGISTER_BUFFER errno %d (%s), want EOPNOTSUPP or EFAULT",
 			      i, errno, strerror(errno));
@@ -153,9 +179,8 @@ int main(int argc, char **argv)
 		}
 		ok++;
 		/* FILE mapped over the range until the check is done. */
-		atomic_store(&park, 1);
-		while (!atomic_load(&parked))
-			;
+		park_in(0);
+		park_in(1);
 		d.buf_id = r.buf_id;
 		/* A stale host buffer fails the call (uapi: -ESTALE, bad_index 0). */
 		ret = ioctl(ctx, KVBLK_IOC_LOAD_MANY, &lm);
@@ -175,9 +200,7 @@ int main(int argc, char **argv)
 		u.buf_id = r.buf_id;
 		CHECK(!ioctl(ctx, KVBLK_IOC_UNREGISTER_BUFFER, &u),
 		      "round %ld: UNREGISTER_BUFFER errno %d", i, errno);
-		atomic_store(&park, 0);
-		while (atomic_load(&parked))
-			;
+		park_in(0);
 	}
 	atomic_store(&stop, 1);
 	pthread_join(th, NULL);
