@@ -273,8 +273,10 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	}
 
 	/* Buffers registered from now on are mapped for its PCI function. */
-	if (t.engine->dma_mapped && !ctx->dma_dev)
+	if (t.engine->dma_mapped && !ctx->dma_dev) {
 		ctx->dma_dev = ns->info.dma_dev;
+		ctx->dma_ns = ns;
+	}
 	ctx->nr_tgts++;
 	if (!tgt->index) {
 		/* Publish last: kvblk_ctx_ns() reads it without the lock. */

@@ -160,6 +160,9 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	/* No command is in flight: what the slots kept goes back. */
 	for (i = 0; b->slots && i < b->nr_slots; i++)
 		kvblk_slot_state_release(&b->slots[i]);
+	for (i = 0; i < b->nr_btgts; i++)
+		if (b->btgts[i].t->engine->end)
+			b->btgts[i].t->engine->end(&b->btgts[i]);
 	kvblk_ctx_put(b->ctx);
 	kvfree(b->btgts);
 	kvfree(b->slots);

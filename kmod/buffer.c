@@ -50,6 +50,7 @@ struct kvblk_buf *kvblk_buf_alloc(struct device *dev, u32 kind, u64 len,
 	buf->dev = get_device(dev);
 	spin_lock_init(&buf->dma_lock);
 	init_waitqueue_head(&buf->dma_wq);
+	INIT_LIST_HEAD(&buf->dma_node);
 	return buf;
 }
 
@@ -70,7 +71,10 @@ static void kvblk_buf_free(struct kref *ref)
 {
 	struct kvblk_buf *buf = container_of(ref, struct kvblk_buf, ref);
 
+	/* Not while its device's removal unmaps it (removal.c). */
+	kvblk_dma_buf_lock(buf);
 	buf->ops->release(buf);
+	kvblk_dma_buf_unlock(buf);
 	kvblk_buf_abort(buf);
 }
 
@@ -413,15 +417,18 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	 * pages (the block layer maps each I/O for whatever device serves
 	 * it), so only host memory, which has struct pages, is served there.
 	 */
-	mutex_lock(&ctx->lock);
-	dma_dev = ctx->dma_dev;	/* of the context's first PRP target */
-	mutex_unlock(&ctx->lock);
+	/* The function of the context's first PRP target, unless removed. */
+	ret = kvblk_dma_reg_begin(ctx, &dma_dev);
+	if (ret)
+		return ret;
 	if (!dma_dev && r.kind != KVBLK_MEM_HOST) {
 		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only (attach a whole nvme-pci namespace)\n",
 				    current->comm, task_pid_nr(current), r.kind);
 		return -EOPNOTSUPP;
 	}
 	buf = kvblk_mem_create(dma_dev, &r);
+	if (dma_dev)
+		kvblk_dma_reg_end(IS_ERR(buf) ? NULL : buf);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 

@@ -11,6 +11,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/swiotlb.h>
 #ifdef KVBLK_HAVE_BLK_INTEGRITY_H
 #include <linux/blk-integrity.h>
 #endif
@@ -70,6 +71,22 @@ static inline unsigned int kvblk_integrity_bytes(struct request_queue *q)
 #else
 	/* No integrity support: nvme gives metadata formats no capacity. */
 	return 0;
+#endif
+}
+
+/**
+ * kvblk_dev_force_bounce() - does every DMA of @dev bounce through swiotlb?
+ * @dev: a DMA device.
+ *
+ * Return: true under swiotlb=force or in a confidential VM (SEV, TDX),
+ * where a mapping holds bounce buffers for as long as it exists.
+ */
+static inline bool kvblk_dev_force_bounce(struct device *dev)
+{
+#ifdef KVBLK_HAVE_SWIOTLB_FORCE_BOUNCE
+	return is_swiotlb_force_bounce(dev);
+#else
+	return false;
 #endif
 }
 

@@ -162,6 +162,28 @@ int kvblk_probe(unsigned long a, struct page **p)
 }
 EOF
 
+# pin_user_pages() takes a vmas array (5 arguments: up to 6.4; 6.5 dropped
+# it). Either form is called with mmap_lock held (mem_host.c).
+probe PIN_USER_PAGES_VMAS <<'EOF'
+#include <linux/mm.h>
+long kvblk_probe(unsigned long a, struct page **p);
+long kvblk_probe(unsigned long a, struct page **p)
+{
+	return pin_user_pages(a, 1, FOLL_WRITE | FOLL_LONGTERM, p, NULL);
+}
+EOF
+
+# is_swiotlb_force_bounce() (linux/swiotlb.h): every DMA of the device goes
+# through swiotlb bounce buffers (swiotlb=force, confidential VMs).
+probe SWIOTLB_FORCE_BOUNCE <<'EOF'
+#include <linux/swiotlb.h>
+bool kvblk_probe(struct device *dev);
+bool kvblk_probe(struct device *dev)
+{
+	return is_swiotlb_force_bounce(dev);
+}
+EOF
+
 # dma_max_mapping_size() (swiotlb-aware segment limit).
 # FOLL_PCI_P2PDMA: GUP admits PCI P2PDMA pages (the user-space P2PDMA
 # series: FOLL flag, p2pmem/allocate mmap; not in 6.1).

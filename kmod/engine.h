@@ -45,15 +45,18 @@
  *             into @bt (@bt->capacity, @bt->lba_shift, @bt->align_mask,
  *             @bt->max_cmd_bytes). Returns 0 or an errno that fails the
  *             whole call (documented for struct kvblk_load_many).
+ * @end:       the batch that @begin succeeded for is released (no command
+ *             of it in flight, its slots' state released). May be NULL.
  * @submit:    issue one command: @cmd->obj, bytes [@cmd->done, @cmd->done
  *             + @cmd->bytes) of the object. Process context, @plug held.
  *             Calls kvblk_cmd_issue() just before the command can
  *             complete, then hands it to the device; from there on the
  *             command belongs to the completion, which calls
  *             kvblk_cmd_end() exactly once. Returns 0, or an errno with
- *             nothing issued: -ENODEV the buffer was revoked (fails this
- *             object only), -ENOLINK the device is going away, -EINTR,
- *             -ENOMEM (stop the batch).
+ *             nothing issued: -ENODEV the buffer was revoked or its
+ *             mapping's device removed (fails this object only),
+ *             -ENOLINK the device is going away, -EINTR, -ENOMEM (stop
+ *             the batch).
  * @slot_release: free what a slot kept between its commands (PRP lists,
  *             a bvec array) for target @t. Called when the batch ends (no
  *             command of it in flight) and before the slot serves a target
@@ -65,6 +68,7 @@ struct kvblk_engine_ops {
 	u32 id;
 	bool dma_mapped;
 	int (*begin)(struct kvblk_batch *b, struct kvblk_btgt *bt);
+	void (*end)(struct kvblk_btgt *bt);
 	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		      struct blk_plug *plug);
 	void (*slot_release)(const struct kvblk_tgt *t, struct kvblk_cmd *cmd);
@@ -73,6 +77,22 @@ struct kvblk_engine_ops {
 extern const struct kvblk_engine_ops kvblk_engine_prp;
 extern const struct kvblk_engine_ops kvblk_engine_bio;
 extern const struct kvblk_engine_ops kvblk_engine_file;
+
+/**
+ * kvblk_disk_going() - is the disk being removed?
+ * @disk: the disk.
+ * @q: its queue.
+ *
+ * True once it is dead (kvblk_disk_dead()) and already when its capacity
+ * dropped to 0: the nvme driver sets it so before it deletes the disk (a
+ * bio past it fails with -EIO), as the loop driver does when its file is
+ * detached. Objects of a batch on such a disk fail with -ENOLINK.
+ */
+static inline bool kvblk_disk_going(struct gendisk *disk,
+				    struct request_queue *q)
+{
+	return kvblk_disk_dead(disk, q) || !get_capacity(disk);
+}
 
 /* batch.c: what every engine calls. */
 void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq);

@@ -28,11 +28,22 @@
 static void kvblk_bio_end_io(struct bio *bio)
 {
 	struct kvblk_cmd *cmd = bio->bi_private;
+	const struct kvblk_ns_info *info = &cmd->b->objs[cmd->obj].bt->t->ns->info;
 	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
 	int err = 0;
 
 	if (bio->bi_status)
 		err = kvblk_status_errno(bio->bi_status, &kind);
+	/*
+	 * A bio failed because its disk went away (cancelled by the driver,
+	 * or refused by a queue already dying: -EIO) reports the lost path,
+	 * as the objects the submitter finds the disk dead for do.
+	 */
+	if (err == -EIO && kind == KVBLK_ERR_IO &&
+	    kvblk_disk_going(info->disk, info->q)) {
+		err = -ENOLINK;
+		kind = KVBLK_ERR_TRANSPORT;
+	}
 	bio_put(bio);
 	kvblk_cmd_end(cmd, err, kind, 0);
 }
@@ -73,7 +84,7 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	struct bio *bio;
 	int ret;
 
-	if (kvblk_disk_dead(bdev->bd_disk, bdev_get_queue(bdev)))
+	if (kvblk_disk_going(bdev->bd_disk, bdev_get_queue(bdev)))
 		return -ENOLINK;
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
@@ -110,8 +121,8 @@ static int kvblk_bio_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 
 	bt->lba_shift = ilog2(lba);
 	bt->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
-	/* A removed device fails each object with -ENOLINK (submit). */
-	if (kvblk_disk_dead(bdev->bd_disk, bdev_get_queue(bdev)))
+	/* A device being removed fails each object with -ENOLINK (submit). */
+	if (kvblk_disk_going(bdev->bd_disk, bdev_get_queue(bdev)))
 		bt->capacity = bt->t->capacity;
 	bt->align_mask = queue_dma_alignment(bdev_get_queue(bdev)) | 3;
 	bt->max_cmd_bytes = round_down(min_t(u32, bt->t->max_cmd_bytes,

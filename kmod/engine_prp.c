@@ -115,12 +115,23 @@ static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS(rq, sts))
 {
 	struct kvblk_cmd *cmd = rq->end_io_data;
+	const struct kvblk_ns_info *info = &cmd->b->objs[cmd->obj].bt->t->ns->info;
 	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
 	int err = 0;
 
 	sts = kvblk_cmd_status(rq, sts);
 	if (sts)
 		err = kvblk_status_errno(sts, &kind);
+	/*
+	 * Commands the nvme driver cancels because the controller is going
+	 * away (host-aborted: -EIO) report the lost path, as the ones that
+	 * find the queue dying do.
+	 */
+	if (err == -EIO && kind == KVBLK_ERR_IO &&
+	    kvblk_disk_going(info->disk, info->q)) {
+		err = -ENOLINK;
+		kind = KVBLK_ERR_TRANSPORT;
+	}
 	kvblk_cmd_end(cmd, err, kind, rq->mq_hctx->queue_num);
 	return RQ_END_IO_FREE;
 }
@@ -177,6 +188,14 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	__le64 prp1, prp2;
 	int ret;
 
+	/*
+	 * Mapped for a PCI function since removed (removal.c): unmapped. It
+	 * cannot become so during the batch: the removal waits for it.
+	 */
+	if (READ_ONCE(o->buf->dma_gone))
+		return -ENODEV;
+	if (!get_capacity(ns->info.disk))
+		return -ENOLINK;	/* being removed (kvblk_prp_begin()) */
 	rq = kvblk_alloc_rq(b, ns, plug);
 	if (IS_ERR(rq))
 		return PTR_ERR(rq);
@@ -222,25 +241,50 @@ out_free_rq:
 static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
 	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
-	const struct kvblk_ns_info *info = &bt->t->ns->info;
+	struct kvblk_ns *ns = bt->t->ns;
+	const struct kvblk_ns_info *info = &ns->info;
 	unsigned int lba, md;
 
 	bt->lba_shift = bt->t->lba_shift;
 	bt->align_mask = 3;	/* PRP1 is dword aligned */
 	bt->max_cmd_bytes = bt->t->max_cmd_bytes;
 	bt->capacity = bt->t->capacity;
-	/* A removed namespace fails each object with -ENOLINK (submit). */
-	if (kvblk_disk_dead(info->disk, info->q))
+	/*
+	 * Counted until the batch is released (kvblk_prp_end()): the removal
+	 * of the PCI function waits for that before it frees the PRP pools
+	 * and the mappings.
+	 */
+	atomic_inc(&ns->prp_batches);
+	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
+	smp_mb__after_atomic();
+	if (READ_ONCE(ns->dead)) {
+		kvblk_ns_prp_batch_end(ns);
+		return -ENODEV;
+	}
+	/*
+	 * A namespace being removed fails each object with -ENOLINK (submit);
+	 * so does one whose capacity is 0 with the same format (a format the
+	 * nvme driver cannot use gets capacity 0 too, and it was not removed:
+	 * the objects fail alike).
+	 */
+	if (kvblk_disk_going(info->disk, info->q))
 		return 0;
 	lba = bdev_logical_block_size(bdev);
 	md = kvblk_integrity_bytes(info->q);
-	if (lba != 1U << bt->lba_shift || md || !get_capacity(info->disk)) {
+	if (lba != 1U << bt->lba_shift || md) {
+		kvblk_ns_prp_batch_end(ns);
 		pr_info_ratelimited("load %s: the namespace's LBA format changed since attach (logical block %u, attached %u, metadata %u bytes); attach again\n",
 				    info->disk->disk_name, lba, 1U << bt->lba_shift, md);
 		return -ESTALE;
 	}
 	bt->capacity = (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT;
 	return 0;
+}
+
+/* The batch that began on @bt's namespace was released. */
+static void kvblk_prp_end(struct kvblk_btgt *bt)
+{
+	kvblk_ns_prp_batch_end(bt->t->ns);
 }
 
 static void kvblk_prp_slot_release(const struct kvblk_tgt *t,
@@ -254,6 +298,7 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
 	.id		= KVBLK_ENGINE_PRP,
 	.dma_mapped	= true,
 	.begin		= kvblk_prp_begin,
+	.end		= kvblk_prp_end,
 	.submit		= kvblk_prp_submit,
 	.slot_release	= kvblk_prp_slot_release,
 };
@@ -285,6 +330,15 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	if (!ctrl->parent || !dev_is_pci(ctrl->parent))
 		return kvblk_reject(disk,
 				    "NVMe namespace not on a PCIe controller (fabrics or other transport)");
+	/*
+	 * The PRP engine maps registered memory once, for as long as it is
+	 * registered: through swiotlb that would hold bounce buffers (64 MiB
+	 * for the whole system by default) until unregistered, and every load
+	 * would copy anyway. The block layer maps each I/O instead.
+	 */
+	if (kvblk_dev_force_bounce(ctrl->parent))
+		return kvblk_reject(disk,
+				    "the NVMe PCI function bounces all DMA through swiotlb (swiotlb=force or a confidential VM): registrations would hold bounce buffers for their lifetime; the block-layer engine (KVBLK_ATTACH_F_ENGINE_BIO, the default here) serves it");
 	*dma_dev = ctrl->parent;
 	return 0;
 }
@@ -293,8 +347,9 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
  * kvblk_prp_capable() - could the PRP engine serve this disk at all?
  * @disk: the disk.
  *
- * Return: true for a blk-mq namespace of an nvme-pci controller (the
- * checks of kvblk_prp_probe() may still refuse its LBA format).
+ * Return: true for a blk-mq namespace of an nvme-pci controller whose DMA
+ * does not all bounce through swiotlb (the checks of kvblk_prp_probe() may
+ * still refuse its LBA format).
  */
 bool kvblk_prp_capable(struct gendisk *disk)
 {
@@ -304,7 +359,8 @@ bool kvblk_prp_capable(struct gendisk *disk)
 	return owner && !strcmp(module_name(owner), "nvme_core") && ctrl &&
 	       ctrl->class && !strcmp(ctrl->class->name, "nvme") &&
 	       queue_is_mq(disk->queue) && ctrl->parent &&
-	       dev_is_pci(ctrl->parent);
+	       dev_is_pci(ctrl->parent) &&
+	       !kvblk_dev_force_bounce(ctrl->parent);
 }
 
 /* The namespace id as the nvme driver knows it, through its own ioctl. */

@@ -156,6 +156,19 @@ struct kvblk_ns {
 	u32 max_inflight;
 	u32 max_descs;
 	struct kvblk_stats stats;
+	/*
+	 * Removal of the NVMe PCI function (removal.c): @dead is set once the
+	 * nvme driver let go of it; from then on no PRP batch begins on the
+	 * namespace (-ENODEV). @prp_batches counts the batches that began on
+	 * it and are not yet released (they may hold PRP lists of its pools);
+	 * the removal waits on @prp_wq for none to be left, then frees the
+	 * pools under @dma_lock.
+	 */
+	bool dead;
+	atomic_t prp_batches;
+	wait_queue_head_t prp_wq;
+	struct mutex dma_lock;		/* prp_pools teardown */
+	struct list_head dead_node;	/* removal.c, its own list */
 };
 
 struct kvblk_engine_ops;
@@ -189,6 +202,7 @@ struct kvblk_ctx {
 	 * NULL. Set under @lock.
 	 */
 	struct device *dma_dev;
+	struct kvblk_ns *dma_ns;	/* the namespace dma_dev came with */
 	unsigned int nr_bufs;
 	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
 };
@@ -217,6 +231,11 @@ struct kvblk_buf;
  *           ->inflight until released. Called by the caller of LOAD_MANY in
  *           its own process context. NULL for memory mapped at
  *           registration. Returns an ERR_PTR on failure.
+ * @unmap:   the DMA device is going away (removal.c): drop the DMA mapping
+ *           now, while the device still exists; @release must then skip
+ *           the unmap (buf->dma_gone is set before this is called). Called
+ *           once, when no command targets the buffer, in process context.
+ *           NULL for kinds that keep no mapping between batches.
  * @check:   whether the memory the registering program maps at the
  *           buffer's range is still the memory registered: 0 intact,
  *           -ESTALE replaced (from then on, until unregistered), -EINTR,
@@ -227,6 +246,7 @@ struct kvblk_mem_ops {
 	const char *name;
 	void (*release)(struct kvblk_buf *buf);
 	struct kvblk_buf *(*bind)(struct kvblk_buf *buf, u64 off, u64 len);
+	void (*unmap)(struct kvblk_buf *buf);
 	int (*check)(struct kvblk_buf *buf);
 };
 
@@ -255,6 +275,13 @@ struct kvblk_buf {
 	struct kvblk_dma_seg *segs;	/* kvmalloc'ed, freed by the core */
 	unsigned int nr_segs;
 	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
+	/*
+	 * @dev was removed and the mapping dropped (removal.c): loads into it
+	 * through the PRP engine fail with -ENODEV. Set under the removal's
+	 * write lock, once no command targets the buffer.
+	 */
+	bool dma_gone;
+	struct list_head dma_node;	/* removal.c: buffers mapped for a device */
 	bool revocable;
 	/* Revocation fence; used only when @revocable. */
 	spinlock_t dma_lock;
@@ -423,6 +450,18 @@ int kvblk_ns_init(void);
 void kvblk_ns_exit(void);
 struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine);
 void kvblk_ns_put(struct kvblk_ns *ns, u32 engine);
+void kvblk_ns_prp_batch_end(struct kvblk_ns *ns);
+unsigned int kvblk_ns_kill_dev(struct device *dev, struct list_head *dead);
+void kvblk_ns_drain(struct kvblk_ns *ns);
+void kvblk_ns_killed(struct kvblk_ns *ns);
+
+/* removal.c: removal of an NVMe PCI function with DMA state of kvblk's */
+int kvblk_removal_init(void);
+void kvblk_removal_exit(void);
+int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, struct device **dma_dev);
+void kvblk_dma_reg_end(struct kvblk_buf *buf);
+void kvblk_dma_buf_lock(struct kvblk_buf *buf);
+void kvblk_dma_buf_unlock(struct kvblk_buf *buf);
 
 /* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);

@@ -65,14 +65,20 @@ static int __init kvblk_init(void)
 	if (ret)
 		goto out_destroy_wq;
 
-	ret = misc_register(&kvblk_misc);
+	ret = kvblk_removal_init();
 	if (ret)
 		goto out_ns_exit;
+
+	ret = misc_register(&kvblk_misc);
+	if (ret)
+		goto out_removal_exit;
 
 	pr_info("loaded: /dev/kvblk, PRP engine, max_cmd_bytes=%u max_inflight=%u max_descs=%u\n",
 		g_max_cmd_bytes, g_max_inflight, g_max_descs);
 	return 0;
 
+out_removal_exit:
+	kvblk_removal_exit();
 out_ns_exit:
 	kvblk_ns_exit();
 out_destroy_wq:
@@ -85,6 +91,7 @@ static void __exit kvblk_exit(void)
 	misc_deregister(&kvblk_misc);
 	/* Waits for releases that dropped the last module reference. */
 	destroy_workqueue(kvblk_wq);
+	kvblk_removal_exit();
 	kvblk_ns_exit();
 }
 

@@ -159,9 +159,23 @@ static void kvblk_mem_cuda_release(struct kvblk_buf *buf)
 	kfree(c);
 }
 
+/*
+ * kvblk_mem_ops.unmap: the NVMe PCI function is being removed: drop its
+ * mapping of the GPU pages now; the pin is handed back at release.
+ */
+static void kvblk_mem_cuda_unmap(struct kvblk_buf *buf)
+{
+	struct kvblk_mem_cuda *c = buf->priv;
+
+	if (c->map)
+		c->nv.dma_unmap_pages(c->pdev, c->pt, c->map);
+	c->map = NULL;
+}
+
 static const struct kvblk_mem_ops kvblk_mem_cuda_ops = {
 	.name = "cuda",
 	.release = kvblk_mem_cuda_release,
+	.unmap = kvblk_mem_cuda_unmap,
 };
 
 static int kvblk_cuda_pin(struct kvblk_mem_cuda *c, u64 len)

@@ -151,9 +151,25 @@ static void kvblk_mem_dmabuf_release(struct kvblk_buf *buf)
 	kfree(d);
 }
 
+/*
+ * kvblk_mem_ops.unmap: the NVMe PCI function is being removed. The
+ * exporter's mapping was made for it: give it and the pin back now, as a
+ * revocation does; the attachment stays until release.
+ */
+static void kvblk_mem_dmabuf_unmap(struct kvblk_buf *buf)
+{
+	struct kvblk_mem_dmabuf *d = buf->priv;
+
+	dma_resv_lock(d->dmabuf->resv, NULL);
+	kvblk_buf_revoke(buf);
+	kvblk_dmabuf_unmap_locked(d);
+	dma_resv_unlock(d->dmabuf->resv);
+}
+
 static const struct kvblk_mem_ops kvblk_mem_dmabuf_ops = {
 	.name = "dmabuf",
 	.release = kvblk_mem_dmabuf_release,
+	.unmap = kvblk_mem_dmabuf_unmap,
 };
 
 /*

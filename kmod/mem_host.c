@@ -243,11 +243,21 @@ static void kvblk_mem_host_free(struct kvblk_mem_host *h)
 	kfree(h);
 }
 
+/* kvblk_mem_ops.unmap: the mapping's device is being removed. */
+static void kvblk_mem_host_unmap(struct kvblk_buf *buf)
+{
+	struct kvblk_mem_host *h = buf->priv;
+
+	dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
+			  DMA_ATTR_SKIP_CPU_SYNC);
+	sg_free_table(&h->sgt);
+}
+
 static void kvblk_mem_host_release(struct kvblk_buf *buf)
 {
 	struct kvblk_mem_host *h = buf->priv;
 
-	if (buf->dev) {
+	if (buf->dev && !buf->dma_gone) {
 		/* Ranges were synced for the CPU after each batch: skip the rest. */
 		dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
 				  DMA_ATTR_SKIP_CPU_SYNC);
@@ -260,6 +270,7 @@ static void kvblk_mem_host_release(struct kvblk_buf *buf)
 static const struct kvblk_mem_ops kvblk_mem_host_ops = {
 	.name = "host",
 	.release = kvblk_mem_host_release,
+	.unmap = kvblk_mem_host_unmap,
 #if IS_ENABLED(CONFIG_MMU_NOTIFIER)
 	.check = kvblk_mem_host_check,
 #endif
@@ -268,34 +279,77 @@ static const struct kvblk_mem_ops kvblk_mem_host_ops = {
 /*
  * Long-term pins are for anonymous, shmem and hugetlb memory only: a page
  * of a regular file's page cache written by DMA behind the file system's
- * back can break writeback (newer kernels refuse FOLL_LONGTERM on such
- * mappings themselves; older ones allow it). Checked once before pinning.
+ * back can break writeback. 6.5 and later refuse FOLL_LONGTERM on such
+ * mappings in GUP itself (mm/gup.c, writable_file_mapping_allowed() and
+ * its GUP-fast twin); 6.1 pins them. So the check and the pin run under
+ * one mmap_read_lock (kvblk_mem_host_pin()): a program that maps a file
+ * over the range after the check needs the write lock, and waits until the
+ * pages are pinned, as io_uring's buffer registration does on 6.1.
  */
-static int kvblk_check_vmas(unsigned long addr, unsigned long len)
+static int kvblk_check_vmas_locked(struct mm_struct *mm, unsigned long addr,
+				   unsigned long len)
 {
-	struct mm_struct *mm = current->mm;
 	unsigned long end = addr + len;
 	struct vm_area_struct *vma;
-	int ret = 0;
 
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
+	mmap_assert_locked(mm);
 	while (addr < end) {
 		vma = find_vma(mm, addr);
-		if (!vma || vma->vm_start > addr) {
-			ret = -EFAULT;
-			break;
-		}
+		if (!vma || vma->vm_start > addr)
+			return -EFAULT;
 		if (!vma_is_anonymous(vma) && !is_vm_hugetlb_page(vma) &&
 		    !(vma->vm_file && shmem_file(vma->vm_file))) {
 			pr_info_ratelimited("register: %s[%d]: only anonymous, shmem or hugetlb memory can be pinned\n",
 					    current->comm, task_pid_nr(current));
-			ret = -EOPNOTSUPP;
-			break;
+			return -EOPNOTSUPP;
 		}
 		addr = vma->vm_end;
 	}
+	return 0;
+}
+
+/* pin_user_pages() as each kernel declares it; mmap_lock held. */
+static long kvblk_pin_user_pages_locked(unsigned long addr, unsigned long nr,
+					unsigned int gup_flags,
+					struct page **pages)
+{
+#ifdef KVBLK_HAVE_PIN_USER_PAGES_VMAS
+	return pin_user_pages(addr, nr, gup_flags, pages, NULL);
+#else
+	return pin_user_pages(addr, nr, gup_flags, pages);
+#endif
+}
+
+/*
+ * Check the range's mappings and pin it long-term under one
+ * mmap_read_lock. Returns 0, -EFAULT, -EOPNOTSUPP, -EINTR or another error
+ * of pin_user_pages(); nothing stays pinned on error.
+ */
+static int kvblk_mem_host_pin(unsigned long addr, unsigned long nr_pages,
+			      struct page **pages)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long done = 0;
+	long ret;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	ret = kvblk_check_vmas_locked(mm, addr, nr_pages << PAGE_SHIFT);
+	while (!ret && done < nr_pages) {
+		ret = kvblk_pin_user_pages_locked(addr + (done << PAGE_SHIFT),
+						  nr_pages - done,
+						  KVBLK_GUP_LONGTERM,
+						  pages + done);
+		if (ret <= 0) {
+			ret = ret ? ret : -EFAULT;
+			break;
+		}
+		done += ret;
+		ret = fatal_signal_pending(current) ? -EINTR : 0;
+	}
 	mmap_read_unlock(mm);
+	if (ret && done)
+		unpin_user_pages(pages, done);
 	return ret;
 }
 
@@ -303,9 +357,10 @@ static int kvblk_check_vmas(unsigned long addr, unsigned long len)
  * kvblk_pin_user() - pin a user range for DMA into it.
  * @addr: page-aligned user address.
  * @nr_pages: pages.
- * @gup_flags: FOLL_WRITE | FOLL_LONGTERM (KVBLK_GUP_LONGTERM) for memory
- *             pinned while registered; FOLL_WRITE | FOLL_PCI_P2PDMA for
- *             P2PDMA pages, pinned for one batch.
+ * @gup_flags: FOLL_WRITE | FOLL_PCI_P2PDMA for P2PDMA pages, pinned for
+ *             one batch (pin_user_pages_fast(): no mapping check is tied to
+ *             it; host memory pinned while registered goes through
+ *             kvblk_mem_host_pin() instead).
  * @pages: receives @nr_pages page pointers.
  *
  * Return: 0, or -EFAULT (unmapped), -EINTR (fatal signal), another error
@@ -420,13 +475,10 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		ret = -ENOMEM;
 		goto out_free;
 	}
-	ret = kvblk_check_vmas(r->addr, r->len);
-	if (ret)
-		goto out_free;
 	ret = kvblk_mem_host_watch(h, r->len);
 	if (ret)
 		goto out_free;
-	ret = kvblk_pin_user(r->addr, h->nr_pages, KVBLK_GUP_LONGTERM, h->pages);
+	ret = kvblk_mem_host_pin(r->addr, h->nr_pages, h->pages);
 	if (ret)
 		goto out_free;
 	if (!dev) {

@@ -153,6 +153,15 @@ static int kvblk_ns_prp_init(struct kvblk_ns *ns, const struct kvblk_ns_info *in
 {
 	int ret;
 
+	/*
+	 * A namespace whose PCI function was removed serves no PRP context
+	 * again; nor does a function the nvme driver is no longer bound to
+	 * (the removal's notification, which takes kvblk_ns_lock, comes after
+	 * the driver is unbound: it finds this object if this one saw the
+	 * driver).
+	 */
+	if (ns->dead || !READ_ONCE(info->dma_dev->driver))
+		return -ENODEV;
 	if (ns->prp_pools.page)
 		return 0;
 	ret = kvblk_prp_pools_create(&ns->prp_pools, info->dma_dev, ns->name);
@@ -165,9 +174,12 @@ static int kvblk_ns_prp_init(struct kvblk_ns *ns, const struct kvblk_ns_info *in
 
 static void kvblk_ns_prp_exit(struct kvblk_ns *ns)
 {
-	if (!ns->prp_pools.page)
+	if (!ns->info.dma_dev)
 		return;
+	/* Gone already if the PCI function was removed (kvblk_ns_killed()). */
+	mutex_lock(&ns->dma_lock);
 	kvblk_prp_pools_destroy(&ns->prp_pools);
+	mutex_unlock(&ns->dma_lock);
 	put_device(ns->info.dma_dev);
 }
 
@@ -186,6 +198,10 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 	ns->max_cmd_bytes = READ_ONCE(g_max_cmd_bytes);
 	ns->max_inflight = READ_ONCE(g_max_inflight);
 	ns->max_descs = READ_ONCE(g_max_descs);
+	atomic_set(&ns->prp_batches, 0);
+	init_waitqueue_head(&ns->prp_wq);
+	mutex_init(&ns->dma_lock);
+	INIT_LIST_HEAD(&ns->dead_node);
 
 	ret = kvblk_stats_init(&ns->stats);
 	if (ret) {
@@ -209,7 +225,9 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
  * @engine: enum kvblk_engine of the attaching context.
  *
  * Return: the object with one more user, or ERR_PTR(-ENOMEM), or
- * ERR_PTR(-EBUSY) when a different disk of the same name is still attached.
+ * ERR_PTR(-EBUSY) when a different disk of the same name is still attached,
+ * or ERR_PTR(-ENODEV) for the PRP engine when the namespace's PCI function
+ * is being removed (or its nvme driver unbound).
  */
 struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine)
 {
@@ -273,6 +291,79 @@ void kvblk_ns_put(struct kvblk_ns *ns, u32 engine)
 	mutex_unlock(&kvblk_ns_lock);
 
 	kvblk_ns_prp_exit(ns);
+	kobject_put(&ns->kobj);
+}
+
+/**
+ * kvblk_ns_prp_batch_end() - a batch that began on the namespace through
+ * the PRP engine (kvblk_prp_begin()) was released.
+ * @ns: the namespace.
+ *
+ * Context: any.
+ */
+void kvblk_ns_prp_batch_end(struct kvblk_ns *ns)
+{
+	if (atomic_dec_and_test(&ns->prp_batches))
+		wake_up_all(&ns->prp_wq);
+}
+
+/**
+ * kvblk_ns_kill_dev() - mark dead every namespace served on a PCI function.
+ * @dev: the NVMe PCI function being removed (or unbound from nvme).
+ * @dead: out: the objects marked now, each with a reference, linked by
+ *        their dead_node; hand each to kvblk_ns_drain() and then
+ *        kvblk_ns_killed().
+ *
+ * From now on no PRP batch begins on them (-ENODEV).
+ *
+ * Return: how many were marked.
+ */
+unsigned int kvblk_ns_kill_dev(struct device *dev, struct list_head *dead)
+{
+	struct kvblk_ns *ns;
+	unsigned int n = 0;
+
+	mutex_lock(&kvblk_ns_lock);
+	list_for_each_entry(ns, &kvblk_ns_list, node) {
+		if (ns->info.dma_dev != dev || ns->dead)
+			continue;
+		WRITE_ONCE(ns->dead, true);
+		kobject_get(&ns->kobj);
+		list_add_tail(&ns->dead_node, dead);
+		n++;
+	}
+	mutex_unlock(&kvblk_ns_lock);
+	return n;
+}
+
+/**
+ * kvblk_ns_drain() - wait until no PRP batch of a dead namespace is left.
+ * @ns: an object of kvblk_ns_kill_dev().
+ *
+ * The nvme driver completed or cancelled every command before it let go of
+ * the function, so only the submitters' and the workqueue's releases are
+ * waited for: no PRP list of the pools is held when this returns.
+ *
+ * Context: process context; sleeps.
+ */
+void kvblk_ns_drain(struct kvblk_ns *ns)
+{
+	/* Pairs with kvblk_prp_begin(): the count, then ->dead. */
+	smp_mb();
+	wait_event(ns->prp_wq, !atomic_read(&ns->prp_batches));
+}
+
+/**
+ * kvblk_ns_killed() - free a drained dead namespace's PRP pools.
+ * @ns: an object of kvblk_ns_kill_dev(), drained; its reference is dropped.
+ */
+void kvblk_ns_killed(struct kvblk_ns *ns)
+{
+	mutex_lock(&ns->dma_lock);
+	kvblk_prp_pools_destroy(&ns->prp_pools);
+	mutex_unlock(&ns->dma_lock);
+	pr_info("%s: NVMe PCI function %s removed: PRP lists and DMA mappings released; its contexts' loads fail with ENODEV\n",
+		ns->name, dev_name(ns->info.dma_dev));
 	kobject_put(&ns->kobj);
 }
 

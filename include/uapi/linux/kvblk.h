@@ -175,10 +175,14 @@ enum kvblk_mem_kind {
  * refuses (metadata or protection information in its LBA format, or its
  * attach self-check failed: a Read past the namespace's end was not seen
  * as failed, or a good Read not as successful, so the engine could not
- * report a failed load; the block-layer engine is unaffected), a
- * device being removed, an empty device or partition, a partition not
- * aligned to the logical block size, or a file on a file system without a
- * block device or without direct I/O; -EBUSY already attached; -ENOMEM.
+ * report a failed load; the block-layer engine is unaffected), or whose
+ * PCI function bounces all DMA through swiotlb (swiotlb=force, a
+ * confidential VM: the default attach takes the block-layer engine
+ * there), a device being removed, an empty device or partition, a
+ * partition not aligned to the logical block size, or a file on a file
+ * system without a block device or without direct I/O; -ENODEV (PRP
+ * engine) the namespace's PCI function is being removed or its nvme
+ * driver was unbound; -EBUSY already attached; -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -230,7 +234,8 @@ struct kvblk_attach {
  * Host memory must be anonymous, shmem (memfd, MAP_SHARED|MAP_ANONYMOUS,
  * tmpfs files) or hugetlb memory: mappings of other files are refused, since
  * a long-term pin of page cache pages breaks file system writeback. It is
- * pinned (pin_user_pages_fast(FOLL_WRITE | FOLL_LONGTERM)) and charged to the
+ * pinned (pin_user_pages(FOLL_WRITE | FOLL_LONGTERM), under the same
+ * mmap_read_lock as the check of its mappings) and charged to the
  * caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless the caller has
  * CAP_IPC_LOCK; then, when the PRP engine serves the context, DMA-mapped
  * once for the NVMe controller. The block-layer engines map nothing of
@@ -247,7 +252,9 @@ struct kvblk_attach {
  * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
  * DMA mapping does not cover the whole range; -EINTR a fatal signal arrived
- * while pinning; -ENOSPC too many buffers (1024 per context).
+ * while pinning; -ENOSPC too many buffers (1024 per context); -ENODEV the
+ * NVMe PCI function of the context's PRP target was removed (or its nvme
+ * driver unbound) since attach: nothing can be mapped for it any more.
  *
  * A dma-buf (KVBLK_MEM_DMABUF) is imported as a dynamic importer that
  * accepts peer-to-peer memory: attached to the NVMe controller, pinned,
@@ -385,15 +392,19 @@ struct kvblk_desc {
  *            the one below), also a command cancelled by a controller
  *            reset or a timeout (the nvme driver fails those as aborted by
  *            the host);
- *            -ENOLINK the command could not be sent: the namespace is being
- *            removed, or the path is not live (the block layer's
- *            BLK_STS_TRANSPORT); retrying later may succeed for both;
+ *            -ENOLINK the command could not be sent or was failed because
+ *            the namespace is being removed (its disk dead or its capacity
+ *            dropped to 0: also a command cancelled with -EIO then), or the
+ *            path is not live (the block layer's BLK_STS_TRANSPORT);
+ *            retrying later may succeed for the latter;
  *            -ENODATA (file engine) the read came back short: the file
  *            was truncated while the batch ran; the object's bytes are
  *            not reported;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
+ *            or (PRP engine) it was mapped for an NVMe PCI function that
+ *            has since been removed and is unmapped now;
  *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG, -EXDEV,
@@ -480,6 +491,10 @@ struct kvblk_desc_result {
  * host buffer whose range no longer maps the pages pinned at registration
  * (@bad_index names it, its result is -ESTALE): unregister it and register
  * the range again;
+ * -ENODEV (PRP engine) the target's NVMe PCI function was removed (or its
+ * nvme driver unbound) since attach: kvblk released its DMA state for it;
+ * every later call naming the target fails so (@bad_index names the first
+ * descriptor of that target); close the context;
  * -ERANGE a descriptor reaches past its target's end (see @bad_index);
  * -EXDEV a descriptor's buffer cannot be reached by its target's engine
  * (see "Several targets per context"; @bad_index);
