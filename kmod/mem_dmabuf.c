@@ -223,7 +223,8 @@ out_unlock:
  *     and @r->len, both page aligned (checked by the caller).
  *
  * Return: the buffer, or ERR_PTR: -EBADF @r->dmabuf_fd is not an open fd
- * or not a dma-buf; -EINVAL the range reaches past the dma-buf's size;
+ * or not a dma-buf; -EACCES the dma-buf was exported without write access;
+ * -EINVAL the range reaches past the dma-buf's size;
  * -EOPNOTSUPP a DMA segment of the exporter's mapping is not 4 KiB aligned
  * (the kernel log shows it); -EIO the mapping is shorter than the dma-buf;
  * -ERESTARTSYS a signal arrived while waiting for the exporter's pending
@@ -243,6 +244,15 @@ struct kvblk_buf *kvblk_mem_dmabuf_create(struct device *dev,
 	dmabuf = dma_buf_get(r->dmabuf_fd);
 	if (IS_ERR(dmabuf))
 		return ERR_PTR(-EBADF);
+	/*
+	 * The controller writes into it: the exporter must have granted write
+	 * access (dma_buf_export() with O_RDWR; a PRIME export without DRM_RDWR
+	 * is read-only).
+	 */
+	if (!(dmabuf->file->f_mode & FMODE_WRITE)) {
+		ret = -EACCES;
+		goto out_put;
+	}
 	if (r->addr > dmabuf->size || r->len > dmabuf->size - r->addr) {
 		ret = -EINVAL;
 		goto out_put;

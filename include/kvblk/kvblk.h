@@ -527,7 +527,8 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len,
  * aligned, overflow; -EOPNOTSUPP the backend is not kmod or the module lacks
  * KVBLK_FEAT_MEM_DMABUF (kvblk_last_error() says which); -ENOSPC too many
  * buffers; -ENOMEM; and the errors of KVBLK_IOC_REGISTER_BUFFER for
- * KVBLK_MEM_DMABUF (-EBADF not a dma-buf, ...).
+ * KVBLK_MEM_DMABUF (-EBADF not a dma-buf, -EACCES exported without write
+ * access, ...).
  */
 int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len,
 			  uint32_t *id) KVBLK_NOEXCEPT;

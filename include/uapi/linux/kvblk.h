@@ -266,8 +266,10 @@ struct kvblk_attach {
  * buffer, waits for those in flight and unmaps it before the exporter
  * goes on; later loads into it fail with -ENODEV per object (struct
  * kvblk_desc_result); it must still be unregistered. Errors for dma-buf:
- * -EBADF @dmabuf_fd is not an open fd or not a dma-buf; -EINVAL @addr +
- * @len beyond the dma-buf's size; -EINTR a signal arrived while waiting
+ * -EBADF @dmabuf_fd is not an open fd or not a dma-buf; -EACCES the
+ * dma-buf was exported without write access (its file lacks FMODE_WRITE:
+ * the controller writes into it); -EINVAL @addr + @len beyond the
+ * dma-buf's size; -EINTR a signal arrived while waiting
  * for the exporter's pending moves (restarted instead for SA_RESTART
  * handlers); -EOPNOTSUPP and -EIO as above, for the exporter's mapping;
  * any other error of the exporter's attach, pin or map as it returned it,
