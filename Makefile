@@ -64,6 +64,7 @@ bench: userspace
 test check: deps
 	$(MAKE) unit
 	$(MAKE) kmod
+	$(MAKE) kmod-check
 	$(MAKE) dkms-build
 	$(MAKE) vmtest-matrix
 
@@ -131,11 +132,16 @@ vmbench-p2p: deps-vm userspace
 # kvblk.ko against installed kernel headers (W=1, must print no warnings);
 # KVER=<version> picks a kernel, default the newest installed headers.
 #   make kmod        build kmod/kvblk.ko
+#   make kmod-check  checkpatch --strict, kernel-doc and sparse over its sources
 #   make dkms-build  prove `dkms add/build` works, then remove it again
-.PHONY: kmod dkms-build
+.PHONY: kmod kmod-check dkms-build
 
 kmod:
 	$(MAKE) -C kmod $(if $(KVER),KVER=$(KVER))
+
+# checkpatch --strict, kernel-doc and sparse over kvblk.ko's sources (kmod/Makefile).
+kmod-check: deps-vm
+	$(MAKE) -C kmod check $(if $(KVER),KVER=$(KVER))
 
 dkms-build: deps-vm
 	kmod/dkms-check.sh $(KVER)

@@ -20,8 +20,6 @@
  * Rights follow the fd: it must allow reads (FMODE_READ, not O_PATH), and
  * every load reads only what a pread() on it could.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/blkdev.h>
 #include <linux/file.h>
 #include <linux/fs.h>
@@ -143,7 +141,8 @@ static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 	}
 	kvblk_blk_info(bdev, &t->info);
 	if ((t->start | t->capacity) & ((1ULL << t->info.lba_shift) - 1))
-		return kvblk_reject(bdev->bd_disk, "partition not aligned to the logical block size");
+		return kvblk_reject(bdev->bd_disk,
+				    "partition not aligned to the logical block size");
 	t->engine = &kvblk_engine_bio;
 	return 0;
 }

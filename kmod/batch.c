@@ -21,8 +21,6 @@
  *    the last completion, which releases it from a workqueue: until then it
  *    keeps its buffers (pinned and mapped) and its context alive.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/blk-mq.h>
 #include <linux/dmapool.h>
 #include <linux/log2.h>

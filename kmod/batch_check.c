@@ -8,8 +8,6 @@
  *    since registration (mem_host.c, kvblk_mem_ops.check).
  * Either failure rejects the call with the descriptor named in @bad_index.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/slab.h>
 #include <linux/sort.h>
 

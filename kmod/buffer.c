@@ -10,8 +10,6 @@
  * id table and every batch that targets it hold one) and fences revocable
  * memory against in-flight commands.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>
 #include <linux/sizes.h>
@@ -256,7 +254,6 @@ void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 	}
 }
 
-
 /**
  * kvblk_buf_dma_begin() - a command is about to target the buffer.
  * @buf: buffer.
@@ -322,7 +319,7 @@ void kvblk_buf_revoke(struct kvblk_buf *buf)
 
 /*
  * Alignment of addr and len per kind: the CPU page, or the 64 KiB GPU page
- * of nvidia-p2p (kernel-apis.md section 4).
+ * of nvidia-p2p (NVIDIA's GPUDirect RDMA documentation, Kernel API).
  */
 static u64 kvblk_mem_align(u32 kind)
 {

@@ -32,7 +32,7 @@
 /*
  * nvme_init_request() is exported GPL by nvme-core but declared only in the
  * driver's private drivers/nvme/host/nvme.h, which kernel header packages do
- * not ship. Same prototype from 6.0 to 7.2 (see kernel-apis.md 1.5).
+ * not ship. Same prototype from 6.0 to 7.2 (drivers/nvme/host/core.c).
  */
 struct nvme_command;
 void nvme_init_request(struct request *req, struct nvme_command *cmd);
@@ -42,10 +42,10 @@ void nvme_init_request(struct request *req, struct nvme_command *cmd);
  * (7.2 has it) also pass the completion batch as a third argument.
  */
 #ifdef KVBLK_HAVE_RQ_END_IO_IOB
-#define KVBLK_END_IO_ARGS(rq, sts) \
+#define KVBLK_END_IO_ARGS \
 	struct request *rq, blk_status_t sts, const struct io_comp_batch *iob
 #else
-#define KVBLK_END_IO_ARGS(rq, sts) struct request *rq, blk_status_t sts
+#define KVBLK_END_IO_ARGS struct request *rq, blk_status_t sts
 #endif
 
 /**

@@ -2,8 +2,6 @@
 /*
  * ctx.c - the per-open context of /dev/kvblk and its release.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/file.h>
 #include <linux/module.h>
 #include <linux/sched.h>

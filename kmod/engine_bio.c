@@ -13,8 +13,6 @@
  * partition, the NVMe multipath head, NVMe-oF namespaces, md and dm
  * devices, loop, virtio-blk.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/log2.h>

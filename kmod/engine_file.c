@@ -13,8 +13,6 @@
  * file was truncated while the batch ran) fails its object with -ENODATA:
  * nothing stale or foreign is reported as data.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/blkdev.h>
 #include <linux/fs.h>
 #include <linux/log2.h>

@@ -15,8 +15,6 @@
  * through nvidia-p2p, dma-buf) on a whole PCIe NVMe namespace, and is the
  * default for nvme-pci namespaces in this version.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
 #include <linux/device.h>
@@ -33,8 +31,8 @@
 
 /*
  * The head of the nvme driver's per-request data, struct nvme_request
- * (drivers/nvme/host/nvme.h: the same first members from 6.1 to 7.2,
- * kernel-apis.md 1.4); the header is private, so mirrored here.
+ * (drivers/nvme/host/nvme.h: the same first members from 6.1 to 7.2); the
+ * header is private, so mirrored here.
  */
 struct kvblk_nvme_request_head {
 	struct nvme_command *cmd;
@@ -112,7 +110,7 @@ static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 	return BLK_STS_IOERR;		/* also a command aborted by the host */
 }
 
-static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS(rq, sts))
+static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS)
 {
 	struct kvblk_cmd *cmd = rq->end_io_data;
 	const struct kvblk_ns_info *info = &cmd->b->objs[cmd->obj].bt->t->ns->info;
@@ -312,6 +310,8 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
  * hangs under the subsystem device (class "nvme-subsystem") and is
  * bio-based.
  */
+#define KVBLK_PRP_NOT_NVME "not an NVMe namespace (the PRP engine serves only those)"
+
 static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 			       struct device **dma_dev)
 {
@@ -319,14 +319,14 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	struct device *ctrl = disk_to_dev(disk)->parent;
 
 	if (owner && strcmp(module_name(owner), "nvme_core"))
-		return kvblk_reject(disk, "not an NVMe namespace (the PRP engine serves only those)");
+		return kvblk_reject(disk, KVBLK_PRP_NOT_NVME);
 	if (!ctrl || !ctrl->class)
-		return kvblk_reject(disk, "not an NVMe namespace (the PRP engine serves only those)");
+		return kvblk_reject(disk, KVBLK_PRP_NOT_NVME);
 	if (!strcmp(ctrl->class->name, "nvme-subsystem") || !queue_is_mq(q))
 		return kvblk_reject(disk,
 				    "NVMe multipath head (bio-based); the PRP engine needs a controller's own namespace (nvme_core.multipath=N)");
 	if (strcmp(ctrl->class->name, "nvme"))
-		return kvblk_reject(disk, "not an NVMe namespace (the PRP engine serves only those)");
+		return kvblk_reject(disk, KVBLK_PRP_NOT_NVME);
 	if (!ctrl->parent || !dev_is_pci(ctrl->parent))
 		return kvblk_reject(disk,
 				    "NVMe namespace not on a PCIe controller (fabrics or other transport)");
@@ -391,7 +391,7 @@ struct kvblk_probe_io {
 	u16 nvme_status;	/* the NVMe status as kvblk reads it */
 };
 
-static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS(rq, sts))
+static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS)
 {
 	struct kvblk_probe_io *io = rq->end_io_data;
 

@@ -2,8 +2,6 @@
 /*
  * ioctl.c - ioctl dispatch, GET_FEATURES and the struct size rules.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/fs.h>
 #include <linux/uaccess.h>
 

@@ -37,6 +37,7 @@
 #include <linux/types.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include <linux/sizes.h>
 #include <linux/xarray.h>
 
 #include <uapi/linux/kvblk.h>
@@ -45,14 +46,14 @@
 
 /* NVMe controller page: Linux always programs CC.MPS for 4 KiB. */
 #define KVBLK_CTRL_PAGE_SHIFT	12
-#define KVBLK_CTRL_PAGE_SIZE	(1U << KVBLK_CTRL_PAGE_SHIFT)
+#define KVBLK_CTRL_PAGE_SIZE	SZ_4K
 /* PRP entries per PRP list page. */
 #define KVBLK_PRPS_PER_PAGE	(KVBLK_CTRL_PAGE_SIZE / 8)
 
 /* Tunable ranges (module parameters and per-namespace sysfs files). */
 #define KVBLK_MAX_CMD_BYTES_MIN		KVBLK_CTRL_PAGE_SIZE
 #define KVBLK_MAX_CMD_BYTES_MAX		(8U << 20)
-#define KVBLK_MAX_CMD_BYTES_DEF		(1U << 20)
+#define KVBLK_MAX_CMD_BYTES_DEF		SZ_1M
 #define KVBLK_MAX_INFLIGHT_MIN		1U
 #define KVBLK_MAX_INFLIGHT_MAX		65536U
 #define KVBLK_MAX_INFLIGHT_DEF		256U

@@ -7,8 +7,6 @@
  * DMA straight into registered memory. See include/uapi/linux/kvblk.h for
  * the contract and kmod/README.md for sysfs, tracepoints and parameters.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>

@@ -31,8 +31,6 @@
  *
  * Facts about the interface: kmod/nv-p2p.h.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/sizes.h>
@@ -60,8 +58,12 @@ struct kvblk_nvp2p {
 	int (*put_pages_persistent)(u64 virtual_address,
 				    struct nvidia_p2p_page_table *page_table,
 				    u32 flags);
-	typeof(&nvidia_p2p_dma_map_pages) dma_map_pages;
-	typeof(&nvidia_p2p_dma_unmap_pages) dma_unmap_pages;
+	int (*dma_map_pages)(struct pci_dev *peer,
+			     struct nvidia_p2p_page_table *page_table,
+			     struct nvidia_p2p_dma_mapping **dma_mapping);
+	int (*dma_unmap_pages)(struct pci_dev *peer,
+			       struct nvidia_p2p_page_table *page_table,
+			       struct nvidia_p2p_dma_mapping *dma_mapping);
 };
 
 static const struct {

@@ -62,8 +62,6 @@
  * waiting for fences. The buffer stays registered, dead, until it is
  * unregistered or its context closes; then only detach and put remain.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/dma-buf.h>
 #include <linux/dma-resv.h>
 #include <linux/module.h>

@@ -20,8 +20,6 @@
  * (an unmap attempt that failed on a pinned page) costs a page walk, never
  * an -ESTALE.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/capability.h>
 #include <linux/dma-mapping.h>
 #include <linux/mm.h>

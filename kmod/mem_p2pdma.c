@@ -26,8 +26,6 @@
  * P2PDMA pages are device memory, not RAM: they are not charged to
  * RLIMIT_MEMLOCK (the provider's pool bounds them) and never dirtied.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/dma-mapping.h>
 #include <linux/memremap.h>
 #include <linux/mm.h>

@@ -11,8 +11,6 @@
  * context attaches it owns the dma_pools of PRP lists for the namespace's
  * PCI function, until the object goes.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/blkdev.h>
 #include <linux/device.h>
 #include <linux/dmapool.h>

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nv-p2p.h - kvblk's own declaration of NVIDIA's nvidia-p2p kernel interface
+ * kvblk's own declaration of NVIDIA's nvidia-p2p kernel interface
  * (GPUDirect RDMA), used when the NVIDIA driver source is not installed.
  *
  * Written by the kvblk project from NVIDIA's documentation ("Developing a
- * Linux Kernel Module using GPUDirect RDMA", section Kernel API) and from the
- * facts recorded in the project's notes (shared/notes/kernel-apis.md,
- * section 4, read against open-gpu-kernel-modules 595.45.04). It is not
+ * Linux Kernel Module using GPUDirect RDMA", section Kernel API), read
+ * against open-gpu-kernel-modules 595.45.04 (kernel-open/nvidia/nv-p2p.h). It is not
  * NVIDIA's header. When that header is installed (/usr/src/nvidia-* /nvidia/
  * nv-p2p.h), kmod/Kbuild finds it, defines KVBLK_HAVE_NV_P2P_H and the build
  * uses it instead of this file.
@@ -28,16 +27,19 @@ struct pci_dev;
 /*
  * Versions of the tables: major in the upper 16 bits, minor in the lower.
  * A table is usable when its major equals the one compiled against and its
- * minor is at least that one (fields are only ever appended). Values: notes
- * section 4 ("Version macros").
+ * minor is at least that one (fields are only ever appended). Values as in
+ * the driver's header.
  */
 #define NVIDIA_P2P_MAJOR_VERSION_MASK	0xffff0000U
 #define NVIDIA_P2P_MINOR_VERSION_MASK	0x0000ffffU
 #define NVIDIA_P2P_MAJOR_VERSION(v)	(((v) & NVIDIA_P2P_MAJOR_VERSION_MASK) >> 16)
 #define NVIDIA_P2P_MINOR_VERSION(v)	((v) & NVIDIA_P2P_MINOR_VERSION_MASK)
-#define NVIDIA_P2P_VERSION_COMPATIBLE(p, v)				\
-	(NVIDIA_P2P_MAJOR_VERSION((p)->version) == NVIDIA_P2P_MAJOR_VERSION(v) && \
-	 NVIDIA_P2P_MINOR_VERSION((p)->version) >= NVIDIA_P2P_MINOR_VERSION(v))
+#define NVIDIA_P2P_VERSION_COMPATIBLE(p, v) ({				\
+	u32 __have = (p)->version, __want = (v);			\
+									\
+	NVIDIA_P2P_MAJOR_VERSION(__have) == NVIDIA_P2P_MAJOR_VERSION(__want) && \
+	NVIDIA_P2P_MINOR_VERSION(__have) >= NVIDIA_P2P_MINOR_VERSION(__want); \
+})
 
 #define NVIDIA_P2P_PAGE_TABLE_VERSION	0x00020000U
 #define NVIDIA_P2P_PAGE_TABLE_VERSION_COMPATIBLE(p) \

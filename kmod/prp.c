@@ -13,8 +13,6 @@
  * The lists come from dma_pools of the NVMe PCI function, so their bus
  * addresses are what the controller must see, with or without an IOMMU.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/dmapool.h>
 
 #include "kvblk.h"

@@ -33,8 +33,6 @@
  * a buffer's release unmaps under it (kvblk_dma_buf_lock()), so no mapping
  * is made or undone for a device that step 3 has passed.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/device.h>
 #include <linux/list.h>
 #include <linux/notifier.h>

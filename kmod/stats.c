@@ -9,8 +9,6 @@
  * Command latency runs from submission to completion callback; batch
  * latency from the first submission to the last completion.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/bitops.h>
 #include <linux/math64.h>
 #include <linux/percpu.h>

@@ -14,8 +14,6 @@
  *   max_descs      1 .. 65536 descriptors per LOAD_MANY call, read at every
  *                  call.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/kernel.h>
 #include <linux/moduleparam.h>
 #include <linux/sysfs.h>
@@ -123,34 +121,61 @@ MODULE_PARM_DESC(max_descs,
 
 #define to_kvblk_ns(k) container_of(k, struct kvblk_ns, kobj)
 
-#define KVBLK_TUNABLE_ATTR(_name, _id)						\
-static ssize_t _name##_show(struct kobject *kobj,				\
-			    struct kobj_attribute *attr, char *buf)		\
-{										\
-	return sysfs_emit(buf, "%u\n", READ_ONCE(to_kvblk_ns(kobj)->_name));	\
-}										\
-static ssize_t _name##_store(struct kobject *kobj,				\
-			     struct kobj_attribute *attr, const char *buf,	\
-			     size_t count)					\
-{										\
-	u32 v;									\
-	int ret = kvblk_tunable_parse(_id, buf, &v);				\
-										\
-	if (ret)								\
-		return ret;							\
-	WRITE_ONCE(to_kvblk_ns(kobj)->_name, v);				\
-	return count;								\
-}										\
-static struct kobj_attribute kvblk_tun_##_name = __ATTR_RW(_name)
+/* A per-namespace tunable file: which tunable, and its u32 in struct kvblk_ns. */
+struct kvblk_tunable_attr {
+	struct kobj_attribute attr;
+	enum kvblk_tunable id;
+	size_t off;
+};
 
-KVBLK_TUNABLE_ATTR(max_cmd_bytes, KVBLK_TUN_MAX_CMD_BYTES);
-KVBLK_TUNABLE_ATTR(max_inflight, KVBLK_TUN_MAX_INFLIGHT);
-KVBLK_TUNABLE_ATTR(max_descs, KVBLK_TUN_MAX_DESCS);
+static u32 *kvblk_tunable_field(struct kobject *kobj, struct kobj_attribute *attr)
+{
+	const struct kvblk_tunable_attr *t = container_of(attr, struct kvblk_tunable_attr, attr);
+
+	return (u32 *)((char *)to_kvblk_ns(kobj) + t->off);
+}
+
+static ssize_t kvblk_tunable_show(struct kobject *kobj, struct kobj_attribute *attr,
+				  char *buf)
+{
+	return sysfs_emit(buf, "%u\n", READ_ONCE(*kvblk_tunable_field(kobj, attr)));
+}
+
+static ssize_t kvblk_tunable_store(struct kobject *kobj, struct kobj_attribute *attr,
+				   const char *buf, size_t count)
+{
+	const struct kvblk_tunable_attr *t = container_of(attr, struct kvblk_tunable_attr, attr);
+	u32 v;
+	int ret = kvblk_tunable_parse(t->id, buf, &v);
+
+	if (ret)
+		return ret;
+	WRITE_ONCE(*kvblk_tunable_field(kobj, attr), v);
+	return count;
+}
+
+static struct kvblk_tunable_attr kvblk_tun_max_cmd_bytes = {
+	.attr = __ATTR(max_cmd_bytes, 0644, kvblk_tunable_show, kvblk_tunable_store),
+	.id = KVBLK_TUN_MAX_CMD_BYTES,
+	.off = offsetof(struct kvblk_ns, max_cmd_bytes),
+};
+
+static struct kvblk_tunable_attr kvblk_tun_max_inflight = {
+	.attr = __ATTR(max_inflight, 0644, kvblk_tunable_show, kvblk_tunable_store),
+	.id = KVBLK_TUN_MAX_INFLIGHT,
+	.off = offsetof(struct kvblk_ns, max_inflight),
+};
+
+static struct kvblk_tunable_attr kvblk_tun_max_descs = {
+	.attr = __ATTR(max_descs, 0644, kvblk_tunable_show, kvblk_tunable_store),
+	.id = KVBLK_TUN_MAX_DESCS,
+	.off = offsetof(struct kvblk_ns, max_descs),
+};
 
 static struct attribute *kvblk_tunables_attrs[] = {
-	&kvblk_tun_max_cmd_bytes.attr,
-	&kvblk_tun_max_inflight.attr,
-	&kvblk_tun_max_descs.attr,
+	&kvblk_tun_max_cmd_bytes.attr.attr,
+	&kvblk_tun_max_inflight.attr.attr,
+	&kvblk_tun_max_descs.attr.attr,
 	NULL,
 };
 

@@ -18,8 +18,6 @@
  * <linux/io_uring.h>, later <linux/io_uring/cmd.h>), where the command
  * area is, io_uring_cmd_done()'s arguments and the task-work callback's.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/fs.h>
 #include <linux/uaccess.h>
 

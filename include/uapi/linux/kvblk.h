@@ -334,8 +334,9 @@ struct kvblk_buf_reg {
  *
  * Unmaps and unpins the buffer (also a stale one). Closing the context does the same for every
  * buffer still registered, after the last in-flight command completes.
- * Errors: -ENOENT unknown @buf_id (also before attach: no buffer exists); -EBUSY a batch that targets the buffer is
- * still in flight (nothing is changed; retry after it completes).
+ * Errors: -ENOENT unknown @buf_id (also before attach: no buffer exists);
+ * -EBUSY a batch that targets the buffer is still in flight (nothing is
+ * changed; retry after it completes).
  */
 struct kvblk_buf_unreg {
 	__u32 size;
