@@ -443,7 +443,7 @@ static bool kvblk_buf_reaches(const struct kvblk_tgt *t,
  * Returns 0 or the first descriptor's error, with *bad set to its index.
  */
 static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
-			  const struct kvblk_desc *descs, u32 *bad, u64 *nr_cmds,
+			  const struct kvblk_io_desc *descs, u32 *bad, u64 *nr_cmds,
 			  u64 *bytes)
 {
 	u32 *map, nr_map;
@@ -462,7 +462,7 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		goto out;
 	}
 	for (i = 0; i < b->nr_objs; i++) {
-		const struct kvblk_desc *d = &descs[i];
+		const struct kvblk_io_desc *d = &descs[i];
 		struct kvblk_obj *o = &b->objs[i];
 		struct kvblk_buf *buf = NULL;
 		struct kvblk_btgt *bt;
@@ -567,7 +567,7 @@ static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
  * Returns 0, -EFAULT, -EINTR (fatal signal) or -E2BIG with *bad set.
  */
 static int kvblk_copy_descs(const struct kvblk_load_many *lm,
-			    struct kvblk_desc *descs, u32 *bad)
+			    struct kvblk_io_desc *descs, u32 *bad)
 {
 	u32 i;
 	int ret;
@@ -667,7 +667,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg)
 {
 	struct kvblk_load_many lm;
-	struct kvblk_desc *descs = NULL;
+	struct kvblk_io_desc *descs = NULL;
 	struct kvblk_batch *b = NULL;
 	struct kvblk_ns *ns;
 	u64 nr_cmds, bytes;

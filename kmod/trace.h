@@ -4,7 +4,7 @@
  *
  * dev is the whole disk's dev_t (for a file: the disk of its file system);
  * batch a module-wide batch sequence number; tag the caller's
- * kvblk_desc.tag, so that every command (an NVMe Read, a bio, a direct-I/O
+ * kvblk_io_desc.tag, so that every command (an NVMe Read, a bio, a direct-I/O
  * read) can be attributed to the object that caused it; slba the disk LBA
  * (partition start included; for a file the file offset in logical
  * blocks); hwq the blk-mq hardware queue (NVMe submission/completion queue

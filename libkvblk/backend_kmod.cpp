@@ -51,20 +51,11 @@
 #include <unistd.h>
 #include <vector>
 
-namespace kvblk::detail {
-namespace uapi {
-/* The kernel's struct kvblk_desc and enum kvblk_mem_kind differ from libkvblk's of the same name. */
 #include <uapi/linux/kvblk.h>
-} // namespace uapi
+
+namespace kvblk::detail {
 
 namespace {
-
-/* The KVBLK_IOC_* macros name these structs. */
-using uapi::kvblk_attach;
-using uapi::kvblk_buf_check;
-using uapi::kvblk_buf_reg;
-using uapi::kvblk_buf_unreg;
-using uapi::kvblk_load_many;
 
 using ull = unsigned long long;
 
@@ -211,8 +202,8 @@ public:
 			if (!writer_)
 				return err;
 		}
-		const char *engine = a.engine == uapi::KVBLK_ENGINE_PRP ? "prp" :
-				     a.engine == uapi::KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
+		const char *engine = a.engine == KVBLK_ENGINE_PRP ? "prp" :
+				     a.engine == KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
 		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
 			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
 			   " engine" + (cfg.writable ? ", stores through uring" : "");
@@ -311,7 +302,7 @@ public:
 				    what, ull(len));
 		kvblk_buf_reg reg{};
 		reg.size = sizeof(reg);
-		reg.kind = cuda ? uapi::KVBLK_MEM_CUDA : p2pdma ? uapi::KVBLK_MEM_P2PDMA : uapi::KVBLK_MEM_DMABUF;
+		reg.kind = cuda ? KVBLK_MEM_CUDA : p2pdma ? KVBLK_MEM_P2PDMA : KVBLK_MEM_DMABUF;
 		reg.dmabuf_fd = cuda || p2pdma ? 0 : dmabuf_fd;
 		reg.addr = addr;
 		reg.len = reg_len;
@@ -344,7 +335,7 @@ public:
 			const int e = errno;
 			return fail(-e, "kmod: KVBLK_IOC_CHECK_BUFFER of buffer %u: %s", id, errno_text(e).c_str());
 		}
-		if (c.state == uapi::KVBLK_BUF_STALE)
+		if (c.state == KVBLK_BUF_STALE)
 			return fail(-ESTALE,
 				    "kmod: buffer %u no longer maps the pages kvblk.ko pinned at registration (the "
 				    "memory was unmapped and mapped again, or dropped with madvise)", id);
@@ -366,7 +357,7 @@ private:
 	{
 		kvblk_buf_reg reg{};
 		reg.size = sizeof(reg);
-		reg.kind = uapi::KVBLK_MEM_HOST;
+		reg.kind = KVBLK_MEM_HOST;
 		reg.addr = start;
 		reg.len = end - start;
 		if (ioctl(ctl_, KVBLK_IOC_REGISTER_BUFFER, &reg) != 0)
@@ -398,7 +389,7 @@ private:
 		const IoObject &o = b.objects[i];
 		const uint64_t piece = split_ ? split_ : kMaxDescBytes;
 		for (uint64_t off = 0; off < o.length; off += piece) {
-			uapi::kvblk_desc d{};
+			kvblk_io_desc d{};
 			d.offset = o.offset + off;
 			d.length = std::min(piece, o.length - off);
 			d.buf_offset = buf_offset + off;
@@ -427,14 +418,14 @@ private:
 			}
 			const uint32_t nr = uint32_t(std::min<size_t>(kernel_descs_, kdescs_.size() - pos));
 			for (size_t k = pos; k < pos + nr; k++)
-				kres_[k] = uapi::kvblk_desc_result{kNoResult, 0, 0};
-			kvblk_load_many lm{};
+				kres_[k] = kvblk_desc_result{kNoResult, 0, 0};
+			struct kvblk_load_many lm{}; /* the ioctl's struct; kvblk_load_many() is the C API call */
 			lm.size = sizeof(lm);
 			lm.nr_descs = nr;
-			lm.desc_bytes = sizeof(uapi::kvblk_desc);
+			lm.desc_bytes = sizeof(kvblk_io_desc);
 			lm.descs = uint64_t(uintptr_t(&kdescs_[pos]));
 			lm.results = uint64_t(uintptr_t(&kres_[pos]));
-			lm.result_bytes = sizeof(uapi::kvblk_desc_result);
+			lm.result_bytes = sizeof(kvblk_desc_result);
 			lm.bad_index = -1;
 			const int ret = ioctl(ctl_, KVBLK_IOC_LOAD_MANY, &lm);
 			const int err = ret < 0 ? errno : 0;
@@ -560,9 +551,9 @@ private:
 	std::vector<int32_t> range_of_;
 	std::vector<Span> spans_;
 	std::vector<TempRange> ranges_;
-	std::vector<uapi::kvblk_desc> kdescs_;
+	std::vector<kvblk_io_desc> kdescs_;
 	std::vector<uint32_t> owner_;
-	std::vector<uapi::kvblk_desc_result> kres_;
+	std::vector<kvblk_desc_result> kres_;
 };
 
 } // namespace

@@ -419,13 +419,18 @@ int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *in
  *                    on kernels with CONFIG_PCI_P2PDMA; since 0.2). NVMe DMA
  *                    goes straight into it (KVBLK_PATH_P2P): see
  *                    kvblk_register_buffer().
+ * @KVBLK_MEM_KIND_MAX: one past the last kind (since 0.4).
  */
+#ifndef __KVBLK_MEM_KIND_DEFINED /* the same enum as <linux/kvblk.h>'s, one guard */
+#define __KVBLK_MEM_KIND_DEFINED
 enum kvblk_mem_kind {
 	KVBLK_MEM_HOST = 0,
 	KVBLK_MEM_CUDA = 1,
 	KVBLK_MEM_DMABUF = 2,
 	KVBLK_MEM_P2PDMA = 3,
+	KVBLK_MEM_KIND_MAX,
 };
+#endif
 
 /** Buffer id meaning "addr is a plain host pointer, not a registered buffer". */
 #define KVBLK_BUF_NONE UINT32_MAX

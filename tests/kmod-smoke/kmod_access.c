@@ -123,7 +123,7 @@ static int open_kvblk(void)
 static int load_exact(int kfd, uint32_t id, uint8_t *buf, const char *path,
 		      unsigned int n, uint64_t len, uint64_t stride)
 {
-	struct kvblk_desc d[16];
+	struct kvblk_io_desc d[16];
 	struct kvblk_desc_result res[16];
 	struct kvblk_load_many lm = { .size = sizeof(lm) };
 	int before = failures, fd, ret;
@@ -327,7 +327,7 @@ static void holder(const char *own, const char *dir)
 
 static void foreign(const char *own, uint32_t id)
 {
-	struct kvblk_desc d = { .length = 4096, .buf_id = id };
+	struct kvblk_io_desc d = { .length = 4096, .buf_id = id };
 	struct kvblk_desc_result res = { .status = 12345 };
 	struct kvblk_load_many lm = { .size = sizeof(lm), .nr_descs = 1,
 				      .desc_bytes = sizeof(d), .descs = (uintptr_t)&d,

@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 	uint64_t store, obj, bytes = 0, pos = 0;
 	struct kvblk_desc_result *res;
 	struct kvblk_load_many lm;
-	struct kvblk_desc *d;
+	struct kvblk_io_desc *d;
 	unsigned int batch, k;
 	double secs, t0, c0, t, c;
 	int kfd, tfd, dfd, first = 1;

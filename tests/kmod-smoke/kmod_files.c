@@ -194,7 +194,7 @@ static void ctx_close(struct ctx *x)
 	close(x->ffd);
 }
 
-static long load(struct ctx *x, struct kvblk_desc *d, unsigned int n,
+static long load(struct ctx *x, struct kvblk_io_desc *d, unsigned int n,
 		 struct kvblk_desc_result *r, struct kvblk_load_many *lm)
 {
 	unsigned int k;
@@ -244,7 +244,7 @@ static unsigned char *direct_read(const char *path, uint64_t off, uint64_t len)
 static void load_check(struct ctx *x, const struct chunk *c, unsigned int i,
 		       uint64_t from, uint64_t to, const char *what)
 {
-	struct kvblk_desc d[MAX_OBJS];
+	struct kvblk_io_desc d[MAX_OBJS];
 	struct kvblk_desc_result r[MAX_OBJS];
 	struct kvblk_load_many lm;
 	unsigned int n = 1 + rnd() % MAX_OBJS, k;
@@ -344,7 +344,7 @@ static void truncate_during_batch(const char *dir)
 		0, 500, 2000, 5000, 10000, 20000, 50000, 100000 };
 	unsigned char *want = malloc(TRUNC_BYTES), *foreign = malloc(TRUNC_BYTES);
 	uint64_t buf_len = (uint64_t)TRUNC_OBJS * (TRUNC_OBJ + 4096) + 4096;
-	struct kvblk_desc d[TRUNC_OBJS];
+	struct kvblk_io_desc d[TRUNC_OBJS];
 	struct kvblk_desc_result r[TRUNC_OBJS];
 	unsigned int round, k, exact = 0, failed = 0;
 	char path[512], other[512];
@@ -477,7 +477,7 @@ static void truncate_during_batch(const char *dir)
 static void one_context_all_files(struct chunk *c, unsigned int nfiles)
 {
 	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_HOST };
-	struct kvblk_desc *d = calloc(nfiles, sizeof(*d));
+	struct kvblk_io_desc *d = calloc(nfiles, sizeof(*d));
 	struct kvblk_desc_result *res = calloc(nfiles, sizeof(*res));
 	struct kvblk_load_many lm = { .size = sizeof(lm) };
 	int kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
@@ -647,7 +647,7 @@ int main(int argc, char **argv)
 
 	/* One file, several batches: coherence, size per batch, input rules. */
 	if (!failures && ctx_open(&x, c[0].path, map, slice) == 0) {
-		struct kvblk_desc d[1] = { { 0 } };
+		struct kvblk_io_desc d[1] = { { 0 } };
 		struct kvblk_desc_result r[1];
 		struct kvblk_load_many lm;
 		unsigned char *p = malloc(max_size + 65536);

@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 {
 	const char *cmd = NULL, *after = NULL, *attach_err = NULL, *call_err = NULL;
 	struct kvblk_desc_result res[MAX_OBJS];
-	struct kvblk_desc descs[MAX_OBJS];
+	struct kvblk_io_desc descs[MAX_OBJS];
 	struct kvblk_load_many lm;
 	struct kvblk_buf_reg reg;
 	struct kvblk_attach at;

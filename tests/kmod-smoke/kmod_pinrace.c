@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 			.addr = (unsigned long)range, .len = SPAN,
 		};
 		struct kvblk_buf_unreg u = { .size = sizeof(u) };
-		struct kvblk_desc d = { .length = SPAN };
+		struct kvblk_io_desc d = { .length = SPAN };
 		struct kvblk_desc_result res = { 0 };
 		struct kvblk_load_many lm = {
 			.size = sizeof(lm), .nr_descs = 1,

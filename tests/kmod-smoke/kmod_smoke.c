@@ -166,7 +166,7 @@ static unsigned char *direct_read(int dfd, uint64_t off, uint64_t len)
 }
 
 struct plan {
-	struct kvblk_desc d[64];
+	struct kvblk_io_desc d[64];
 	unsigned int n;
 };
 
@@ -182,7 +182,7 @@ static int add_obj(struct plan *p, uint64_t dev_off, uint64_t len,
 
 	if (p->n >= 64 || bo + len + 64 > buf_len)
 		return -1;
-	p->d[p->n] = (struct kvblk_desc){
+	p->d[p->n] = (struct kvblk_io_desc){
 		.offset = dev_off,
 		.length = len,
 		.buf_offset = bo,
@@ -213,7 +213,7 @@ static int run_batch(int kfd, int dfd, const char *disk, unsigned char *buf,
 	memset(&lm, 0, sizeof(lm));
 	lm.size = sizeof(lm);
 	lm.nr_descs = p->n;
-	lm.desc_bytes = sizeof(struct kvblk_desc);
+	lm.desc_bytes = sizeof(struct kvblk_io_desc);
 	lm.descs = (uintptr_t)p->d;
 	lm.results = (uintptr_t)res;
 	lm.result_bytes = sizeof(struct kvblk_desc_result);
@@ -226,7 +226,7 @@ static int run_batch(int kfd, int dfd, const char *disk, unsigned char *buf,
 	      want_engine);
 
 	for (i = 0; i < p->n; i++) {
-		const struct kvblk_desc *d = &p->d[i];
+		const struct kvblk_io_desc *d = &p->d[i];
 		unsigned char *want;
 
 		CHECK(res[i].status == 0 && res[i].bytes == d->length &&
@@ -286,7 +286,7 @@ static void media_error_check(int kfd, int dfd, const char *disk,
 			      unsigned char *buf, uint32_t buf_id, uint64_t lba,
 			      uint64_t mc, uint64_t bad)
 {
-	struct kvblk_desc d[3] = {
+	struct kvblk_io_desc d[3] = {
 		{ .offset = bad - 2 * lba, .length = 4 * lba, .buf_id = buf_id,
 		  .buf_offset = 0, .tag = 1 },
 		{ .offset = 0, .length = 8 * lba, .buf_id = buf_id,
@@ -531,7 +531,7 @@ int main(int argc, char **argv)
 
 	/* A descriptor reaching past the end fails the call with -ERANGE. */
 	{
-		struct kvblk_desc d[2] = {
+		struct kvblk_io_desc d[2] = {
 			{ .offset = 0, .length = lba, .buf_id = reg.buf_id },
 			{ .offset = cap - cap % lba - lba, .length = 2 * lba,
 			  .buf_id = reg.buf_id, .buf_offset = 8192 },

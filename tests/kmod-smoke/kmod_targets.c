@@ -161,7 +161,7 @@ static unsigned char *direct_read(int dfd, uint64_t off, uint64_t len)
 	return p;
 }
 
-static long load(int kfd, struct kvblk_desc *d, unsigned int n, uint32_t desc_bytes,
+static long load(int kfd, struct kvblk_io_desc *d, unsigned int n, uint32_t desc_bytes,
 		 struct kvblk_desc_result *r, struct kvblk_load_many *lm)
 {
 	memset(lm, 0, sizeof(*lm));
@@ -188,7 +188,7 @@ static bool all_canary(const unsigned char *p, uint64_t len)
 static void round_check(int kfd, struct tgt *t, uint32_t buf_id,
 			unsigned char *buf, unsigned int round)
 {
-	struct kvblk_desc d[MAX_OBJS];
+	struct kvblk_io_desc d[MAX_OBJS];
 	struct kvblk_desc_result r[MAX_OBJS];
 	struct kvblk_load_many lm;
 	long long before[NT][4], after[NT][4];
@@ -288,7 +288,7 @@ int main(int argc, char **argv)
 	struct tgt t[NT];
 	struct kvblk_attach a;
 	struct kvblk_buf_reg reg = { .size = sizeof(reg), .kind = KVBLK_MEM_HOST };
-	struct kvblk_desc d[4];
+	struct kvblk_io_desc d[4];
 	struct kvblk_desc_result r[4];
 	struct kvblk_load_many lm;
 	const char *e = getenv("KVBLK_VM_NS2_OFFSET");
@@ -440,7 +440,7 @@ int main(int argc, char **argv)
 		d[1].target = 1;	/* not copied: 40 bytes only */
 		memcpy(old[0], &d[0], sizeof(old[0]));
 		memcpy(old[1], &d[1], sizeof(old[1]));
-		ret = load(kfd, (struct kvblk_desc *)old, 2, KVBLK_DESC_SIZE_VER0, r, &lm);
+		ret = load(kfd, (struct kvblk_io_desc *)old, 2, KVBLK_DESC_SIZE_VER0, r, &lm);
 		CHECK(ret == 2 && lm.engine == KVBLK_ENGINE_PRP && lm.nr_targets == 1,
 		      "40-byte descriptors: %d engine %u targets %u", ret, lm.engine,
 		      lm.nr_targets);

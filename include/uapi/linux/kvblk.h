@@ -33,7 +33,7 @@
  * Destination memory is registered once (pinned; DMA-mapped for the NVMe
  * controller when the PRP engine serves) and named by a buffer id.
  * KVBLK_IOC_LOAD_MANY then reads a batch of objects, each described by one
- * struct kvblk_desc, with all of their commands in flight together. Every
+ * struct kvblk_io_desc, with all of their commands in flight together. Every
  * descriptor gets its own status.
  *
  * Struct growth (iommufd rules)
@@ -100,7 +100,13 @@ enum kvblk_engine {
 	KVBLK_ENGINE_FILE = 3,	/* block layer: direct I/O through the file system */
 };
 
-/* Destination memory kinds, kvblk_buf_reg.kind. */
+/*
+ * Destination memory kinds, kvblk_buf_reg.kind. libkvblk's <kvblk/kvblk.h>
+ * declares the same enum under the same guard, so that a program may include
+ * both headers, in either order.
+ */
+#ifndef __KVBLK_MEM_KIND_DEFINED
+#define __KVBLK_MEM_KIND_DEFINED
 enum kvblk_mem_kind {
 	KVBLK_MEM_HOST = 0,	/* anonymous, shmem or hugetlb user memory */
 	KVBLK_MEM_CUDA = 1,	/* CUDA device address range (nvidia-p2p) */
@@ -108,6 +114,7 @@ enum kvblk_mem_kind {
 	KVBLK_MEM_P2PDMA = 3,	/* user mapping of PCI P2PDMA pages (p2pmem/allocate) */
 	KVBLK_MEM_KIND_MAX,
 };
+#endif
 
 /**
  * struct kvblk_attach - ioctl(KVBLK_IOC_ATTACH)
@@ -133,7 +140,7 @@ enum kvblk_mem_kind {
  *                engine); 0 for the block-layer engines.
  * @lba_size:     out: bytes per logical block of the device (for a file:
  *                of the file system's device); every offset and length in
- *                struct kvblk_desc is a multiple of it.
+ *                struct kvblk_io_desc is a multiple of it.
  * @max_cmd_bytes: out: objects are split into commands of at most this
  *                many bytes: for the PRP engine min(module tunable,
  *                controller limit from MDTS, as queue/max_hw_sectors_kb);
@@ -150,7 +157,7 @@ enum kvblk_mem_kind {
  * @engine:       out: enum kvblk_engine that serves this context.
  * @reserved:     must be 0.
  * @reserved2:    must be 0.
- * @buf_align:    out: kvblk_desc.buf_offset must be a multiple of this: 4
+ * @buf_align:    out: kvblk_io_desc.buf_offset must be a multiple of this: 4
  *                for the PRP engine (dword-aligned PRP1), the device's DMA
  *                alignment (at least 4) for a block device through the
  *                block layer, max(@lba_size, DMA alignment) for a file.
@@ -227,7 +234,7 @@ struct kvblk_attach {
  *             KVBLK_MEM_DMABUF (page aligned).
  * @len:       in: bytes; a multiple of the page size (64 KiB for CUDA);
  *             at most 64 GiB per registration.
- * @buf_id:    out: id to use in kvblk_desc.buf_id (never 0).
+ * @buf_id:    out: id to use in kvblk_io_desc.buf_id (never 0).
  * @reserved:  must be 0.
  * @reserved2: must be 0.
  *
@@ -346,7 +353,10 @@ struct kvblk_buf_unreg {
 };
 
 /**
- * struct kvblk_desc - one object to read
+ * struct kvblk_io_desc - one object to read (named struct kvblk_desc up to
+ * kvblk 0.3.0, same layout: renamed so that libkvblk's <kvblk/kvblk.h>, whose
+ * struct kvblk_desc is the library's descriptor, can be included with this
+ * header)
  * @offset:     byte offset on the attached target (partition-relative; in
  *              the file for a file); a multiple of kvblk_attach.lba_size.
  * @length:     bytes; non-zero, a multiple of lba_size, at most 4 GiB.
@@ -374,7 +384,7 @@ struct kvblk_buf_unreg {
  * -ERANGE, also when offset + length wraps past 2^64) and
  * [buf_offset, buf_offset+length) inside the buffer (else -EINVAL).
  */
-struct kvblk_desc {
+struct kvblk_io_desc {
 	__u64 offset;
 	__u64 length;
 	__u64 buf_offset;
@@ -431,7 +441,7 @@ struct kvblk_desc_result {
  * @flags:       in: must be 0.
  * @nr_descs:    in: descriptors in @descs; 1 .. the max_descs tunable
  *               (default 4096, at most 65536).
- * @desc_bytes:  in: sizeof(struct kvblk_desc) as the caller knows it; >= 40
+ * @desc_bytes:  in: sizeof(struct kvblk_io_desc) as the caller knows it; >= 40
  *               and at most the page size (else -E2BIG for the call).
  *               Bytes of a descriptor past the kernel's struct must be zero
  *               (else that descriptor is rejected with -E2BIG).
@@ -503,7 +513,7 @@ struct kvblk_desc_result {
  * (see "Several targets per context"; @bad_index);
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
- * struct kvblk_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
+ * struct kvblk_io_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
  * while copying the descriptors, pinning or waiting: commands already issued
  * still complete into the pinned buffer, which stays pinned until they do.
  * A KVBLK_MEM_P2PDMA destination is pinned and mapped per call; when that
@@ -543,7 +553,7 @@ struct kvblk_load_many {
  * own engine, chosen as for the first (the flags above), its own geometry
  * (re-read for every target a batch names, when the batch starts) and its
  * own rights (its fd's). A descriptor names its target in
- * kvblk_desc.target; a batch may name any mix of them.
+ * kvblk_io_desc.target; a batch may name any mix of them.
  *
  * DMA mapping: registered memory is DMA-mapped for at most one NVMe PCI
  * function per context, the one of the context's first PRP target, and

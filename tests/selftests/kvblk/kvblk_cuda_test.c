@@ -176,7 +176,7 @@ static bool gpu_settled(const struct kvblk_fake_gpu_stats *base,
 	return false;
 }
 
-static int load(int kfd, struct kvblk_desc *d, struct kvblk_desc_result *res,
+static int load(int kfd, struct kvblk_io_desc *d, struct kvblk_desc_result *res,
 		uint32_t n, struct kvblk_load_many *lm)
 {
 	memset(lm, 0, sizeof(*lm));
@@ -377,7 +377,7 @@ TEST_F(cuda, unaligned_objects_land_exactly)
 		{ 123, 1, 8 * GPU_PAGE - 4096 },		/* ends at the range's end */
 	};
 	const uint32_t n = sizeof(obj) / sizeof(obj[0]);
-	struct kvblk_desc d[sizeof(obj) / sizeof(obj[0])];
+	struct kvblk_io_desc d[sizeof(obj) / sizeof(obj[0])];
 	struct kvblk_desc_result res[sizeof(obj) / sizeof(obj[0])];
 	struct kvblk_load_many lm;
 	unsigned char *got, *want, *dio;
@@ -404,7 +404,7 @@ TEST_F(cuda, unaligned_objects_land_exactly)
 		ASSERT_LT(0, len);
 		ASSERT_GE(reg_len, obj[i].buf_off + len);
 		ASSERT_GE(self->a.capacity, off + len);
-		d[i] = (struct kvblk_desc){
+		d[i] = (struct kvblk_io_desc){
 			.offset = off, .length = len, .buf_offset = obj[i].buf_off,
 			.buf_id = (uint32_t)id, .tag = 0xc0da0000 + i,
 		};
@@ -463,10 +463,10 @@ struct loader {
 	int other_status;
 };
 
-static void fill_batch(struct kvblk_desc *d, uint32_t id, uint64_t lba_capacity)
+static void fill_batch(struct kvblk_io_desc *d, uint32_t id, uint64_t lba_capacity)
 {
 	for (unsigned int i = 0; i < REVOKE_OBJS; i++)
-		d[i] = (struct kvblk_desc){
+		d[i] = (struct kvblk_io_desc){
 			.offset = (i * REVOKE_OBJ * 7) % (lba_capacity - REVOKE_OBJ),
 			.length = REVOKE_OBJ,
 			.buf_offset = i * REVOKE_OBJ,
@@ -481,7 +481,7 @@ static uint64_t g_capacity;
 static void *loader_main(void *arg)
 {
 	struct loader *l = arg;
-	struct kvblk_desc d[REVOKE_OBJS];
+	struct kvblk_io_desc d[REVOKE_OBJS];
 	struct kvblk_desc_result res[REVOKE_OBJS];
 	struct kvblk_load_many lm;
 	bool saw_enodev = false;
@@ -518,7 +518,7 @@ static void *loader_main(void *arg)
  */
 TEST_F_TIMEOUT(cuda, free_during_loads, 300)
 {
-	struct kvblk_desc d[REVOKE_OBJS];
+	struct kvblk_io_desc d[REVOKE_OBJS];
 	struct kvblk_desc_result res[REVOKE_OBJS];
 	struct kvblk_fake_gpu_qcheck q = { 0 };
 	struct kvblk_fake_gpu_stats st0, st1;
@@ -599,7 +599,7 @@ TEST_F(cuda, callback_only_gpu_refused)
 /* cudaFree of a registered buffer with nothing in flight, then unregister. */
 TEST_F(cuda, free_then_unregister)
 {
-	struct kvblk_desc d = { .length = self->a.lba_size, .tag = 1 };
+	struct kvblk_io_desc d = { .length = self->a.lba_size, .tag = 1 };
 	struct kvblk_desc_result res;
 	struct kvblk_load_many lm;
 	uint64_t va;
@@ -652,7 +652,7 @@ static void *free_main(void *arg)
  */
 TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
 {
-	struct kvblk_desc d = { .length = self->a.lba_size, .tag = 7 };
+	struct kvblk_io_desc d = { .length = self->a.lba_size, .tag = 7 };
 	unsigned int reg_ok = 0, reg_fault = 0;
 	struct kvblk_fake_gpu_stats st0, st1;
 	uint64_t release_callbacks = 0;
@@ -713,7 +713,7 @@ TEST_F_TIMEOUT(cuda, free_races_register_and_release, 300)
  */
 static void exit_child(const char *dev, bool gpu_first, bool kill_mid)
 {
-	struct kvblk_desc d[REVOKE_OBJS];
+	struct kvblk_io_desc d[REVOKE_OBJS];
 	struct kvblk_desc_result res[REVOKE_OBJS];
 	struct kvblk_load_many lm;
 	struct kvblk_attach a;

@@ -211,7 +211,7 @@ static int unreg(int kfd, uint32_t id)
 }
 
 /* LOAD_MANY: its return value or -errno; *lm holds the output fields. */
-static int load(int kfd, const struct kvblk_desc *d, struct kvblk_desc_result *res,
+static int load(int kfd, const struct kvblk_io_desc *d, struct kvblk_desc_result *res,
 		uint32_t n, struct kvblk_load_many *lm)
 {
 	int ret;
@@ -360,7 +360,7 @@ TEST_F_TIMEOUT(dmabuf, unaligned_objects_land, 120)
 	const uint64_t sizes[] = { L, 3 * L, 5 * L, 4096 + L, 7 * L, C - L, C + L,
 				   2 * C + 3 * L, 13 * L, 64 * 1024 + 9 * L };
 	const uint32_t n = sizeof(sizes) / sizeof(sizes[0]);
-	struct kvblk_desc d[sizeof(sizes) / sizeof(sizes[0])];
+	struct kvblk_io_desc d[sizeof(sizes) / sizeof(sizes[0])];
 	struct kvblk_desc_result res[sizeof(sizes) / sizeof(sizes[0])];
 	struct kvblk_load_many lm;
 	uint64_t cursor = 4, gap_from = 0;
@@ -373,7 +373,7 @@ TEST_F_TIMEOUT(dmabuf, unaligned_objects_land, 120)
 	for (i = 0; i < n; i++) {
 		uint64_t span = self->at.capacity - sizes[i];
 
-		d[i] = (struct kvblk_desc){
+		d[i] = (struct kvblk_io_desc){
 			.offset = ((i * 2654435761ULL * L) % span) / L * L,
 			.length = sizes[i],
 			.buf_offset = cursor,
@@ -424,7 +424,7 @@ TEST_F_TIMEOUT(dmabuf, registration_at_offset, 120)
 {
 	const uint64_t L = self->at.lba_size, pg = (uint64_t)sysconf(_SC_PAGESIZE);
 	const uint64_t len = 2 * MIB, off = 5 * pg, rlen = 1 * MIB;
-	struct kvblk_desc d[3];
+	struct kvblk_io_desc d[3];
 	struct kvblk_desc_result res[3];
 	struct kvblk_load_many lm;
 	unsigned char *got;
@@ -433,11 +433,11 @@ TEST_F_TIMEOUT(dmabuf, registration_at_offset, 120)
 
 	dfd = NEW_DBUF(len, FILL);
 	ASSERT_EQ(0, reg_dmabuf(self->kfd, dfd, off, rlen, &id));
-	d[0] = (struct kvblk_desc){ .offset = 0, .length = 3 * L, .buf_offset = 0, .buf_id = id };
-	d[1] = (struct kvblk_desc){ .offset = 40 * MIB, .length = 9 * L,
+	d[0] = (struct kvblk_io_desc){ .offset = 0, .length = 3 * L, .buf_offset = 0, .buf_id = id };
+	d[1] = (struct kvblk_io_desc){ .offset = 40 * MIB, .length = 9 * L,
 				    .buf_offset = 7 * pg + 4, .buf_id = id };
 	/* Ends exactly at the end of the registered range. */
-	d[2] = (struct kvblk_desc){ .offset = 100 * MIB + L, .length = 2 * L,
+	d[2] = (struct kvblk_io_desc){ .offset = 100 * MIB + L, .length = 2 * L,
 				    .buf_offset = rlen - 2 * L, .buf_id = id };
 	ASSERT_EQ(3, load(self->kfd, d, res, 3, &lm));
 
@@ -459,7 +459,7 @@ TEST_F_TIMEOUT(dmabuf, registration_at_offset, 120)
 	free(got);
 
 	/* One LBA past the registered length, though inside the dma-buf: rejected. */
-	d[0] = (struct kvblk_desc){ .offset = 0, .length = 2 * L, .buf_offset = rlen - L,
+	d[0] = (struct kvblk_io_desc){ .offset = 0, .length = 2 * L, .buf_offset = rlen - L,
 				    .buf_id = id };
 	EXPECT_EQ(-EINVAL, load(self->kfd, d, res, 1, &lm));
 	EXPECT_EQ(0, lm.bad_index);
@@ -561,7 +561,7 @@ TEST_F_TIMEOUT(dmabuf, registration_holds_and_returns, 120)
 {
 	const uint64_t L = self->at.lba_size, len = 1 * MIB;
 	struct kvblk_test_dmabuf_counts c1, c2, c3;
-	struct kvblk_desc d;
+	struct kvblk_io_desc d;
 	struct kvblk_desc_result res;
 	struct kvblk_load_many lm;
 	uint32_t id1, id2;
@@ -585,7 +585,7 @@ TEST_F_TIMEOUT(dmabuf, registration_holds_and_returns, 120)
 	close(dfd);
 	ASSERT_EQ(0, tdb_counts(self->tfd, &c3));
 	EXPECT_EQ(self->base.buffers + 1, c3.buffers);
-	d = (struct kvblk_desc){ .offset = 8 * MIB, .length = 4 * L, .buf_offset = 4, .buf_id = id2 };
+	d = (struct kvblk_io_desc){ .offset = 8 * MIB, .length = 4 * L, .buf_offset = 4, .buf_id = id2 };
 	EXPECT_EQ(1, load(self->kfd, &d, &res, 1, &lm));
 	EXPECT_EQ(0, res.status);
 
@@ -613,7 +613,7 @@ TEST_F_TIMEOUT(dmabuf, revoke_idle_enodev_per_object, 120)
 {
 	const uint64_t L = self->at.lba_size, len = 1 * MIB;
 	struct kvblk_test_dmabuf_counts c;
-	struct kvblk_desc d[4];
+	struct kvblk_io_desc d[4];
 	struct kvblk_desc_result res[4];
 	struct kvblk_load_many lm;
 	unsigned char *host, *got;
@@ -635,7 +635,7 @@ TEST_F_TIMEOUT(dmabuf, revoke_idle_enodev_per_object, 120)
 	EXPECT_EQ(self->base.pins, c.pins);
 
 	for (i = 0; i < 4; i++)
-		d[i] = (struct kvblk_desc){ .offset = (i + 1) * MIB, .length = 3 * L,
+		d[i] = (struct kvblk_io_desc){ .offset = (i + 1) * MIB, .length = 3 * L,
 					    .buf_offset = i * 64 * 1024 + 8,
 					    .buf_id = i & 1 ? id[1] : id[0], .tag = i };
 	EXPECT_EQ(2, load(self->kfd, d, res, 4, &lm));
@@ -679,7 +679,7 @@ struct rv_loader {
 static void *rv_loader_fn(void *arg)
 {
 	struct rv_loader *l = arg;
-	struct kvblk_desc d[RV_OBJS];
+	struct kvblk_io_desc d[RV_OBJS];
 	struct kvblk_desc_result res[RV_OBJS];
 	struct kvblk_load_many lm;
 	int b, ret;
@@ -690,7 +690,7 @@ static void *rv_loader_fn(void *arg)
 		for (i = 0; i < RV_OBJS; i++) {
 			uint64_t span = l->capacity - RV_OBJ_BYTES;
 
-			d[i] = (struct kvblk_desc){
+			d[i] = (struct kvblk_io_desc){
 				.offset = ((uint64_t)(b * RV_OBJS + i) * 7919 * l->lba) % span
 					  / l->lba * l->lba,
 				.length = RV_OBJ_BYTES,
@@ -736,7 +736,7 @@ TEST_F_TIMEOUT(dmabuf, revoke_during_inflight_loads, 300)
 {
 	const uint64_t len = RV_OBJS * RV_OBJ_BYTES;
 	struct rv_loader l = { 0 };
-	struct kvblk_desc d[RV_OBJS];
+	struct kvblk_io_desc d[RV_OBJS];
 	struct kvblk_desc_result res[RV_OBJS];
 	struct kvblk_test_dmabuf_counts c;
 	struct kvblk_load_many lm;
@@ -780,7 +780,7 @@ TEST_F_TIMEOUT(dmabuf, revoke_during_inflight_loads, 300)
 
 	/* Later loads: -ENODEV for every object, nothing written. */
 	for (i = 0; i < RV_OBJS; i++)
-		d[i] = (struct kvblk_desc){ .offset = i * MIB, .length = l.lba,
+		d[i] = (struct kvblk_io_desc){ .offset = i * MIB, .length = l.lba,
 					    .buf_offset = i * RV_OBJ_BYTES, .buf_id = l.id };
 	EXPECT_EQ(0, load(self->kfd, d, res, RV_OBJS, &lm));
 	EXPECT_EQ(0U, lm.nr_ok);
@@ -814,7 +814,7 @@ TEST_F_TIMEOUT(dmabuf, child_killed_with_registered_dmabuf, 120)
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
 		struct kvblk_attach at = { .size = sizeof(at) };
-		struct kvblk_desc d[16];
+		struct kvblk_io_desc d[16];
 		struct kvblk_desc_result res[16];
 		struct kvblk_load_many lm;
 		uint64_t len = 16 * RV_OBJ_BYTES;
@@ -832,7 +832,7 @@ TEST_F_TIMEOUT(dmabuf, child_killed_with_registered_dmabuf, 120)
 			_exit(3);
 		close(dfd);	/* only the registration holds it */
 		for (i = 0; i < 16; i++)
-			d[i] = (struct kvblk_desc){ .offset = i * 3 * MIB, .length = RV_OBJ_BYTES,
+			d[i] = (struct kvblk_io_desc){ .offset = i * 3 * MIB, .length = RV_OBJ_BYTES,
 						    .buf_offset = i * RV_OBJ_BYTES, .buf_id = id };
 		if (write(pfd[1], "r", 1) != 1)
 			_exit(4);
@@ -875,7 +875,7 @@ TEST(udmabuf_objects_land)
 	const uint64_t len = 4 * MIB;
 	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = len };
 	struct kvblk_attach at = { .size = sizeof(at) };
-	struct kvblk_desc d[4];
+	struct kvblk_io_desc d[4];
 	struct kvblk_desc_result res[4];
 	struct kvblk_load_many lm;
 	unsigned char *mem, *want;
@@ -914,7 +914,7 @@ TEST(udmabuf_objects_land)
 	ASSERT_EQ(0, reg_dmabuf(kfd, dfd, 0, len, &id));
 	const uint64_t sizes[4] = { L, 3 * L, at.max_cmd_bytes + L, 64 * 1024 + 5 * L };
 	for (i = 0; i < 4; i++) {
-		d[i] = (struct kvblk_desc){ .offset = (1 + 50 * i) * L * 8, .length = sizes[i],
+		d[i] = (struct kvblk_io_desc){ .offset = (1 + 50 * i) * L * 8, .length = sizes[i],
 					   .buf_id = id, .buf_offset = cursor, .tag = i };
 		cursor += sizes[i] + 4096 + 8;	/* a gap, and dword (not page) alignment */
 	}

@@ -224,7 +224,7 @@ static int op_register(uint64_t *s, int kfd, struct arena *ar)
  */
 static int op_load_valid(uint64_t *s, struct arena *ar)
 {
-	struct kvblk_desc d[8];
+	struct kvblk_io_desc d[8];
 	struct kvblk_load_many lm = { .size = sizeof(lm) };
 	uint32_t n = (uint32_t)below(s, 8) + 1;
 	int ret;
@@ -234,7 +234,7 @@ static int op_load_valid(uint64_t *s, struct arena *ar)
 
 		if (len > ar->reg_len)
 			len = ar->reg_len;
-		d[i] = (struct kvblk_desc){
+		d[i] = (struct kvblk_io_desc){
 			.offset = below(s, (g_capacity - len) / 4096) * 4096,
 			.length = len,
 			.buf_offset = below(s, (ar->reg_len - len) / 4096 + 1) * 4096,
@@ -266,7 +266,7 @@ static int op_unregister(uint64_t *s, int kfd)
 
 static int op_load(uint64_t *s, int kfd, struct arena *ar)
 {
-	struct kvblk_desc d[MAX_DESCS];
+	struct kvblk_io_desc d[MAX_DESCS];
 	struct kvblk_load_many lm;
 	uint32_t n = (uint32_t)below(s, MAX_DESCS + 1);
 	int ret;
@@ -463,12 +463,12 @@ struct loader {
 /* Big batches over the whole device, forever (until killed or closed). */
 static void load_forever(int kfd, uint32_t buf_id, uint64_t capacity, atomic_int *started)
 {
-	struct kvblk_desc d[16];
+	struct kvblk_io_desc d[16];
 	struct kvblk_desc_result res[16];
 	struct kvblk_load_many lm;
 
 	for (unsigned int i = 0; i < 16; i++) {
-		d[i] = (struct kvblk_desc){
+		d[i] = (struct kvblk_io_desc){
 			.offset = (i * 7919ULL * 65536) % (capacity - 65536) & ~4095ULL,
 			.length = 65536, .buf_offset = i * 65536ULL,
 			.buf_id = buf_id, .tag = i,
@@ -660,7 +660,7 @@ static long long settle(long long (*fn)(void), long long want)
 static int final_batch(uint64_t *s)
 {
 	enum { N = 256, OBJ_MAX = 64 << 10 };
-	static struct kvblk_desc d[N];
+	static struct kvblk_io_desc d[N];
 	static struct kvblk_desc_result res[N];
 	struct kvblk_load_many lm = { .size = sizeof(lm) };
 	char dir[PATH_MAX], path[PATH_MAX + 32];
@@ -692,7 +692,7 @@ static int final_batch(uint64_t *s)
 
 		if (at + len > (1 << 20))
 			break;
-		d[n] = (struct kvblk_desc){
+		d[n] = (struct kvblk_io_desc){
 			.offset = below(s, (cap - len) / 4096) * 4096, .length = len,
 			.buf_offset = at, .buf_id = id, .tag = n,
 		};

@@ -424,7 +424,7 @@ static int buf_unregister(int fd, __u32 id)
 }
 
 /* KVBLK_IOC_LOAD_MANY: its return value, or -errno. */
-static long load_many(int fd, const struct kvblk_desc *descs, struct kvblk_desc_result *res,
+static long load_many(int fd, const struct kvblk_io_desc *descs, struct kvblk_desc_result *res,
 		      __u32 nr, struct kvblk_load_many *lm)
 {
 	long ret;
@@ -441,7 +441,7 @@ static long load_many(int fd, const struct kvblk_desc *descs, struct kvblk_desc_
 }
 
 /* @nr objects of @obj bytes reading device bytes [dev_off, ...) into buffer offset 0, ... */
-static void descs_linear(struct kvblk_desc *d, __u32 nr, __u64 dev_off, __u64 obj, __u32 buf_id)
+static void descs_linear(struct kvblk_io_desc *d, __u32 nr, __u64 dev_off, __u64 obj, __u32 buf_id)
 {
 	memset(d, 0, nr * sizeof(*d));
 	for (__u32 i = 0; i < nr; i++) {
@@ -458,7 +458,7 @@ static void descs_linear(struct kvblk_desc *d, __u32 nr, __u64 dev_off, __u64 ob
  * pattern bytes of its device range in the buffer. Returns the problems found.
  */
 static int check_objects(struct __test_metadata *_metadata, const unsigned char *buf,
-			 const struct kvblk_desc *d, const struct kvblk_desc_result *r,
+			 const struct kvblk_io_desc *d, const struct kvblk_desc_result *r,
 			 __u32 nr, long skip)
 {
 	int bad = 0;
@@ -486,7 +486,7 @@ static int check_objects(struct __test_metadata *_metadata, const unsigned char 
 /* One LOAD_MANY call on its own thread. */
 struct batch_run {
 	int fd;
-	const struct kvblk_desc *descs;
+	const struct kvblk_io_desc *descs;
 	struct kvblk_desc_result *res;
 	__u32 nr;
 	struct kvblk_load_many lm;
@@ -710,7 +710,7 @@ static void *big_loop_fn(void *arg)
 	struct big_loop *l = arg;
 	const __u32 nr = l->len / BIG_OBJ;
 	struct kvblk_desc_result *res = calloc(nr, sizeof(*res));
-	struct kvblk_desc *d = calloc(nr, sizeof(*d));
+	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 	struct kvblk_load_many lm;
 
 	if (!res || !d) {
@@ -913,7 +913,7 @@ static void expect_fresh_context_reads(struct __test_metadata *_metadata)
 	enum { NR = 16 };
 	const size_t buf_len = 16 * MIB;
 	struct kvblk_desc_result res[NR];
-	struct kvblk_desc d[NR];
+	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
 	struct kvblk_attach a;
 	unsigned char *buf;
@@ -996,7 +996,7 @@ TEST_F_TIMEOUT(lc, media_error_fails_only_its_object, 120)
 	const __u64 slot = round_up_u64(len, page_size());
 	struct kvblk_desc_result res[NR];
 	long long want[S_NR];
-	struct kvblk_desc d[NR];
+	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
 	struct snap before, after;
 	__u64 fail_cmd, fail_bytes, cand = 0;
@@ -1097,7 +1097,7 @@ TEST_F_TIMEOUT(lc, counters_match_known_batch, 120)
 	char old_inflight[32] = "";
 	char path[PATH_MAX + 64];
 	long long want[S_NR];
-	struct kvblk_desc d[NR];
+	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
 	struct snap before, after;
 	__u64 cmds = 0, bytes = 0, cur = 0;
@@ -1291,7 +1291,7 @@ static void holder_read(int ctx, unsigned char *buf, __u32 id, const struct kvbl
 	enum { NR = 4 };
 	struct kvblk_desc_result res[NR];
 	struct kvblk_load_many lm;
-	struct kvblk_desc d[NR];
+	struct kvblk_io_desc d[NR];
 
 	descs_linear(d, NR, a->capacity / 2, 64 * 1024, id);
 	sh->ret = load_many(ctx, d, res, NR, &lm);
@@ -1415,7 +1415,7 @@ TEST_F_TIMEOUT(lc, unregister_during_batch_ebusy, 180)
 	enum { ATTEMPTS = 5 };
 	const __u32 nr = BIG_BYTES / BIG_OBJ;
 	struct kvblk_desc_result *res = calloc(nr, sizeof(*res));
-	struct kvblk_desc *d = calloc(nr, sizeof(*d));
+	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 	unsigned char *buf, *other;
 	struct batch_run br;
 	__u32 id = 0, other_id = 0;
@@ -1484,7 +1484,7 @@ TEST_F_TIMEOUT(lc, close_during_batch, 180)
 {
 	const __u32 nr = BIG_BYTES / BIG_OBJ;
 	struct kvblk_desc_result *res = calloc(nr, sizeof(*res));
-	struct kvblk_desc *d = calloc(nr, sizeof(*d));
+	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 	struct kvblk_attach a;
 	struct batch_run br;
 	unsigned char *buf;

@@ -201,7 +201,7 @@ struct obj {
 static int load(FIXTURE_DATA(p2pdma) *self, __u32 id, const struct obj *o,
 		unsigned int n, struct kvblk_desc_result *res)
 {
-	struct kvblk_desc d[16];
+	struct kvblk_io_desc d[16];
 	struct kvblk_load_many lm = {
 		.size = sizeof(lm),
 		.nr_descs = n,

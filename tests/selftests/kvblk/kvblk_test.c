@@ -68,7 +68,7 @@ _Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER2, "attach si
 _Static_assert(sizeof(struct kvblk_buf_reg) == KVBLK_BUF_REG_SIZE_VER0, "buf_reg size");
 _Static_assert(sizeof(struct kvblk_buf_unreg) == KVBLK_BUF_UNREG_SIZE_VER0, "buf_unreg size");
 _Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER1, "load_many size");
-_Static_assert(sizeof(struct kvblk_desc) == KVBLK_DESC_SIZE_VER1, "desc size");
+_Static_assert(sizeof(struct kvblk_io_desc) == KVBLK_DESC_SIZE_VER1, "desc size");
 _Static_assert(sizeof(struct kvblk_desc_result) == KVBLK_DESC_RESULT_SIZE_VER0, "result size");
 _Static_assert(offsetof(struct kvblk_attach, capacity) % 8 == 0, "attach capacity aligned");
 _Static_assert(offsetof(struct kvblk_buf_reg, addr) % 8 == 0, "buf_reg addr aligned");
@@ -177,13 +177,13 @@ static void unreg_init(struct kvblk_buf_unreg *u, __u32 buf_id)
 	u->buf_id = buf_id;
 }
 
-static void lm_init(struct kvblk_load_many *lm, struct kvblk_desc *descs,
+static void lm_init(struct kvblk_load_many *lm, struct kvblk_io_desc *descs,
 		    struct kvblk_desc_result *res, __u32 nr)
 {
 	memset(lm, 0, sizeof(*lm));
 	lm->size = sizeof(*lm);
 	lm->nr_descs = nr;
-	lm->desc_bytes = sizeof(struct kvblk_desc);
+	lm->desc_bytes = sizeof(struct kvblk_io_desc);
 	lm->descs = (__u64)(uintptr_t)descs;
 	lm->results = (__u64)(uintptr_t)res;
 	lm->result_bytes = sizeof(struct kvblk_desc_result);
@@ -770,7 +770,7 @@ TEST_F(kvblk, targets_one_batch_two_engines)
 {
 	struct kvblk_attach a0, a1;
 	struct kvblk_buf_reg r;
-	struct kvblk_desc d[4];
+	struct kvblk_io_desc d[4];
 	struct kvblk_desc_result res[4];
 	struct kvblk_load_many lm;
 	size_t len = 4 << 20;
@@ -1008,7 +1008,7 @@ TEST_F(kvblk, partition_attach_geometry)
 TEST_F(kvblk, partition_load_equals_pread)
 {
 	char part[PATH_MAX];
-	struct kvblk_desc d[2];
+	struct kvblk_io_desc d[2];
 	struct kvblk_desc_result r[2];
 	struct kvblk_load_many lm;
 	struct kvblk_buf_reg reg;
@@ -1051,7 +1051,7 @@ TEST_F(kvblk, partition_load_equals_pread)
 TEST_F(kvblk, partition_past_end_erange)
 {
 	char part[PATH_MAX];
-	struct kvblk_desc d;
+	struct kvblk_io_desc d;
 	struct kvblk_desc_result r;
 	struct kvblk_load_many lm;
 	struct kvblk_buf_reg reg;
@@ -1105,7 +1105,7 @@ TEST_F(kvblk, unreg_before_attach_enoent)
 
 TEST_F(kvblk, load_many_before_attach_enxio)
 {
-	struct kvblk_desc d = { .length = 4096 };
+	struct kvblk_io_desc d = { .length = 4096 };
 	struct kvblk_desc_result r;
 	struct kvblk_load_many lm;
 
@@ -1121,7 +1121,7 @@ TEST_F(kvblk, load_many_before_attach_enxio)
  */
 TEST_F(kvblk, load_many_before_attach_writes_outputs)
 {
-	struct kvblk_desc d[2] = { { .length = 4096 }, { .offset = 4096, .length = 4096 } };
+	struct kvblk_io_desc d[2] = { { .length = 4096 }, { .offset = 4096, .length = 4096 } };
 	struct kvblk_desc_result r[2];
 	struct kvblk_load_many lm;
 
@@ -1269,7 +1269,7 @@ FIXTURE(kvblk_io) {
 	__u32 buf_id;
 	unsigned char *spare;
 	size_t spare_len;
-	struct kvblk_desc descs[IO_NR];
+	struct kvblk_io_desc descs[IO_NR];
 	struct kvblk_desc_result res[IO_NR];
 	struct kvblk_load_many lm;
 };
@@ -1839,7 +1839,7 @@ TEST_F(kvblk_io, load_many_result_bytes_short_einval)
 /* @desc_bytes larger than 40 ("as the caller knows it"), zero tails: accepted. */
 TEST_F(kvblk_io, load_many_desc_bytes_larger_accepted)
 {
-	const size_t stride = sizeof(struct kvblk_desc) + 16;
+	const size_t stride = sizeof(struct kvblk_io_desc) + 16;
 	unsigned char *arr = calloc(IO_NR, stride);
 
 	ASSERT_NE(NULL, arr);
@@ -1856,12 +1856,12 @@ TEST_F(kvblk_io, load_many_desc_bytes_larger_accepted)
 }
 
 /*
- * @desc_bytes larger than 40 and a non-zero byte past struct kvblk_desc in
+ * @desc_bytes larger than 40 and a non-zero byte past struct kvblk_io_desc in
  * descriptor 2 only. Header: "that descriptor is rejected with -E2BIG".
  */
 TEST_F(kvblk_io, load_many_desc_bytes_larger_nonzero_tail_e2big)
 {
-	const size_t stride = sizeof(struct kvblk_desc) + 16;
+	const size_t stride = sizeof(struct kvblk_io_desc) + 16;
 	unsigned char *arr = calloc(IO_NR, stride);
 
 	ASSERT_NE(NULL, arr);
@@ -1899,9 +1899,9 @@ TEST_F(kvblk_io, load_many_result_bytes_larger_accepted)
 }
 
 /* A batch of @nr valid one-LBA descriptors (all into slot 0). */
-static struct kvblk_desc *make_descs(FIXTURE_DATA(kvblk_io) *self, __u32 nr)
+static struct kvblk_io_desc *make_descs(FIXTURE_DATA(kvblk_io) *self, __u32 nr)
 {
-	struct kvblk_desc *d = calloc(nr, sizeof(*d));
+	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 
 	for (__u32 i = 0; d && i < nr; i++) {
 		d[i].offset = (__u64)(i % 64) * self->at.lba_size;
@@ -1915,7 +1915,7 @@ TEST_F_TIMEOUT(kvblk_io, load_many_nr_descs_above_max_descs_e2big, 120)
 {
 	__u32 max = max_descs_param();
 	struct kvblk_desc_result *r;
-	struct kvblk_desc *d;
+	struct kvblk_io_desc *d;
 
 	if (!max)
 		SKIP(return, "/sys/module/kvblk/parameters/max_descs not readable");
@@ -1934,7 +1934,7 @@ TEST_F_TIMEOUT(kvblk_io, load_many_nr_descs_above_max_descs_e2big, 120)
 TEST_F_TIMEOUT(kvblk_io, load_many_nr_descs_above_65536_e2big, 120)
 {
 	const __u32 nr = MAX_DESCS_LIMIT + 1;
-	struct kvblk_desc *d = make_descs(self, nr);
+	struct kvblk_io_desc *d = make_descs(self, nr);
 	struct kvblk_desc_result *r = calloc(nr, sizeof(*r));
 
 	ASSERT_NE(NULL, d);
@@ -2089,7 +2089,7 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	enum { NR = 5 };
 	const size_t pg = page_size();
 	struct kvblk_desc_result res[NR];
-	struct kvblk_desc d[NR];
+	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
 	struct kvblk_buf_reg reg;
 	struct kvblk_attach a;
@@ -2208,7 +2208,7 @@ static int buf_state(int fd, __u32 buf_id)
 static long load_one(int fd, __u32 buf_id, __u64 off, __u64 len, __u64 boff,
 		     struct kvblk_load_many *lm, struct kvblk_desc_result *res)
 {
-	struct kvblk_desc d = {
+	struct kvblk_io_desc d = {
 		.offset = off, .length = len, .buf_offset = boff, .buf_id = buf_id,
 	};
 
@@ -2568,7 +2568,7 @@ static void expect_overlap(struct __test_metadata *_metadata, int fd, __u64 lba,
 			   int nr, int want_bad)
 {
 	struct kvblk_desc_result res[8];
-	struct kvblk_desc d[8];
+	struct kvblk_io_desc d[8];
 	struct kvblk_load_many lm;
 	long ret;
 

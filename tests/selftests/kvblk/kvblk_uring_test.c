@@ -133,7 +133,7 @@ static void kctx_close(struct kctx *c)
 
 /* One batch: its descriptors, results and header. */
 struct batch {
-	struct kvblk_desc d[NR_OBJS];
+	struct kvblk_io_desc d[NR_OBJS];
 	struct kvblk_desc_result res[NR_OBJS];
 	struct kvblk_load_many lm;
 };
@@ -168,7 +168,7 @@ static void batch_random(struct batch *b, const struct kctx *c, __u32 n,
 		__u64 room = slot - len, at;
 
 		at = win + i * slot + (room ? (rnd() % room) & ~(align - 1) : 0);
-		b->d[i] = (struct kvblk_desc){
+		b->d[i] = (struct kvblk_io_desc){
 			.offset = (rnd() % ((c->a.capacity - len) / lba)) * lba,
 			.length = len,
 			.buf_offset = at,
@@ -210,7 +210,7 @@ static int one_cmd(struct io_uring *ring, int kfd, void *lm, __u32 flags,
 }
 
 /* Bytes of object @d equal pread(O_DIRECT); canaries elsewhere checked apart. */
-static int check_obj(int dfd, const struct kctx *c, const struct kvblk_desc *d)
+static int check_obj(int dfd, const struct kctx *c, const struct kvblk_io_desc *d)
 {
 	void *ref;
 	int ok;
@@ -387,7 +387,7 @@ TEST(many_in_flight_bio_engine)
  */
 static void same_rejection(struct __test_metadata *_metadata, struct kctx *c,
 			   struct io_uring *ring, int want,
-			   void (*spoil)(struct kvblk_desc *d, const struct kctx *c))
+			   void (*spoil)(struct kvblk_io_desc *d, const struct kctx *c))
 {
 	static struct batch bi, bu;
 	long ret;
@@ -415,22 +415,22 @@ static void same_rejection(struct __test_metadata *_metadata, struct kctx *c,
 	EXPECT_EQ((size_t)0, canaries_hit(c, &bu, 0));
 }
 
-static void spoil_misaligned(struct kvblk_desc *d, const struct kctx *c)
+static void spoil_misaligned(struct kvblk_io_desc *d, const struct kctx *c)
 {
 	d->offset += c->a.lba_size / 2;
 }
 
-static void spoil_past_end(struct kvblk_desc *d, const struct kctx *c)
+static void spoil_past_end(struct kvblk_io_desc *d, const struct kctx *c)
 {
 	d->offset = c->a.capacity - d->length + c->a.lba_size;
 }
 
-static void spoil_buf_id(struct kvblk_desc *d, const struct kctx *c)
+static void spoil_buf_id(struct kvblk_io_desc *d, const struct kctx *c)
 {
 	d->buf_id = c->buf_id + 100;
 }
 
-static void spoil_overlap(struct kvblk_desc *d, const struct kctx *c)
+static void spoil_overlap(struct kvblk_io_desc *d, const struct kctx *c)
 {
 	(void)c;
 	d->buf_offset = d[-1].buf_offset;

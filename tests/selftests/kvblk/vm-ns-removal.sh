@@ -61,7 +61,7 @@ def iow(nr, size):
 ATT = "=IIiIIIQQIIQ4Q"          # struct kvblk_attach, 88 bytes
 REG = "=IIIiQQII2Q"             # struct kvblk_buf_reg, 56 bytes
 LM = "=IIIIQQIiIIQQ2Q"          # struct kvblk_load_many, 80 bytes
-DESC = "=QQQIIQ"                # struct kvblk_desc, 40 bytes
+DESC = "=QQQIIQ"                # struct kvblk_io_desc, 40 bytes
 RES = "=iIQ"                    # struct kvblk_desc_result, 16 bytes
 for f, n in ((ATT, 88), (REG, 56), (LM, 80), (DESC, 40), (RES, 16)):
     assert struct.calcsize(f) == n

@@ -1,0 +1,7 @@
+/* SPDX-License-Identifier: MIT */
+/* libkvblk's public header and kvblk.ko's uapi header in one file, <kvblk/kvblk.h> first: no name collides (built, never run). */
+#include <kvblk/kvblk.h>
+#include <linux/kvblk.h>
+
+_Static_assert(KVBLK_MEM_KIND_MAX == 4, "one enum kvblk_mem_kind for both headers");
+_Static_assert(sizeof(struct kvblk_io_desc) == KVBLK_DESC_SIZE_VER1, "the kernel's descriptor");
