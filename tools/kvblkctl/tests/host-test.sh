@@ -148,7 +148,7 @@ if [ -f "$SRC/kmod/kvblk.h" ]; then
 		'[.tunables[] | select(.scope == "module") | "\(.name) \(.min) \(.max) \(.align) \(.default)"] | join(", ")' \
 		"max_cmd_bytes 4096 $((8 << 20)) 4096 $((1 << 20)), max_inflight $(kh MAX_INFLIGHT_MIN | tr -d U) $(kh MAX_INFLIGHT_MAX | tr -d U) 1 $(kh MAX_INFLIGHT_DEF | tr -d U), max_descs $(kh MAX_DESCS_MIN | tr -d U) $(kh MAX_DESCS_MAX | tr -d U) 1 $(kh MAX_DESCS_DEF | tr -d U)"
 	check "kmod/kvblk.h max_cmd_bytes" "$(kh MAX_CMD_BYTES_MIN) $(kh MAX_CMD_BYTES_MAX) $(kh MAX_CMD_BYTES_DEF)" \
-		"KVBLK_CTRL_PAGE_SIZE (8U << 20) (1U << 20)"
+		"KVBLK_CTRL_PAGE_SIZE (8U << 20) SZ_1M"
 fi
 jq_check "tune get NAME" "$("$K" -o json tune get max_inflight)" '[.tunables[] | "\(.scope)=\(.value)"] | join(" ")' \
 	"module=256 nvme0n1=128 nvme1n1=128"
