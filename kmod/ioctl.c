@@ -1,60 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * ioctl.c - ioctl dispatch, GET_FEATURES and the struct size rules.
+ * ioctl.c - ioctl dispatch and GET_FEATURES.
  */
 #include <linux/fs.h>
 #include <linux/uaccess.h>
 
 #include "kvblk.h"
-
-/**
- * kvblk_copy_in() - copy an extensible ioctl struct from userspace.
- * @dst: kernel copy, @ksize bytes.
- * @ksize: size of the struct this kernel knows.
- * @uarg: user pointer; its first __u32 is the caller's size.
- * @min_size: smallest size accepted (the first version of the struct).
- * @usize: out: the caller's size.
- *
- * Bytes past @ksize that the caller sent must be zero. Like clone3() and
- * openat2(), a size above PAGE_SIZE is refused before any of it is read.
- *
- * Return: 0; -EFAULT @uarg not readable; -EINVAL size below @min_size;
- * -E2BIG size above PAGE_SIZE, or a non-zero byte past @ksize.
- */
-int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
-		  size_t min_size, u32 *usize)
-{
-	u32 size;
-	int ret;
-
-	if (get_user(size, (const u32 __user *)uarg))
-		return -EFAULT;
-	if (size < min_size)
-		return -EINVAL;
-	if (size > PAGE_SIZE)
-		return -E2BIG;
-	ret = copy_struct_from_user(dst, ksize, uarg, size);
-	if (ret)
-		return ret;
-	*usize = size;
-	return 0;
-}
-
-/**
- * kvblk_copy_out() - write an ioctl struct back, up to the caller's size.
- * @uarg: user pointer.
- * @src: kernel copy, @ksize bytes.
- * @ksize: size of the struct this kernel knows.
- * @usize: the caller's size.
- *
- * Return: 0 or -EFAULT.
- */
-int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize)
-{
-	if (copy_to_user(uarg, src, min_t(size_t, ksize, usize)))
-		return -EFAULT;
-	return 0;
-}
 
 static long kvblk_ioctl_get_features(void __user *uarg)
 {
