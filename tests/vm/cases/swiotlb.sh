@@ -25,7 +25,7 @@ def iowr(nr, size):
 ATT = "=IIiIIIQQIIQ4Q"          # struct kvblk_attach, 88 bytes
 REG = "=IIIiQQII2Q"             # struct kvblk_buf_reg, 56 bytes
 LM = "=IIIIQQIiIIQQ2Q"          # struct kvblk_load_many, 80 bytes
-DESC = "=QQQIIQ"                # struct kvblk_desc, 40 bytes
+DESC = "=QQQIIQ"                # struct kvblk_io_desc, 40 bytes
 RES = "=iIQ"                    # struct kvblk_desc_result, 16 bytes
 F_BIO, F_PRP = 1, 2
 ENGINE_BIO = 2
