@@ -137,6 +137,31 @@ verdict() {	# PASS|FAIL|SKIP id seconds reason
 	printf '  %-4s  %-36s %7s%s\n' "$st" "$id" "${secs:+$secs s}" "${why:+  $why}"
 }
 indent() { sed 's/^/        | /'; }
+# What a failed case's log says about its failure: each failed kselftest
+# (from its "#  RUN" line to its "not ok") or GoogleTest ("[ RUN ]" to
+# "[  FAILED  ]"), at most 20 lines each and 40 in all, then the last 3
+# lines; a log with neither shape: its last 15 lines.
+failure_excerpt() {	# log
+	awk '
+		/^# +RUN +/ || /^\[ RUN +\]/ { n = 0; delete blk }
+		{ blk[++n] = $0 }
+		/^not ok / || /^\[  FAILED  \] .*\(/ {
+			found = 1
+			from = n > 20 ? n - 19 : 1
+			for (i = from; i <= n; i++)
+				if (shown++ < 40)
+					print blk[i]
+			n = 0; delete blk
+		}
+		{ tail[NR % 3] = $0 }
+		END {
+			if (!found)
+				exit 1
+			for (i = NR - 2; i <= NR; i++)
+				if (i > 0)
+					print tail[i % 3]
+		}' "$1" || tail -n 15 "$1"
+}
 
 vm_log "kernel $kver, $("$QEMU" --version | head -1)"
 vm_log "logs: $RUN"
@@ -375,14 +400,14 @@ for inst in "${instances[@]}"; do
 			verdict FAIL "$id" "$secs" "hung in the kernel past its ${tmo} s timeout; log: $log"
 		elif [ "$status" = timeout ]; then
 			verdict FAIL "$id" "$secs" "timed out after ${tmo} s; log: $log"
-			tail -n 15 "$log" | indent
+			failure_excerpt "$log" | indent
 		elif [ "$rc" = 0 ]; then
 			verdict PASS "$id" "$secs"
 		elif [ "$rc" = 4 ]; then
 			verdict SKIP "$id" "$secs" "$(tail -n 1 "$log")"
 		else
 			verdict FAIL "$id" "$secs" "exit status $rc; log: $log"
-			tail -n 15 "$log" | indent
+			failure_excerpt "$log" | indent
 		fi
 	done <"$dir/cases.tsv"
 done
