@@ -401,14 +401,14 @@ TEST_F(cuda, unaligned_objects_land_exactly)
 		uint64_t len = obj[i].lbas * lba;
 		uint64_t off = obj[i].dev_4k * 4096;
 
-		ASSERT_LT(0, len);
+		ASSERT_LT((uint64_t)0, len);
 		ASSERT_GE(reg_len, obj[i].buf_off + len);
 		ASSERT_GE(self->a.capacity, off + len);
 		d[i] = (struct kvblk_io_desc){
 			.offset = off, .length = len, .buf_offset = obj[i].buf_off,
 			.buf_id = (uint32_t)id, .tag = 0xc0da0000 + i,
 		};
-		ASSERT_GE(4 * 1024 * 1024, len);
+		ASSERT_GE((uint64_t)4 * 1024 * 1024, len);
 		ASSERT_EQ((ssize_t)len, pread(self->dfd, dio, len, off));
 		memcpy(want + reg_off + obj[i].buf_off, dio, len);
 	}

@@ -904,6 +904,34 @@ static void expect_quiescent(struct __test_metadata *_metadata, FIXTURE_DATA(lc)
 }
 
 /*
+ * The tests that act on a batch "while it is in flight" find it by polling
+ * stats/inflight and then act at once. At the default max_inflight a 128 MiB
+ * batch can end within the moment a loaded host deschedules the test, so for
+ * them the namespace serves one command at a time (max_inflight 1, read at
+ * every call): about 1,000 commands in turn. The setting dies with the
+ * namespace object when the fixture's watcher closes; @old (if given) gets
+ * the value to restore.
+ */
+static void ns_one_command_at_a_time(struct __test_metadata *_metadata,
+				     FIXTURE_DATA(lc) *self, char *old, size_t old_len)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/max_inflight", self->ns_dir);
+	if (old)
+		ASSERT_EQ(0, read_text(path, old, old_len));
+	ASSERT_EQ(0, write_text(path, "1"));
+}
+
+static void ns_restore_max_inflight(FIXTURE_DATA(lc) *self, const char *old)
+{
+	char path[PATH_MAX + 64];
+
+	snprintf(path, sizeof(path), "%s/max_inflight", self->ns_dir);
+	write_text(path, old);
+}
+
+/*
  * A new context attaches and reads 16 objects of assorted sizes (one LBA up
  * to several commands), at dword-aligned buffer offsets, into a buffer
  * filled with FILL: exact pattern bytes, and the gaps between them untouched.
@@ -1417,6 +1445,7 @@ TEST_F_TIMEOUT(lc, unregister_during_batch_ebusy, 180)
 	struct kvblk_desc_result *res = calloc(nr, sizeof(*res));
 	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 	unsigned char *buf, *other;
+	char old_inflight[32] = "";
 	struct batch_run br;
 	__u32 id = 0, other_id = 0;
 	int ret, attempt;
@@ -1426,6 +1455,7 @@ TEST_F_TIMEOUT(lc, unregister_during_batch_ebusy, 180)
 	SKIP_ON_BLKDEBUG();
 	ASSERT_TRUE(res && d);
 	ASSERT_LE(BIG_BYTES, self->at.capacity);
+	ns_one_command_at_a_time(_metadata, self, old_inflight, sizeof(old_inflight));
 	buf = mmap(NULL, BIG_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, buf);
 	other = map_filled(MIB, 0);
@@ -1474,6 +1504,7 @@ TEST_F_TIMEOUT(lc, unregister_during_batch_ebusy, 180)
 	/* The unregistered buffer is gone for batches too. */
 	descs_linear(d, 1, 0, BIG_OBJ, id);
 	EXPECT_EQ(-EINVAL, load_many(self->watch_fd, d, res, 1, &br.lm));
+	ns_restore_max_inflight(self, old_inflight);
 	expect_quiescent(_metadata, self);
 }
 
@@ -1486,6 +1517,7 @@ TEST_F_TIMEOUT(lc, close_during_batch, 180)
 	struct kvblk_desc_result *res = calloc(nr, sizeof(*res));
 	struct kvblk_io_desc *d = calloc(nr, sizeof(*d));
 	struct kvblk_attach a;
+	char old_inflight[32] = "";
 	struct batch_run br;
 	unsigned char *buf;
 	uint64_t t0, t1;
@@ -1499,6 +1531,7 @@ TEST_F_TIMEOUT(lc, close_during_batch, 180)
 	ASSERT_LE(BIG_BYTES, self->at.capacity);
 	ctx = ctx_attach(self->bdev_fd, &a);
 	ASSERT_LE(0, ctx) TH_LOG("attach: %s", strerror(-ctx));
+	ns_one_command_at_a_time(_metadata, self, old_inflight, sizeof(old_inflight));
 	buf = mmap(NULL, BIG_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, buf);
 	ret = buf_register(ctx, buf, BIG_BYTES, &id);
@@ -1529,6 +1562,7 @@ TEST_F_TIMEOUT(lc, close_during_batch, 180)
 	/* The fd is gone for new calls. */
 	EXPECT_EQ(-1, ioctl(ctx, KVBLK_IOC_GET_FEATURES, &(__u64){ 0 }));
 	EXPECT_EQ(EBADF, errno);
+	ns_restore_max_inflight(self, old_inflight);
 
 	expect_quiescent(_metadata, self);
 	expect_rmmod_reload_reads(_metadata, self);

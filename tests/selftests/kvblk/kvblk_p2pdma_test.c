@@ -135,7 +135,7 @@ FIXTURE_SETUP(p2pdma)
 	if (self->kfd < 0)
 		SKIP(return, "%s: %s (load kvblk.ko)", KVBLK_NODE, strerror(errno));
 	ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_GET_FEATURES, &feat));
-	ASSERT_TRUE(feat & KVBLK_FEAT_MEM_P2PDMA)
+	ASSERT_TRUE((feat & KVBLK_FEAT_MEM_P2PDMA) != 0)
 		TH_LOG("p2pmem is published but kvblk reports no P2PDMA support (features %#llx)",
 		       (unsigned long long)feat);
 
