@@ -13,16 +13,10 @@ dev=${KVBLK_TEST_DEVICE:-/dev/nvme0n1}
 [ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built (make -C kmod)"
 insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 
-timeout -s KILL 60 /usr/bin/python3 - "$dev" <<'PY'
-import ctypes, errno, fcntl, mmap, os, struct, sys
+PYTHONPATH=$KVBLK_SRC/tests/vm timeout -s KILL 60 /usr/bin/python3 - "$dev" <<'PY'
+import ctypes, errno, mmap, os, sys
+import kvblk_uapi as u
 
-def iowr(nr, size):
-    return (3 << 30) | (size << 16) | (0xBA << 8) | nr
-
-ATT = "=IIiIIIQQIIQ4Q"          # struct kvblk_attach, 88 bytes
-REG = "=IIIiQQII2Q"             # struct kvblk_buf_reg, 56 bytes
-LM = "=IIIIQQIiIIQQ2Q"          # struct kvblk_load_many, 80 bytes
-DESC = "=QQQIIQ"                # struct kvblk_io_desc, 40 bytes
 PG = mmap.PAGESIZE
 fails = 0
 
@@ -38,14 +32,7 @@ def check(what, fn, want):
     else:
         print("ok: %s: %s" % (what, got))
 
-def att_buf(total, bd):
-    b = ctypes.create_string_buffer(total)
-    struct.pack_into(ATT, b, 0, total, 0, bd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-    return b
-
-ctx = os.open("/dev/kvblk", os.O_RDWR)
-bd = os.open(sys.argv[1], os.O_RDONLY)
-# ioctl() with an address: the kernel reads @size bytes from it.
+# ioctl() with an address: the kernel reads @size bytes from it, however large.
 libc = ctypes.CDLL(None, use_errno=True)
 def raw_ioctl(fd, req, buf):
     r = libc.ioctl(fd, ctypes.c_ulong(req), buf)
@@ -53,33 +40,44 @@ def raw_ioctl(fd, req, buf):
         raise OSError(ctypes.get_errno(), "ioctl")
     return r
 
-check("attach size PAGE_SIZE+1, zero tail", lambda: raw_ioctl(ctx, iowr(0x01, 88), att_buf(PG + 1, bd)), -errno.E2BIG)
-check("attach size PAGE_SIZE, zero tail", lambda: raw_ioctl(ctx, iowr(0x01, 88), att_buf(PG, bd)), 0)
+def sized(st, total, **fields):
+    """@st packed at the start of a zeroed @total-byte buffer whose @size says @total."""
+    b = ctypes.create_string_buffer(total)
+    packed = st.pack(size=total, **fields)
+    ctypes.memmove(b, packed, min(len(packed), total))
+    return b
+
+ctx = os.open(u.NODE, os.O_RDWR)
+bd = os.open(sys.argv[1], os.O_RDONLY)
+check("attach size PAGE_SIZE+1, zero tail",
+      lambda: raw_ioctl(ctx, u.IOC_ATTACH, sized(u.ATTACH, PG + 1, bdev_fd=bd)), -errno.E2BIG)
+check("attach size PAGE_SIZE, zero tail",
+      lambda: raw_ioctl(ctx, u.IOC_ATTACH, sized(u.ATTACH, PG, bdev_fd=bd)), 0)
 
 m = mmap.mmap(-1, 1 << 20)
-addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-r = bytearray(struct.pack(REG, 56, 0, 0, 0, addr, 1 << 20, 0, 0, 0, 0))
-fcntl.ioctl(ctx, iowr(0x02, 56), r, True)
-buf_id = struct.unpack(REG, r)[6]
+reg = sized(u.BUF_REG, u.BUF_REG.size, addr=u.buffer_address(m), len=1 << 20)
+raw_ioctl(ctx, u.IOC_REGISTER_BUFFER, reg)
+buf_id = u.BUF_REG.unpack(reg.raw)["buf_id"]
 
 def load(desc_bytes, result_bytes):
     d = ctypes.create_string_buffer(desc_bytes)
-    struct.pack_into(DESC, d, 0, 0, 4096, 0, buf_id, 0, 7)
+    one = u.IO_DESC.pack(offset=0, length=4096, buf_offset=0, buf_id=buf_id, tag=7)
+    ctypes.memmove(d, one, min(len(one), desc_bytes))
     res = ctypes.create_string_buffer(b"\xee" * result_bytes, result_bytes)
-    lm = ctypes.create_string_buffer(80)
-    struct.pack_into(LM, lm, 0, 80, 0, 1, desc_bytes, ctypes.addressof(d),
-                     ctypes.addressof(res), result_bytes, 0, 0, 0, 0, 0, 0, 0)
+    lm = sized(u.LOAD_MANY, u.LOAD_MANY.size, nr_descs=1, desc_bytes=desc_bytes,
+               descs=ctypes.addressof(d), results=ctypes.addressof(res),
+               result_bytes=result_bytes)
     try:
-        return raw_ioctl(ctx, iowr(0x10, 80), lm)
+        return raw_ioctl(ctx, u.IOC_LOAD_MANY, lm)
     finally:
-        load.res = res.raw[:16]
+        load.res = res.raw[:u.DESC_RESULT.size]
 
-check("load_many desc_bytes PAGE_SIZE+1", lambda: load(PG + 1, 16), -errno.E2BIG)
-if load.res != b"\xee" * 16:
+check("load_many desc_bytes PAGE_SIZE+1", lambda: load(PG + 1, u.DESC_RESULT.size), -errno.E2BIG)
+if load.res != b"\xee" * u.DESC_RESULT.size:
     print("FAIL: a result was written for the -E2BIG call"); fails += 1
-check("load_many result_bytes PAGE_SIZE+1", lambda: load(40, PG + 1), -errno.E2BIG)
-check("load_many desc_bytes PAGE_SIZE, zero tail", lambda: load(PG, 16), 1)
-check("load_many result_bytes PAGE_SIZE", lambda: load(40, PG), 1)
+check("load_many result_bytes PAGE_SIZE+1", lambda: load(u.IO_DESC.size, PG + 1), -errno.E2BIG)
+check("load_many desc_bytes PAGE_SIZE, zero tail", lambda: load(PG, u.DESC_RESULT.size), 1)
+check("load_many result_bytes PAGE_SIZE", lambda: load(u.IO_DESC.size, PG), 1)
 os.close(bd)
 os.close(ctx)
 sys.exit(1 if fails else 0)
