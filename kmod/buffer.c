@@ -335,9 +335,8 @@ u64 kvblk_mem_features(void)
 {
 	u64 f = KVBLK_FEAT_MEM_HOST;
 
-#ifdef KVBLK_WITH_DMABUF
-	f |= KVBLK_FEAT_MEM_DMABUF;
-#endif
+	if (kvblk_mem_dmabuf_supported())
+		f |= KVBLK_FEAT_MEM_DMABUF;
 	if (kvblk_mem_cuda_available())
 		f |= KVBLK_FEAT_MEM_CUDA;
 	if (kvblk_mem_p2pdma_supported())
@@ -355,10 +354,8 @@ static struct kvblk_buf *kvblk_mem_create(struct device *dev,
 		return kvblk_mem_cuda_create(dev, r);
 	case KVBLK_MEM_P2PDMA:
 		return kvblk_mem_p2pdma_create(dev, r);
-#ifdef KVBLK_WITH_DMABUF
 	case KVBLK_MEM_DMABUF:
 		return kvblk_mem_dmabuf_create(dev, r);
-#endif
 	default:
 		pr_info_ratelimited("register: %s[%d]: memory kind %u is not served by this module (see KVBLK_IOC_GET_FEATURES)\n",
 				    current->comm, task_pid_nr(current), r->kind);

@@ -3,6 +3,9 @@
  * compat.h - kernel interface differences, keyed on conftest.sh results.
  *
  * Only feature tests select code here (KVBLK_HAVE_*), never version numbers.
+ * The optional parts (KVBLK_WITH_*: dma-buf, P2PDMA, io_uring command) are
+ * decided by conftest.sh as well, which defines them in conftest.h and has
+ * kmod/Kbuild build their files; kvblk.h stubs them out otherwise.
  */
 #ifndef KVBLK_COMPAT_H
 #define KVBLK_COMPAT_H
@@ -118,32 +121,6 @@ static inline size_t dma_max_mapping_size(struct device *dev)
 {
 	return SIZE_MAX;
 }
-#endif
-
-/*
- * dma-buf destinations (mem_dmabuf.c): built when the kernel has the
- * dynamic importer interface and one of the two names of the importer's
- * notification, .invalidate_mappings (7.2) or .move_notify (6.1, 6.12).
- */
-#if IS_ENABLED(CONFIG_DMA_SHARED_BUFFER) && defined(KVBLK_HAVE_DMA_BUF_IMPORTER) && \
-	(defined(KVBLK_HAVE_DMA_BUF_OPS_INVALIDATE_MAPPINGS) || \
-	 defined(KVBLK_HAVE_DMA_BUF_OPS_MOVE_NOTIFY))
-#define KVBLK_WITH_DMABUF 1
-#endif
-
-/*
- * IORING_OP_URING_CMD on /dev/kvblk (uring.c): built when the kernel has
- * io_uring, a way to reach the SQE's command area (io_uring_cmd::cmd on
- * 6.1, ::sqe->cmd on 6.12 and 7.2), one of the two io_uring_cmd_done()
- * forms and one of the two task-work callback forms. Otherwise
- * file_operations.uring_cmd stays unset (io_uring answers -EOPNOTSUPP)
- * and GET_FEATURES lacks KVBLK_FEAT_URING_CMD.
- */
-#if IS_ENABLED(CONFIG_IO_URING) && \
-	(defined(KVBLK_HAVE_URING_CMD_CMD) || defined(KVBLK_HAVE_URING_CMD_SQE)) && \
-	(defined(KVBLK_HAVE_URING_CMD_DONE_RES2) || defined(KVBLK_HAVE_URING_CMD_DONE_3)) && \
-	(defined(KVBLK_HAVE_URING_CMD_TW_CMD) || defined(KVBLK_HAVE_URING_CMD_TW_REQ))
-#define KVBLK_WITH_URING_CMD 1
 #endif
 
 #endif /* KVBLK_COMPAT_H */

@@ -26,12 +26,15 @@
 #include <linux/bvec.h>
 #include <linux/fs.h>
 #include <linux/completion.h>
+#include <linux/err.h>
 #include <linux/kobject.h>
 #include <linux/kref.h>
 #include <linux/llist.h>
 #include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
 #include <linux/percpu.h>
+#include <linux/printk.h>
+#include <linux/sched.h>
 #include <linux/scatterlist.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
@@ -491,9 +494,6 @@ void kvblk_buf_revoke(struct kvblk_buf *buf);
  */
 struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 					const struct kvblk_buf_reg *r);
-struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
-					  const struct kvblk_buf_reg *r);
-bool kvblk_mem_p2pdma_supported(void);
 
 /* mem_host.c: pinning and mapping shared with the P2PDMA provider */
 int kvblk_pin_user(unsigned long addr, unsigned long nr_pages,
@@ -507,9 +507,58 @@ struct kvblk_buf *kvblk_mem_cuda_create(struct device *dev,
 					const struct kvblk_buf_reg *r);
 bool kvblk_mem_cuda_available(void);
 
-/* mem_dmabuf.c (built when compat.h defines KVBLK_WITH_DMABUF) */
+/*
+ * The optional parts: a file each, which kmod/Kbuild builds only when
+ * conftest.sh defines KVBLK_WITH_<PART> (conftest.h, conftest.mk). Without
+ * it the stubs below stand in: the kind or command is refused as if the
+ * module did not know it, and its KVBLK_FEAT_* bit stays clear.
+ */
+
+/* mem_p2pdma.c: PCI P2PDMA memory (KVBLK_WITH_P2PDMA) */
+#ifdef KVBLK_WITH_P2PDMA
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+					  const struct kvblk_buf_reg *r);
+static inline bool kvblk_mem_p2pdma_supported(void)
+{
+	return true;
+}
+#else
+static inline struct kvblk_buf *
+kvblk_mem_p2pdma_create(struct device *dev, const struct kvblk_buf_reg *r)
+{
+	pr_info_ratelimited("register: %s[%d]: this kernel has no PCI P2PDMA (CONFIG_PCI_P2PDMA, FOLL_PCI_P2PDMA)\n",
+			    current->comm, task_pid_nr(current));
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline bool kvblk_mem_p2pdma_supported(void)
+{
+	return false;
+}
+#endif
+
+/* mem_dmabuf.c: dma-buf memory (KVBLK_WITH_DMABUF) */
+#ifdef KVBLK_WITH_DMABUF
 struct kvblk_buf *kvblk_mem_dmabuf_create(struct device *dev,
 					  const struct kvblk_buf_reg *r);
+static inline bool kvblk_mem_dmabuf_supported(void)
+{
+	return true;
+}
+#else
+static inline struct kvblk_buf *
+kvblk_mem_dmabuf_create(struct device *dev, const struct kvblk_buf_reg *r)
+{
+	pr_info_ratelimited("register: %s[%d]: memory kind %u is not served by this module (see KVBLK_IOC_GET_FEATURES)\n",
+			    current->comm, task_pid_nr(current), r->kind);
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+static inline bool kvblk_mem_dmabuf_supported(void)
+{
+	return false;
+}
+#endif
 
 /* prp.c */
 int kvblk_prp_pools_create(struct kvblk_prp_pools *pools, struct device *dev,
@@ -527,10 +576,25 @@ void kvblk_batch_submit(struct kvblk_batch *b);
 long kvblk_batch_finish(struct kvblk_batch *b, long ret);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
 
-/* uring.c: IORING_OP_URING_CMD on /dev/kvblk (compat.h: KVBLK_WITH_URING_CMD) */
+/*
+ * uring.c: IORING_OP_URING_CMD on /dev/kvblk (KVBLK_WITH_URING_CMD).
+ * Without it file_operations.uring_cmd stays NULL: io_uring itself answers
+ * -EOPNOTSUPP, as for any file without the operation.
+ */
+#ifdef KVBLK_WITH_URING_CMD
 struct io_uring_cmd;
 int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags);
-bool kvblk_uring_cmd_supported(void);
+static inline bool kvblk_uring_cmd_supported(void)
+{
+	return true;
+}
+#else
+#define kvblk_uring_cmd NULL
+static inline bool kvblk_uring_cmd_supported(void)
+{
+	return false;
+}
+#endif
 
 /* batch_check.c: whole-batch rules after each descriptor was validated */
 int kvblk_batch_check(struct kvblk_batch *b, u32 *bad);

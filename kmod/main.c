@@ -40,9 +40,7 @@ static const struct file_operations kvblk_fops = {
 	.release	= kvblk_release,
 	.unlocked_ioctl	= kvblk_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
-#ifdef KVBLK_WITH_URING_CMD
-	.uring_cmd	= kvblk_uring_cmd,
-#endif
+	.uring_cmd	= kvblk_uring_cmd,	/* NULL without KVBLK_WITH_URING_CMD */
 };
 
 static struct miscdevice kvblk_misc = {

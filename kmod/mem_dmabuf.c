@@ -61,6 +61,9 @@
  * holds no mapping of it: the exporter may reuse it at once, even without
  * waiting for fences. The buffer stays registered, dead, until it is
  * unregistered or its context closes; then only detach and put remain.
+ *
+ * Built only when conftest.sh sets KVBLK_WITH_DMABUF (kmod/Kbuild); kvblk.h
+ * has the stub otherwise.
  */
 #include <linux/dma-buf.h>
 #include <linux/dma-resv.h>
@@ -69,8 +72,6 @@
 #include <linux/slab.h>
 
 #include "kvblk.h"
-
-#ifdef KVBLK_WITH_DMABUF
 
 /*
  * The dma-buf exports are in namespace DMA_BUF. MODULE_IMPORT_NS() takes
@@ -296,5 +297,3 @@ out_put:
 	dma_buf_put(dmabuf);
 	return ERR_PTR(ret);
 }
-
-#endif /* KVBLK_WITH_DMABUF */

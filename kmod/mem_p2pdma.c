@@ -25,6 +25,9 @@
  *
  * P2PDMA pages are device memory, not RAM: they are not charged to
  * RLIMIT_MEMLOCK (the provider's pool bounds them) and never dirtied.
+ *
+ * Built only when conftest.sh sets KVBLK_WITH_P2PDMA (CONFIG_PCI_P2PDMA and
+ * FOLL_PCI_P2PDMA; kmod/Kbuild); kvblk.h has the stubs otherwise.
  */
 #include <linux/dma-mapping.h>
 #include <linux/memremap.h>
@@ -34,8 +37,6 @@
 #include <linux/slab.h>
 
 #include "kvblk.h"
-
-#if defined(CONFIG_PCI_P2PDMA) && defined(KVBLK_HAVE_FOLL_PCI_P2PDMA)
 
 #define KVBLK_GUP_P2PDMA	(FOLL_WRITE | FOLL_PCI_P2PDMA)
 
@@ -52,11 +53,6 @@ struct kvblk_p2pdma_pin {
 	unsigned long nr_pages;
 	struct sg_table sgt;
 };
-
-bool kvblk_mem_p2pdma_supported(void)
-{
-	return true;
-}
 
 /*
  * Names the mapping that backs @addr for messages: the p2pmem/allocate
@@ -263,20 +259,3 @@ out_unpin:
 	kvblk_p2pdma_unpin(&pin, dev);
 	return ERR_PTR(ret);
 }
-
-#else /* no P2PDMA in this kernel */
-
-bool kvblk_mem_p2pdma_supported(void)
-{
-	return false;
-}
-
-struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
-					  const struct kvblk_buf_reg *r)
-{
-	pr_info_ratelimited("register: %s[%d]: this kernel has no PCI P2PDMA (CONFIG_PCI_P2PDMA, FOLL_PCI_P2PDMA)\n",
-			    current->comm, task_pid_nr(current));
-	return ERR_PTR(-EOPNOTSUPP);
-}
-
-#endif

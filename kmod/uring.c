@@ -17,13 +17,13 @@
  * Kernel differences (compat.h, conftest.sh): the header (6.1
  * <linux/io_uring.h>, later <linux/io_uring/cmd.h>), where the command
  * area is, io_uring_cmd_done()'s arguments and the task-work callback's.
+ * Built only when conftest.sh sets KVBLK_WITH_URING_CMD (kmod/Kbuild);
+ * kvblk.h has the stubs otherwise.
  */
 #include <linux/fs.h>
 #include <linux/uaccess.h>
 
 #include "kvblk.h"
-
-#ifdef KVBLK_WITH_URING_CMD
 
 #ifdef KVBLK_HAVE_IO_URING_CMD_H
 #include <linux/io_uring/cmd.h>
@@ -138,22 +138,3 @@ int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 	kvblk_batch_submit(b);
 	return -EIOCBQUEUED;
 }
-
-/**
- * kvblk_uring_cmd_supported() - was the module built with uring_cmd?
- *
- * Return: true (KVBLK_FEAT_URING_CMD).
- */
-bool kvblk_uring_cmd_supported(void)
-{
-	return true;
-}
-
-#else /* !KVBLK_WITH_URING_CMD */
-
-bool kvblk_uring_cmd_supported(void)
-{
-	return false;
-}
-
-#endif /* KVBLK_WITH_URING_CMD */

@@ -216,7 +216,7 @@ build_modules() {	# dir
 	rsync -a --delete "$REPO/include/" "$KBUILD/include/"
 	# Build products stay (incremental builds); sources follow the checkout.
 	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
-		--exclude='.*.cmd' --exclude=conftest.h --exclude=modules.order \
+		--exclude='.*.cmd' --exclude=conftest.h --exclude=conftest.mk --exclude=modules.order \
 		--exclude=Module.symvers --exclude='.tmp*' "$REPO/$d/" "$KBUILD/$d/"
 	KVBLK_BUILD_KERNEL=1 KVBLK_BUILD_ROOT=$VM_KROOT build_one "${d##*/}" "${KBUILD#"$VM_KROOT"}/$d" \
 		KVER="$kver" KDIR="/lib/modules/$kver/build" || ok=$?
