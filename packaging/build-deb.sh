@@ -20,7 +20,7 @@
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$top/build}")/deb
-ver=$(sed -n 's/^project(kvblk VERSION \([0-9.]*\).*/\1/p' "$top/CMakeLists.txt")
+ver=$(cat "$top/VERSION")
 src=$out/kvblk-$ver
 start=$(date +%s)
 

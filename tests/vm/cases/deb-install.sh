@@ -25,7 +25,7 @@
 . "$(dirname "$0")/lib.sh"
 
 debs=$KVBLK_SRC/build/deb
-ver=$(sed -n 's/^project(kvblk VERSION \([0-9.]*\).*/\1/p' "$KVBLK_SRC/CMakeLists.txt")
+ver=$(cat "$KVBLK_SRC/VERSION")
 ls "$debs"/kvblk-dkms_"$ver"_all.deb >/dev/null 2>&1 || skip "no packages in $debs (make deb)"
 pkgs=(kvblk-dkms libkvblk0 libkvblk-dev kvblk-tools python3-kvblk)
 files=("kvblk-dkms_${ver}_all.deb" "libkvblk0_${ver}_amd64.deb" "libkvblk-dev_${ver}_amd64.deb"
