@@ -10,8 +10,6 @@ set +e
 
 dev=${KVBLK_TEST_DEVICE:-/dev/nvme0n1}
 [ -b "$dev" ] || skip "$dev is not a block device"
-[ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built (make -C kmod)"
-insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 
 PYTHONPATH=$KVBLK_SRC/tests/vm timeout -s KILL 60 /usr/bin/python3 - "$dev" <<'PY'
 import ctypes, errno, mmap, os, sys
@@ -82,9 +80,4 @@ os.close(bd)
 os.close(ctx)
 sys.exit(1 if fails else 0)
 PY
-rc=$?
-if ! rmmod kvblk; then
-	echo "FAIL: rmmod kvblk (a context leaked?)" >&2
-	rc=1
-fi
-exit $rc
+exit $?

@@ -11,8 +11,7 @@ T=/sys/kernel/tracing
 [ -d $T/events ] || skip "tracefs not mounted at $T"
 smoke=tests/kmod-smoke/kmod_smoke
 [ -x $smoke ] || skip "$smoke not built"
-insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
-trap 'echo 0 >$T/events/kvblk/enable; rmmod kvblk' EXIT
+trap 'echo 0 >$T/events/kvblk/enable' EXIT
 [ -d $T/events/kvblk ] || fail "no kvblk events in $T/events"
 
 echo 0 >$T/tracing_on

@@ -10,7 +10,6 @@
 dev=${KVBLK_TEST_DEVICE:-/dev/nvme0n1}
 bin=tests/kmod-smoke/kmod_pinrace
 [ -x "$bin" ] || skip "$bin not built (make -C tests/kmod-smoke)"
-[ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built (make -C kmod)"
 command -v mkfs.ext4 >/dev/null || skip "mkfs.ext4 missing (e2fsprogs)"
 command -v losetup >/dev/null || skip "losetup missing (mount)"
 modprobe loop 2>/dev/null || true
@@ -24,7 +23,6 @@ cleanup() {
 	mountpoint -q "$mnt" && umount "$mnt"
 	[ -n "$loop" ] && losetup -d "$loop"
 	rm -rf "$img" "$mnt"
-	[ -e /sys/module/kvblk ] && rmmod kvblk
 }
 trap cleanup EXIT
 
@@ -34,7 +32,5 @@ mkfs.ext4 -q -F "$loop" || fail "mkfs.ext4 $loop"
 mount "$loop" "$mnt" || fail "mount $loop"
 truncate -s 64K "$mnt/file" || fail "create $mnt/file"
 
-insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 "$bin" "$dev" "$mnt/file" "${KVBLK_PINRACE_ITERS:-2000}" || fail "kmod_pinrace"
-rmmod kvblk || fail "rmmod kvblk"
 ok "pin race"

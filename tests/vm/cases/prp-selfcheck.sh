@@ -17,12 +17,9 @@
 
 hold=tests/kmod-smoke/kmod_hold
 [ -x "$hold" ] || skip "$hold not built"
-[ -f "$KVBLK_KO" ] || skip "$KVBLK_KO not built"
 dev=$KVBLK_TEST_DEVICE
 param=/sys/module/kvblk/parameters/test_status_offset
 
-trap 'rmmod kvblk 2>/dev/null || true' EXIT
-insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 expect_eq "test_status_offset default" "$(cat $param)" -1
 
 $hold -e prp "$dev" 0:64K 1M:128K 8M+4K:4K || fail "PRP attach and load with the real mirror"
