@@ -71,9 +71,10 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 {
 	Job &job = *jp;
 	job.sched = this;
-	job.native = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED;
 	const bool priority = job.flags & KVBLK_SUBMIT_PRIORITY;
 	job.batch = Batch{job.dir, job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
+	job.native = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED &&
+		     be_.can_start(job.batch);
 
 	std::unique_lock<std::mutex> lk(mu_);
 	while (table_.size() >= max_batches_) {

@@ -284,6 +284,17 @@ public:
 	[[nodiscard]] virtual kvblk_async async_mode() const noexcept { return KVBLK_ASYNC_THREAD; }
 
 	/*
+	 * KVBLK_ASYNC_NATIVE: whether start() takes @batch (its objects, results and sink set).
+	 * False sends it to run() on the device's dispatch thread instead, which the scheduler
+	 * creates when the first such batch comes (kmod: loads into plain pointers).
+	 */
+	[[nodiscard]] virtual bool can_start(const Batch &batch) const noexcept
+	{
+		(void)batch;
+		return true;
+	}
+
+	/*
 	 * KVBLK_ASYNC_NATIVE: take @batch (@batch.sink set) and return at once; the backend calls
 	 * batch.sink->batch_done() exactly once, from any thread, when every result is written.
 	 * @batch stays valid until then. The default serves it synchronously.
