@@ -21,7 +21,10 @@ namespace {
 
 constexpr const char *kRingThread = "kvblk-kmod-ring";
 
-/* Threads of this process, and how many of them are named @comm ("" : all). */
+/*
+ * Threads of this process named @comm, or ("") all of them but io_uring's own workers
+ * (iou-wrk-*, iou-sqp-*: the kernel's, made and ended by io_uring as it likes).
+ */
 uint32_t threads(const std::string &comm = "")
 {
 	uint32_t n = 0;
@@ -31,14 +34,13 @@ uint32_t threads(const std::string &comm = "")
 	while (dirent *e = readdir(d)) {
 		if (e->d_name[0] == '.')
 			continue;
-		if (comm.empty()) {
-			n++;
-			continue;
-		}
 		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
 		std::string c;
 		std::getline(f, c);
-		n += c == comm;
+		if (comm.empty())
+			n += c.rfind("iou-", 0) != 0;
+		else
+			n += c == comm;
 	}
 	closedir(d);
 	return n;
