@@ -216,10 +216,9 @@ std::shared_ptr<KmodRing> KmodRing::acquire(std::string *why) noexcept
 		Impl *raw = impl.get();
 		std::shared_ptr<KmodRing> r(new KmodRing(std::move(impl)));
 		try {
-			raw->th = std::thread([raw] {
-				pthread_setname_np(pthread_self(), "kvblk-kmod-ring");
-				raw->main();
-			});
+			raw->th = std::thread([raw] { raw->main(); });
+			/* Named before anyone can look (ps, /proc/PID/task/TID/comm). */
+			(void)pthread_setname_np(raw->th.native_handle(), "kvblk-kmod-ring");
 		} catch (const std::system_error &e) {
 			*why = std::string("cannot start its thread: ") + e.what();
 			return nullptr;
