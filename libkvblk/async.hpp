@@ -19,7 +19,9 @@
 //     staged CUDA path, on every backend). One job is served at a time.
 //     A synchronous call (kvblk_load_many()) that finds nothing queued and nothing being
 //     served is served on its own thread instead, as the dispatch thread would serve it:
-//     no wake-up of the dispatch thread and back (staged batches always go to it).
+//     no wake-up of the dispatch thread and back, and no dispatch thread made for it
+//     (staged batches always go to it). So is such a call to a native backend that says
+//     run_sync_inline() (kmod: one ioctl rather than a trip through its ring's thread).
 // When the last object of a Job completes, complete() folds unaligned parts back into the
 // caller's results (copying their bounced edges), records the stats and posts its
 // completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;

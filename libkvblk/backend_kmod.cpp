@@ -42,6 +42,9 @@
 // descriptors are started the same way (more descriptors, more calls, all in flight); a
 // call refused with -E2BIG because max_descs was lowered since open is sent again in
 // halves. Stores go to the uring writer's own start().
+// A synchronous call (kvblk_load_many()) that finds no batch queued or being run is still
+// run() on the caller's thread (run_sync_inline(): one ioctl, no trip through the ring's
+// thread); one that finds the dispatch path busy is started like any other.
 // What start() does not take (can_start()) goes to run() on the device's dispatch thread,
 // which the scheduler creates only when such a batch comes: loads into plain pointers (or
 // into buffers the module refused), which need temporary registrations around their calls;
@@ -486,6 +489,9 @@ public:
 		}
 		return true;
 	}
+
+	/* kvblk_load_many() on an idle device: the ioctl on the caller's thread, as ever. */
+	[[nodiscard]] bool run_sync_inline() const noexcept override { return true; }
 
 	/*
 	 * The batch's descriptors (the ones run() would send) go to the ring as calls of at

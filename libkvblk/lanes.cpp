@@ -323,6 +323,11 @@ bool Lanes::can_start(const Batch &b) const noexcept
 	return lane0_->can_start(b);
 }
 
+bool Lanes::run_sync_inline() const noexcept
+{
+	return lane0_->run_sync_inline();
+}
+
 void Lanes::start(Batch &b) noexcept
 {
 	lane0_->start(b);

@@ -68,6 +68,7 @@ public:
 	 */
 	kvblk_async async_mode() const noexcept override;
 	bool can_start(const Batch &b) const noexcept override;
+	bool run_sync_inline() const noexcept override;
 	void start(Batch &b) noexcept override;
 	void cancel(uint64_t id) noexcept override;
 	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override;

@@ -323,7 +323,9 @@ struct kvblk_dev_info {
  *                      dispatch thread as below, created for the device when
  *                      the first such batch comes. kvblk_cancel() ends the
  *                      kvblk.ko batches not yet handed to the kernel; one
- *                      handed over runs to its end.
+ *                      handed over runs to its end. A kvblk_load_many() that
+ *                      finds no batch queued or running on the dispatch
+ *                      thread is still LOAD_MANY ioctls on the calling thread.
  * @KVBLK_ASYNC_THREAD: psync, threadpool, and kmod on a kvblk.ko without
  *                      io_uring commands: one dispatch thread per device
  *                      hands queued batches to the backend one after another

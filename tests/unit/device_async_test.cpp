@@ -219,6 +219,16 @@ TEST_F(KmodAsyncTest, sixteen_batches_in_flight_reaped_and_waited)
 		ASSERT_EQ(submit(dev.get(), bs[b], 100 + b, b % 4 == 0 ? KVBLK_SUBMIT_PER_OBJECT : 0), 0)
 			<< kvblk_last_error();
 	EXPECT_EQ(threads(), threads0_ + 1) << "batches in flight started a thread";
+	{
+		/* A synchronous call meanwhile (one ioctl on this thread), into the same buffer's end. */
+		AlignedBuf tail(4 * lbs);
+		kvblk_desc d = plain_desc(info.capacity - 2 * lbs, 2 * lbs, tail.data() + lbs, 7);
+		kvblk_result r{};
+		ASSERT_EQ(kvblk_load_many(dev.get(), &d, 1, &r, nullptr), 1) << kvblk_last_error();
+		EXPECT_TRUE(ref_->same(tail.data() + lbs, d.offset, d.length));
+		EXPECT_TRUE(tail.all(0, lbs, 0xA5) && tail.all(3 * lbs, lbs, 0xA5));
+		EXPECT_EQ(threads(), threads0_ + 1) << "a synchronous call started a thread";
+	}
 
 	/* The second half by kvblk_wait() (claimed: the reapers never see them)... */
 	for (uint32_t b = nb / 2; b < nb; b++) {
@@ -276,15 +286,16 @@ TEST_F(KmodAsyncTest, sixteen_batches_in_flight_reaped_and_waited)
 		want_cmds += b.cmds;
 	}
 	EXPECT_TRUE(mem.all(0, lbs, 0xA5)) << "the canary before the first object was written";
+	/* The 16 batches and the synchronous call (one object, one command). */
 	const kvblk_stats st = get_stats(dev.get());
-	EXPECT_EQ(st.batches, nb);
-	EXPECT_EQ(st.objects, nb * per);
-	EXPECT_EQ(st.commands, want_cmds);
-	EXPECT_EQ(st.bytes_read, want_bytes);
-	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], nb);
-	EXPECT_EQ(st.outstanding_peak, nb);
+	EXPECT_EQ(st.batches, nb + 1);
+	EXPECT_EQ(st.objects, nb * per + 1);
+	EXPECT_EQ(st.commands, want_cmds + 1);
+	EXPECT_EQ(st.bytes_read, want_bytes + 2 * lbs);
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], nb + 1);
+	EXPECT_EQ(st.outstanding_peak, nb + 1);
 	EXPECT_EQ(st.rejected_batches + st.errors_io + st.errors_other + st.cancelled_objects, 0u);
-	EXPECT_EQ(hist_sum(st.batch_lat_hist), nb);
+	EXPECT_EQ(hist_sum(st.batch_lat_hist), nb + 1);
 	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0) << kvblk_last_error();
 	EXPECT_EQ(threads(), threads0_ + 1);
 	dev.reset();
@@ -469,7 +480,10 @@ TEST_F(KmodAsyncTest, close_with_batches_in_flight_leaves_nothing)
 	}
 }
 
-/* A call larger than the module's max_descs, and max_descs lowered after open (-E2BIG, halves). */
+/*
+ * A batch larger than the module's max_descs (several io_uring commands), and max_descs
+ * lowered after open (the command says -E2BIG: sent again in halves).
+ */
 TEST_F(KmodAsyncTest, more_descriptors_than_max_descs)
 {
 	DevPtr dev = open_kmod();
@@ -493,8 +507,13 @@ TEST_F(KmodAsyncTest, more_descriptors_than_max_descs)
 			d.push_back(buf_desc(off - off % lbs, lbs, id, i * lbs, i));
 		}
 		std::vector<kvblk_result> r(n);
+		kvblk_submit_opts o;
+		kvblk_submit_opts_init(&o, sizeof(o));
+		o.results = r.data();
+		uint64_t t = 0;
+		ASSERT_EQ(kvblk_submit(dev.get(), d.data(), n, &o, &t), 0) << kvblk_last_error();
 		kvblk_batch_info bi = new_batch_info();
-		ASSERT_EQ(kvblk_load_many(dev.get(), d.data(), n, r.data(), &bi), int(n)) << kvblk_last_error();
+		ASSERT_EQ(kvblk_wait(dev.get(), t, -1, &bi), int(n)) << kvblk_last_error();
 		for (uint32_t i = 0; i < n; i++) {
 			ASSERT_EQ(r[i].status, 0) << i;
 			ASSERT_TRUE(ref_->same(mem.data() + i * lbs, d[i].offset, lbs)) << i;
