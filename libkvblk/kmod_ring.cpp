@@ -92,7 +92,7 @@ struct KmodRing::Impl {
 		(void)!write(efd, &one, sizeof(one));
 	}
 
-	/* Commands to issue now (at most @room), the cancelled ones aside. */
+	/* At most @room commands: those to issue now, and the cancelled ones aside. */
 	void take(std::vector<KmodRingCmd *> *issue, std::vector<KmodRingCmd *> *drop, size_t room)
 	{
 		const testing::Seams *s = testing::active();
@@ -100,7 +100,7 @@ struct KmodRing::Impl {
 			return;
 		std::lock_guard<std::mutex> g(mu);
 		for (std::deque<KmodRingCmd *> *q : {&prio_q, &normal_q}) {
-			while (!q->empty() && issue->size() < room) {
+			while (!q->empty() && issue->size() + drop->size() < room) {
 				KmodRingCmd *c = q->front();
 				q->pop_front();
 				(c->cancelled() ? drop : issue)->push_back(c);
@@ -135,7 +135,7 @@ struct KmodRing::Impl {
 			try {
 				take(&issue, &drop, room);
 			} catch (const std::bad_alloc &) {
-				/* Cannot happen: reserved; the commands stay queued. */
+				/* Cannot happen: both hold kSqEntries >= room. */
 			}
 			for (KmodRingCmd *c : issue) {
 				io_uring_sqe *sqe = io_uring_get_sqe(&ring);
@@ -148,7 +148,10 @@ struct KmodRing::Impl {
 			for (KmodRingCmd *c : drop)
 				c->done(false, -ECANCELED);
 
-			int ret = io_uring_submit_and_wait(&ring, 1);
+			/* Without the poll armed (no SQE was free for it) nothing might wake a wait. */
+			const int ret = poll_armed ? io_uring_submit_and_wait(&ring, 1) : io_uring_submit(&ring);
+			if (!poll_armed)
+				usleep(1000);
 			if (ret < 0 && ret != -EINTR && ret != -ETIME) {
 				/*
 				 * -EAGAIN/-EBUSY (no memory for requests, completions to reap first):
