@@ -71,9 +71,10 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 {
 	Job &job = *jp;
 	job.sched = this;
-	job.native = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED;
 	const bool priority = job.flags & KVBLK_SUBMIT_PRIORITY;
 	job.batch = Batch{job.dir, job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
+	const bool can_start = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED &&
+			       be_.can_start(job.batch);
 
 	std::unique_lock<std::mutex> lk(mu_);
 	while (table_.size() >= max_batches_) {
@@ -84,7 +85,15 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 		slot_cv_.wait(lk);
 		submitters_waiting_--;
 	}
-	if (!job.native) {
+	/*
+	 * A synchronous call with nothing to wait behind on the dispatch path is served on its
+	 * own thread (run()), unless the backend starts it (a native one, except kmod, whose
+	 * one ioctl is cheaper than a trip through its ring).
+	 */
+	const bool here = job.sync && job.path != KVBLK_PATH_STAGED && !dispatching_ && prio_q_.empty() &&
+			  normal_q_.empty() && (!can_start || be_.run_sync_inline());
+	job.native = can_start && !here;
+	if (!job.native && !here) {
 		const int ret = start_dispatch_locked();
 		if (ret)
 			return ret;
@@ -100,7 +109,7 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	Job *j = jp.release();
 	*ticket = j->ticket;
 	if (!j->native) {
-		if (j->sync && j->path != KVBLK_PATH_STAGED && !dispatching_ && prio_q_.empty() && normal_q_.empty()) {
+		if (here) {
 			/* Nothing to wait behind: serve it here, one job at a time as ever. */
 			dispatching_ = true;
 			j->state = Job::State::running;

@@ -9,15 +9,19 @@
 // array is free on return. The Job is outstanding from submit until its batch
 // completion entry is taken (by kvblk_reap() or kvblk_wait()); max_batches bounds how many
 // are. It progresses one of two ways:
-//   - native (uring, uring_cmd): Backend::start() hands it to the rings at once; the
-//     backend keeps commands of every started batch in flight and orders them (priority
-//     batches first) itself;
-//   - dispatch: one thread per device takes queued jobs (priority ones ahead of the others)
-//     and serves each with a synchronous Backend::run() (psync, threadpool, kmod) or
-//     Stager::run() (the staged CUDA path, on every backend). One job is served at a time.
+//   - native (uring, uring_cmd, kmod with a kvblk.ko that takes io_uring commands):
+//     Backend::start() hands it to the rings at once; the backend keeps commands of every
+//     started batch in flight and orders them (priority batches first) itself;
+//   - dispatch: one thread per device, created when the first such job comes, takes queued
+//     jobs (priority ones ahead of the others) and serves each with a synchronous
+//     Backend::run() (psync, threadpool, kmod without io_uring commands, and what a native
+//     backend's can_start() declines: kmod loads into plain pointers) or Stager::run() (the
+//     staged CUDA path, on every backend). One job is served at a time.
 //     A synchronous call (kvblk_load_many()) that finds nothing queued and nothing being
 //     served is served on its own thread instead, as the dispatch thread would serve it:
-//     no wake-up of the dispatch thread and back (staged batches always go to it).
+//     no wake-up of the dispatch thread and back, and no dispatch thread made for it
+//     (staged batches always go to it). So is such a call to a native backend that says
+//     run_sync_inline() (kmod: one ioctl rather than a trip through its ring's thread).
 // When the last object of a Job completes, complete() folds unaligned parts back into the
 // caller's results (copying their bounced edges), records the stats and posts its
 // completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;

@@ -284,6 +284,24 @@ public:
 	[[nodiscard]] virtual kvblk_async async_mode() const noexcept { return KVBLK_ASYNC_THREAD; }
 
 	/*
+	 * KVBLK_ASYNC_NATIVE: whether start() takes @batch (its objects, results and sink set).
+	 * False sends it to run() on the device's dispatch thread instead, which the scheduler
+	 * creates when the first such batch comes (kmod: loads into plain pointers).
+	 */
+	[[nodiscard]] virtual bool can_start(const Batch &batch) const noexcept
+	{
+		(void)batch;
+		return true;
+	}
+
+	/*
+	 * KVBLK_ASYNC_NATIVE: whether a synchronous call (kvblk_load_many()) that finds the
+	 * dispatch path idle is better served by run() on the caller's thread than by start()
+	 * and a wait (kmod: one ioctl instead of a round trip through the ring's thread).
+	 */
+	[[nodiscard]] virtual bool run_sync_inline() const noexcept { return false; }
+
+	/*
 	 * KVBLK_ASYNC_NATIVE: take @batch (@batch.sink set) and return at once; the backend calls
 	 * batch.sink->batch_done() exactly once, from any thread, when every result is written.
 	 * @batch stays valid until then. The default serves it synchronously.

@@ -30,17 +30,42 @@
 //
 // Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
 // on the same fd for store_many; those batches report and count backend uring.
+//
+// Asynchronous batches: when the module reports KVBLK_FEAT_URING_CMD the backend is
+// KVBLK_ASYNC_NATIVE. start() builds the descriptors run() would send and hands them, as
+// KVBLK_URING_CMD_LOAD_MANY commands of at most max_descs descriptors each, to the
+// process's one kvblk.ko ring (kmod_ring.hpp: one io_uring and one thread for every kmod
+// device of the process, created with the first and ended with the last); the job keeps
+// the headers, descriptors and results until the last CQE, which maps the results back as
+// run() does (KernelBatch: one code for both) and ends the batch. No thread per device.
+// A smaller max_cmd_bytes (one descriptor per command) and a batch of more than max_descs
+// descriptors are started the same way (more descriptors, more calls, all in flight); a
+// call refused with -E2BIG because max_descs was lowered since open is sent again in
+// halves. Stores go to the uring writer's own start().
+// A synchronous call (kvblk_load_many()) that finds no batch queued or being run is still
+// run() on the caller's thread (run_sync_inline(): one ioctl, no trip through the ring's
+// thread); one that finds the dispatch path busy is started like any other.
+// What start() does not take (can_start()) goes to run() on the device's dispatch thread,
+// which the scheduler creates only when such a batch comes: loads into plain pointers (or
+// into buffers the module refused), which need temporary registrations around their calls;
+// staged CUDA batches never reach the backend. kvblk_cancel() ends the calls the ring has
+// not issued yet with -ECANCELED; an issued call runs to its end (the module cannot cancel
+// it). Without KVBLK_FEAT_URING_CMD (an older kvblk.ko), or when the ring cannot be made,
+// every batch goes through run() on the dispatch thread (KVBLK_ASYNC_THREAD), as before.
 #include "backend.hpp"
+#include "kmod_ring.hpp"
 #include "sysfs.hpp"
 #include "last_error.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fcntl.h>
 #include <linux/ioctl.h>
 #include <linux/types.h>
@@ -109,13 +134,214 @@ struct TempRange {
 	int32_t err;
 };
 
+/*
+ * struct KernelBatch - the kernel side of a batch (of one pass of it, for plain destinations):
+ * its kvblk.ko descriptors, the object each belongs to, the results the module writes
+ * back, and every object's status so far. Both ways a batch reaches the module use it:
+ * run() sends it as KVBLK_IOC_LOAD_MANY calls one after another, start() as
+ * KVBLK_URING_CMD_LOAD_MANY commands all in flight at once; each call covers at most
+ * max_descs descriptors [pos, pos + nr).
+ */
+struct KernelBatch {
+	std::vector<kvblk_io_desc> descs;
+	std::vector<uint32_t> owner;
+	std::vector<kvblk_desc_result> res;
+	std::vector<int32_t> status;
+
+	/* Record @st for object @obj: the first real error wins over -ECANCELED. */
+	void note_status(uint32_t obj, int32_t st) noexcept
+	{
+		int32_t &cur = status[obj];
+		if (st && (cur == 0 || cur == -ECANCELED))
+			cur = st;
+	}
+
+	/* Descriptors for object @i of @b into kvblk.ko buffer @kid at @buf_offset (@split: see KmodBackend). */
+	void add_descs(const Batch &b, uint32_t i, uint32_t kid, uint64_t buf_offset, uint64_t split)
+	{
+		const IoObject &o = b.objects[i];
+		const uint64_t piece = split ? split : kMaxDescBytes;
+		for (uint64_t off = 0; off < o.length; off += piece) {
+			kvblk_io_desc d{};
+			d.offset = o.offset + off;
+			d.length = std::min(piece, o.length - off);
+			d.buf_offset = buf_offset + off;
+			d.buf_id = kid;
+			d.tag = b.results[i].tag;
+			descs.push_back(d);
+			owner.push_back(i);
+		}
+	}
+
+	/* The header of the call of descriptors [@pos, @pos + @nr), their results marked unwritten. */
+	struct kvblk_load_many header(size_t pos, uint32_t nr) noexcept
+	{
+		for (size_t k = pos; k < pos + nr; k++)
+			res[k] = kvblk_desc_result{kNoResult, 0, 0};
+		struct kvblk_load_many lm{}; /* the ioctl's struct; kvblk_load_many() is the C API call */
+		lm.size = sizeof(lm);
+		lm.nr_descs = nr;
+		lm.desc_bytes = sizeof(kvblk_io_desc);
+		lm.descs = uint64_t(uintptr_t(&descs[pos]));
+		lm.results = uint64_t(uintptr_t(&res[pos]));
+		lm.result_bytes = sizeof(kvblk_desc_result);
+		lm.bad_index = -1;
+		return lm;
+	}
+
+	/* Whether a call of @nr descriptors failed (errno @err) only for having more than max_descs. */
+	static bool too_many(int err, const struct kvblk_load_many &lm, uint32_t nr) noexcept
+	{
+		return err == E2BIG && lm.bad_index < 0 && nr > 1;
+	}
+
+	/*
+	 * The call of descriptors [@pos, @pos + @nr) returned @ret (< 0: failed with errno @err)
+	 * and left @lm: count its commands and record every descriptor's status.
+	 */
+	void ended(Batch &b, size_t pos, uint32_t nr, int ret, int err, const struct kvblk_load_many &lm) noexcept
+	{
+		if (ret >= 0)
+			b.counters.commands += lm.nr_cmds;
+		else
+			set_last_error("kmod: kvblk.ko refused a KVBLK_IOC_LOAD_MANY of %u descriptors: %s "
+				       "(bad_index %d)",
+				       nr, errno_text(err).c_str(), lm.bad_index);
+		for (size_t k = pos; k < pos + nr; k++) {
+			int32_t st = res[k].status;
+			if (st == kNoResult)
+				st = err ? -err : -EIO;
+			else if (st == 0 && res[k].bytes != descs[k].length)
+				st = -EIO;
+			note_status(owner[k], st);
+		}
+	}
+
+	/* Descriptors [@from, @to) were never sent: their objects end with @st. */
+	void unsent(size_t from, size_t to, int32_t st) noexcept
+	{
+		for (size_t k = from; k < to; k++)
+			note_status(owner[k], st);
+	}
+
+	/* Every object's result from its status. */
+	void write_results(Batch &b) const noexcept
+	{
+		for (uint32_t i = 0; i < b.count; i++) {
+			b.results[i].status = status[i];
+			b.results[i].bytes = status[i] ? 0 : b.objects[i].length;
+		}
+	}
+};
+
+struct NativeJob;
+
+/* One KVBLK_URING_CMD_LOAD_MANY of a started batch: descriptors [pos, pos + nr) of its job. */
+struct NativeCall final : KmodRingCmd {
+	NativeJob *job = nullptr;
+	size_t pos = 0;
+	uint32_t nr = 0;
+	struct kvblk_load_many lm{};
+
+	[[nodiscard]] bool cancelled() const noexcept override;
+	void done(bool issued, int res) noexcept override;
+};
+
+/*
+ * struct NativeJob - a batch start() handed to the ring: the kernel structs stay here, at
+ * fixed addresses, until the last CQE of its calls has arrived.
+ * @left: calls not ended yet (the ring thread's once they are queued).
+ */
+struct NativeJob {
+	Batch *b = nullptr;
+	KmodRing *ring = nullptr;
+	std::atomic<uint32_t> *kernel_descs = nullptr;
+	int ctl = -1;
+	KernelBatch k;
+	std::deque<NativeCall> calls;	/* push_back keeps references */
+	uint32_t left = 0;
+
+	/* Add the calls of descriptors [@pos, @end), at most @per each; their pointers into @out. */
+	void add_calls(size_t pos, size_t end, uint32_t per, std::vector<KmodRingCmd *> *out)
+	{
+		while (pos < end) {
+			const uint32_t nr = uint32_t(std::min<size_t>(per, end - pos));
+			NativeCall &c = calls.emplace_back();
+			c.job = this;
+			c.pos = pos;
+			c.nr = nr;
+			c.fd = ctl;
+			c.cmd_op = KVBLK_URING_CMD_LOAD_MANY;
+			c.lm = k.header(pos, nr);
+			c.cmd.load_many = uint64_t(uintptr_t(&c.lm));
+			out->push_back(&c);
+			pos += nr;
+		}
+	}
+
+	/*
+	 * Call @c was refused only for having more descriptors than max_descs (lowered since
+	 * open): send them again in calls of half as many. False when that cannot be queued.
+	 */
+	bool resend(const NativeCall &c) noexcept
+	{
+		const uint32_t per = std::max<uint32_t>(1, c.nr / 2);
+		kernel_descs->store(std::min(kernel_descs->load(std::memory_order_relaxed), per),
+				    std::memory_order_relaxed);
+		try {
+			std::vector<KmodRingCmd *> more;
+			add_calls(c.pos, c.pos + c.nr, per, &more);
+			left += uint32_t(more.size());
+			try {
+				ring->queue(more.data(), more.size(), b->priority);
+			} catch (...) {
+				left -= uint32_t(more.size());
+				throw;
+			}
+		} catch (const std::bad_alloc &) {
+			return false;
+		}
+		return true;
+	}
+
+	/* The last call ended: write the results, free the job, tell the scheduler. */
+	static void finish(NativeJob *j) noexcept
+	{
+		Batch &b = *j->b;
+		j->k.write_results(b);
+		delete j;
+		b.sink->batch_done(0);
+	}
+};
+
+bool NativeCall::cancelled() const noexcept
+{
+	return job->b->cancelled();
+}
+
+void NativeCall::done(bool issued, int res) noexcept
+{
+	NativeJob *j = job;
+	if (!issued) {
+		j->k.unsent(pos, pos + nr, res); /* kvblk_cancel() came first: -ECANCELED */
+	} else {
+		const int err = res < 0 ? -res : 0;
+		if (!(KernelBatch::too_many(err, lm, nr) && j->resend(*this)))
+			j->k.ended(*j->b, pos, nr, res, err, lm);
+	}
+	if (--j->left == 0)
+		NativeJob::finish(j); /* frees this call too */
+}
+
 class KmodBackend final : public Backend {
 public:
 	~KmodBackend() override
 	{
+		/* The scheduler waited for every batch: nothing of this device is on the ring. */
 		writer_.reset();
 		if (ctl_ >= 0)
 			close(ctl_); /* the module unregisters and unpins what is left */
+		ring_.reset(); /* the last device's ends the ring and its thread */
 	}
 
 	int start(BackendConfig &cfg)
@@ -202,11 +428,18 @@ public:
 			if (!writer_)
 				return err;
 		}
+		/* Batches through io_uring when the module takes them (and the ring can be made). */
+		std::string async = ", batches on a dispatch thread (kvblk.ko without io_uring commands)";
+		if ((feat & KVBLK_FEAT_URING_CMD) && !(s && s->kmod_no_uring_cmd)) {
+			std::string why;
+			ring_ = KmodRing::acquire(&why);
+			async = ring_ ? ", batches through io_uring" : ", batches on a dispatch thread (io_uring: " + why + ")";
+		}
 		const char *engine = a.engine == KVBLK_ENGINE_PRP ? "prp" :
 				     a.engine == KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
 		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
 			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
-			   " engine" + (cfg.writable ? ", stores through uring" : "");
+			   " engine" + async + (cfg.writable ? ", stores through uring" : "");
 		page_ = uint64_t(sysconf(_SC_PAGESIZE));
 		return 0;
 	}
@@ -230,6 +463,79 @@ public:
 		} catch (const std::bad_alloc &) {
 			return fail(-ENOMEM, "kmod: out of memory for a batch of %u objects", b.count);
 		}
+	}
+
+	[[nodiscard]] kvblk_async async_mode() const noexcept override
+	{
+		return ring_ ? KVBLK_ASYNC_NATIVE : KVBLK_ASYNC_THREAD;
+	}
+
+	/*
+	 * What start() takes: loads whose every object is in a buffer kvblk.ko registered (host
+	 * or device memory), and stores (the uring writer's own start()). Loads with plain
+	 * pointers (or buffers the module refused) need temporary registrations around their
+	 * calls: they go to run() on the device's dispatch thread.
+	 */
+	[[nodiscard]] bool can_start(const Batch &b) const noexcept override
+	{
+		if (b.dir == IoDir::write)
+			return writer_ != nullptr;
+		if (!ring_)
+			return false;
+		for (uint32_t i = 0; i < b.count; i++) {
+			const uint32_t id = b.objects[i].buf_id;
+			if (id == KVBLK_BUF_NONE || !bufs_[id].kid)
+				return false;
+		}
+		return true;
+	}
+
+	/* kvblk_load_many() on an idle device: the ioctl on the caller's thread, as ever. */
+	[[nodiscard]] bool run_sync_inline() const noexcept override { return true; }
+
+	/*
+	 * The batch's descriptors (the ones run() would send) go to the ring as calls of at
+	 * most max_descs, all at once; the last CQE writes the results and ends the batch.
+	 */
+	void start(Batch &b) noexcept override
+	{
+		if (b.dir == IoDir::write) {
+			writer_->start(b);
+			return;
+		}
+		std::unique_ptr<NativeJob> j;
+		try {
+			j = std::make_unique<NativeJob>();
+			j->b = &b;
+			j->ring = ring_.get();
+			j->kernel_descs = &kernel_descs_;
+			j->ctl = ctl_;
+			j->k.status.assign(b.count, 0);
+			for (uint32_t i = 0; i < b.count; i++) {
+				const IoObject &o = b.objects[i];
+				const KernelBuf &kb = bufs_[o.buf_id];
+				j->k.add_descs(b, i, kb.kid, kb.delta + o.buf_offset, split_);
+			}
+			j->k.res.resize(j->k.descs.size());
+			std::vector<KmodRingCmd *> calls;
+			j->add_calls(0, j->k.descs.size(), std::max<uint32_t>(1, kernel_descs_.load(std::memory_order_relaxed)),
+				     &calls);
+			j->left = uint32_t(calls.size());
+			ring_->queue(calls.data(), calls.size(), b.priority);
+		} catch (const std::bad_alloc &) {
+			b.sink->batch_done(fail(-ENOMEM, "kmod: out of memory for a batch of %u objects", b.count));
+			return;
+		}
+		(void)j.release(); /* the ring thread's now; it may be gone already */
+	}
+
+	/* Calls still queued check BatchSink::cancelled() when the ring takes them: wake it. */
+	void cancel(uint64_t id) noexcept override
+	{
+		if (writer_)
+			writer_->cancel(id);
+		if (ring_)
+			ring_->kick();
 	}
 
 	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override
@@ -375,85 +681,40 @@ private:
 		(void)ioctl(ctl_, KVBLK_IOC_UNREGISTER_BUFFER, &u);
 	}
 
-	/* Record @st for object @obj: the first real error wins over -ECANCELED. */
-	void note_status(uint32_t obj, int32_t st) noexcept
-	{
-		int32_t &cur = status_[obj];
-		if (st && (cur == 0 || cur == -ECANCELED))
-			cur = st;
-	}
-
-	/* Kernel descriptors for object @i, into kvblk.ko buffer @kid at @buf_offset. */
-	void add_descs(const Batch &b, uint32_t i, uint32_t kid, uint64_t buf_offset)
-	{
-		const IoObject &o = b.objects[i];
-		const uint64_t piece = split_ ? split_ : kMaxDescBytes;
-		for (uint64_t off = 0; off < o.length; off += piece) {
-			kvblk_io_desc d{};
-			d.offset = o.offset + off;
-			d.length = std::min(piece, o.length - off);
-			d.buf_offset = buf_offset + off;
-			d.buf_id = kid;
-			d.tag = b.results[i].tag;
-			kdescs_.push_back(d);
-			owner_.push_back(i);
-		}
-	}
-
 	/*
-	 * Send kdescs_ in calls of at most kernel_descs_ descriptors and record every
+	 * Send k_'s descriptors in calls of at most kernel_descs_ descriptors and record every
 	 * descriptor's status. Returns false when the caller is being killed (stop).
 	 */
 	bool submit(Batch &b)
 	{
-		kres_.resize(kdescs_.size());
+		KernelBatch &k = k_;
+		const size_t total = k.descs.size();
+		k.res.resize(total);
 		size_t pos = 0;
-		while (pos < kdescs_.size()) {
+		while (pos < total) {
 			if (b.cancelled()) {
 				/* kvblk_cancel(): the descriptors of the ioctls not sent yet end here (also
 				 * those of a later pass for plain destinations). */
-				for (size_t k = pos; k < kdescs_.size(); k++)
-					note_status(owner_[k], -ECANCELED);
+				k.unsent(pos, total, -ECANCELED);
 				return true;
 			}
-			const uint32_t nr = uint32_t(std::min<size_t>(kernel_descs_, kdescs_.size() - pos));
-			for (size_t k = pos; k < pos + nr; k++)
-				kres_[k] = kvblk_desc_result{kNoResult, 0, 0};
-			struct kvblk_load_many lm{}; /* the ioctl's struct; kvblk_load_many() is the C API call */
-			lm.size = sizeof(lm);
-			lm.nr_descs = nr;
-			lm.desc_bytes = sizeof(kvblk_io_desc);
-			lm.descs = uint64_t(uintptr_t(&kdescs_[pos]));
-			lm.results = uint64_t(uintptr_t(&kres_[pos]));
-			lm.result_bytes = sizeof(kvblk_desc_result);
-			lm.bad_index = -1;
+			const uint32_t nr =
+				uint32_t(std::min<size_t>(kernel_descs_.load(std::memory_order_relaxed), total - pos));
+			struct kvblk_load_many lm = k.header(pos, nr);
 			const int ret = ioctl(ctl_, KVBLK_IOC_LOAD_MANY, &lm);
 			const int err = ret < 0 ? errno : 0;
-			if (err == E2BIG && lm.bad_index < 0 && nr > 1) {
+			if (KernelBatch::too_many(err, lm, nr)) {
 				/* The module's max_descs was lowered since open: use the smaller size. */
-				kernel_descs_ = nr / 2;
+				kernel_descs_.store(nr / 2, std::memory_order_relaxed);
 				continue;
 			}
 			if (err == EINTR) {
 				/* Only a fatal signal interrupts the module's wait: this process is dying. */
-				for (size_t k = pos; k < kdescs_.size(); k++)
-					note_status(owner_[k], k < pos + nr ? -EINTR : -ECANCELED);
+				k.unsent(pos, pos + nr, -EINTR);
+				k.unsent(pos + nr, total, -ECANCELED);
 				return false;
 			}
-			if (ret >= 0)
-				b.counters.commands += lm.nr_cmds;
-			else
-				set_last_error("kmod: kvblk.ko refused a KVBLK_IOC_LOAD_MANY of %u descriptors: %s "
-					       "(bad_index %d)",
-					       nr, errno_text(err).c_str(), lm.bad_index);
-			for (size_t k = pos; k < pos + nr; k++) {
-				int32_t st = kres_[k].status;
-				if (st == kNoResult)
-					st = err ? -err : -EIO;
-				else if (st == 0 && kres_[k].bytes != kdescs_[k].length)
-					st = -EIO;
-				note_status(owner_[k], st);
-			}
+			k.ended(b, pos, nr, ret, err, lm);
 			pos += nr;
 		}
 		return true;
@@ -462,7 +723,7 @@ private:
 	int load(Batch &b)
 	{
 		const uint32_t n = b.count;
-		status_.assign(n, 0);
+		k_.status.assign(n, 0);
 		range_of_.assign(n, -1);
 
 		/* Plain pointers (and buffers kvblk.ko refused): merge their pages into ranges. */
@@ -500,35 +761,32 @@ private:
 						       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(),
 						       memlock_text().c_str());
 			}
-			kdescs_.clear();
-			owner_.clear();
+			k_.descs.clear();
+			k_.owner.clear();
 			for (uint32_t i = 0; i < n; i++) {
 				const IoObject &o = b.objects[i];
 				const int32_t r = range_of_[i];
 				if (r < 0) {
 					if (p == 0)
-						add_descs(b, i, bufs_[o.buf_id].kid, bufs_[o.buf_id].delta + o.buf_offset);
+						k_.add_descs(b, i, bufs_[o.buf_id].kid, bufs_[o.buf_id].delta + o.buf_offset,
+							     split_);
 				} else if (size_t(r) >= r0 && size_t(r) < r1) {
 					const TempRange &tr = ranges_[size_t(r)];
 					if (tr.err)
-						note_status(i, tr.err);
+						k_.note_status(i, tr.err);
 					else
-						add_descs(b, i, tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start);
+						k_.add_descs(b, i, tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start, split_);
 				}
 			}
-			if (alive && !kdescs_.empty())
+			if (alive && !k_.descs.empty())
 				alive = submit(b);
 			else if (!alive)
-				for (uint32_t k : owner_)
-					note_status(k, -ECANCELED);
+				k_.unsent(0, k_.descs.size(), -ECANCELED);
 			for (size_t r = r0; r < r1; r++)
 				if (!ranges_[r].err)
 					unregister_range(ranges_[r].kid);
 		}
-		for (uint32_t i = 0; i < n; i++) {
-			b.results[i].status = status_[i];
-			b.results[i].bytes = status_[i] ? 0 : b.objects[i].length;
-		}
+		k_.write_results(b);
 		return 0;
 	}
 
@@ -542,18 +800,16 @@ private:
 	__u64 feat_ = 0;	/* KVBLK_IOC_GET_FEATURES */
 	uint64_t page_ = 4096;
 	uint64_t split_ = 0;		/* > 0: one kernel descriptor per command of this size */
-	uint32_t kernel_descs_ = kDefaultKernelDescs;
+	std::atomic<uint32_t> kernel_descs_{kDefaultKernelDescs};	/* run() and start() lower it */
 	std::unique_ptr<Backend> writer_;	/* stores (KVBLK_OPEN_WRITE) */
 	std::array<KernelBuf, kMaxBuffers> bufs_{};
+	std::shared_ptr<KmodRing> ring_;	/* set: KVBLK_ASYNC_NATIVE through the process's kvblk.ko ring */
 
-	/* Per-batch state, kept between batches. */
-	std::vector<int32_t> status_;
+	/* run()'s per-batch state, kept between batches. */
+	KernelBatch k_;
 	std::vector<int32_t> range_of_;
 	std::vector<Span> spans_;
 	std::vector<TempRange> ranges_;
-	std::vector<kvblk_io_desc> kdescs_;
-	std::vector<uint32_t> owner_;
-	std::vector<kvblk_desc_result> kres_;
 };
 
 } // namespace

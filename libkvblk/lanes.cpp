@@ -306,6 +306,38 @@ kvblk_backend Lanes::target_kind(uint32_t id, IoDir dir, std::string *reason) co
 	return lanes_[p.lane]->be->kind_for(dir);
 }
 
+kvblk_async Lanes::async_mode() const noexcept
+{
+	return lane0_->async_mode();
+}
+
+bool Lanes::can_start(const Batch &b) const noexcept
+{
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		if (targets_off_lane0_)
+			for (uint32_t i = 0; i < b.count; i++)
+				if (placement_.get(b.objects[i].target).lane != 0)
+					return false;
+	}
+	return lane0_->can_start(b);
+}
+
+bool Lanes::run_sync_inline() const noexcept
+{
+	return lane0_->run_sync_inline();
+}
+
+void Lanes::start(Batch &b) noexcept
+{
+	lane0_->start(b);
+}
+
+void Lanes::cancel(uint64_t id) noexcept
+{
+	lane0_->cancel(id);
+}
+
 int Lanes::run(Batch &b) noexcept
 {
 	std::vector<std::shared_ptr<Lane>> lanes;

@@ -8,7 +8,8 @@
 // lane with work on a persistent thread of its own; the batch is over when all are done.
 // Results go back to their objects, counters are merged, and BatchCounters.served_by names
 // the backend of each lane that served part of it (stats.batches_by_backend counts each).
-// A batch whose objects are all on lane 0 goes to it untouched.
+// A batch whose objects are all on lane 0 goes to it untouched; when lane 0 is native
+// (kvblk.ko takes io_uring commands) such a batch is started on it (start()) rather than run.
 //
 // Registered buffers are registered with every lane (also with lanes created later); each
 // lane keeps its own fixed-buffer index, put into its objects when the batch is split.
@@ -60,6 +61,16 @@ public:
 	kvblk_backend kind_for(IoDir dir) const noexcept override;
 	kvblk_path path() const noexcept override;
 	int run(Batch &b) noexcept override;
+	/*
+	 * Lane 0's: a native lane 0 (kmod with io_uring commands) starts the batches whose every
+	 * object is on it; a batch with objects on other lanes is split by run() on the
+	 * dispatch thread.
+	 */
+	kvblk_async async_mode() const noexcept override;
+	bool can_start(const Batch &b) const noexcept override;
+	bool run_sync_inline() const noexcept override;
+	void start(Batch &b) noexcept override;
+	void cancel(uint64_t id) noexcept override;
 	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override;
 	int register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr, uint64_t len) noexcept override;
 	int check_buffer(uint32_t id) noexcept override;

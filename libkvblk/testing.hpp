@@ -53,6 +53,11 @@ struct CommandInfo {
  *                     return makes that open(2) fail with that errno (as a file system
  *                     without direct I/O does with -EINVAL).
  * @kmod_node:         path checked instead of /dev/kvblk by the AUTO backend choice.
+ * @kmod_no_uring_cmd: kmod devices opened after this ignore KVBLK_FEAT_URING_CMD and serve
+ *                     their batches on the dispatch thread, as with a module without it.
+ * @kmod_ring_hold:    while it points to true, the kmod ring (kmod_ring.cpp) leaves its
+ *                     queue alone: commands queued meanwhile stay there (kvblk_cancel()
+ *                     finds them not issued). The ring looks again when it is woken.
  * @uring_overcommit:  > 1: rings created after this keep overcommit * queue_depth commands in
  *                     flight with a completion queue of only queue_depth entries, and reap only
  *                     when it is full, so that completion-queue overflow really happens.
@@ -66,6 +71,8 @@ struct Seams {
 	std::function<int(uint32_t buf_id, uint64_t len)> on_fixed_register;
 	std::function<int(const char *path)> on_open_direct;
 	const char *kmod_node = nullptr;
+	bool kmod_no_uring_cmd = false;
+	const std::atomic<bool> *kmod_ring_hold = nullptr;
 	uint32_t uring_overcommit = 0;
 	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;
 };

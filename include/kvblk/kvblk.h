@@ -247,7 +247,8 @@ int kvblk_open(const char *path, const struct kvblk_open_opts *opts, kvblk_dev *
  * objects not issued end with -ECANCELED, as kvblk_cancel() does), batches in
  * flight are waited for, and completions nobody took are dropped: when it
  * returns, no destination or results array is written any more. Threads that
- * libkvblk started for the handle are joined.
+ * libkvblk started for the handle are joined (the kmod io_uring thread, shared
+ * by the process's kmod devices, with the last of them).
  */
 void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
 
@@ -310,13 +311,28 @@ struct kvblk_dev_info {
  *                      rings, served by one thread per ring; commands of every
  *                      outstanding batch are in flight together up to the
  *                      queue depth. No thread per batch.
- * @KVBLK_ASYNC_THREAD: psync, threadpool, kmod: one dispatch thread per device
+ *                      kmod when kvblk.ko takes io_uring commands
+ *                      (KVBLK_FEAT_URING_CMD): every batch is one or more
+ *                      kvblk.ko batches (max_descs descriptors each) in flight
+ *                      together on one io_uring shared by all kmod devices of
+ *                      the process, with one thread (made with the first kmod
+ *                      device, ended with the last); no thread per device.
+ *                      Loads into plain pointers (KVBLK_BUF_NONE, or a buffer
+ *                      kvblk.ko did not register), batches naming targets
+ *                      served by other lanes and staged CUDA batches go to a
+ *                      dispatch thread as below, created for the device when
+ *                      the first such batch comes. kvblk_cancel() ends the
+ *                      kvblk.ko batches not yet handed to the kernel; one
+ *                      handed over runs to its end. A kvblk_load_many() that
+ *                      finds no batch queued or running on the dispatch
+ *                      thread is still LOAD_MANY ioctls on the calling thread.
+ * @KVBLK_ASYNC_THREAD: psync, threadpool, and kmod on a kvblk.ko without
+ *                      io_uring commands: one dispatch thread per device
  *                      hands queued batches to the backend one after another
- *                      (kmod: one LOAD_MANY ioctl per batch and target, until
- *                      kvblk.ko takes io_uring commands). A kvblk_load_many()
- *                      or kvblk_store_many() that finds no batch queued or
- *                      running is served on the calling thread instead (still
- *                      one batch at a time).
+ *                      (kmod: LOAD_MANY ioctls per batch and target). A
+ *                      kvblk_load_many() or kvblk_store_many() that finds no
+ *                      batch queued or running is served on the calling thread
+ *                      instead (still one batch at a time).
  */
 enum kvblk_async {
 	KVBLK_ASYNC_NATIVE = 1,

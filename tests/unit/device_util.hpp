@@ -8,6 +8,9 @@
 
 #include "tests/vm/pattern.h"
 
+#include <uapi/linux/kvblk.h>
+
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 namespace kvblk_test {
@@ -27,6 +30,19 @@ inline bool kmod_required()
 inline bool kmod_loaded()
 {
 	return access("/dev/kvblk", F_OK) == 0;
+}
+
+/* KVBLK_IOC_GET_FEATURES of the loaded kvblk.ko; 0 without it. */
+inline uint64_t module_features()
+{
+	__u64 f = 0;
+	const int fd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		if (ioctl(fd, KVBLK_IOC_GET_FEATURES, &f) != 0)
+			f = 0;
+		close(fd);
+	}
+	return f;
 }
 
 /* What kvblk.ko must give unless the test says otherwise; skips (or fails) the test. */

@@ -1,0 +1,586 @@
+// SPDX-License-Identifier: MIT
+// The kmod backend's asynchronous path against the VM's namespace (kvblk.ko loaded; run by
+// tests/vm/cases/libkvblk-device.sh with the other device tests, same environment):
+// batches submitted with kvblk_submit() go to kvblk.ko as io_uring commands
+// (KVBLK_FEAT_URING_CMD) on one ring and one thread for the whole process. Many batches in
+// flight, reaped through kvblk_reap() + the eventfd and kvblk_wait(), byte-exact against
+// pread(2) with canaries around every object; the threads the process has; a rejected
+// descriptor; cancel; kvblk_close() with batches in flight; a call larger than the module's
+// max_descs (also lowered after open); plain pointers (the dispatch thread); and the
+// dispatch path a module without the feature gets (a test seam hides the bit).
+#include "device_util.hpp"
+
+#include <atomic>
+#include <dirent.h>
+#include <fstream>
+#include <poll.h>
+
+using namespace kvblk_test;
+
+namespace {
+
+constexpr const char *kRingThread = "kvblk-kmod-ring";
+
+/*
+ * Threads of this process named @comm, or ("") all of them but io_uring's own workers
+ * (iou-wrk-*, iou-sqp-*: the kernel's, made and ended by io_uring as it likes).
+ */
+uint32_t threads(const std::string &comm = "")
+{
+	uint32_t n = 0;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return 0;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+		std::string c;
+		std::getline(f, c);
+		if (comm.empty())
+			n += c.rfind("iou-", 0) != 0;
+		else
+			n += c == comm;
+	}
+	closedir(d);
+	return n;
+}
+
+std::string read_line(const std::string &path)
+{
+	std::ifstream f(path);
+	std::string s;
+	std::getline(f, s);
+	return s;
+}
+
+bool write_line(const std::string &path, const std::string &v)
+{
+	std::ofstream f(path);
+	f << v << "\n";
+	f.flush();
+	return bool(f);
+}
+
+/* Threads settle after a close (a joined thread leaves /proc/self/task at once; be lenient). */
+uint32_t threads_settled(uint32_t want, const std::string &comm = "")
+{
+	uint32_t n = threads(comm);
+	for (int i = 0; i < 100 && n != want; i++) {
+		usleep(10000);
+		n = threads(comm);
+	}
+	return n;
+}
+
+/*
+ * One batch of @n objects in a registered buffer: object k at [at[k], at[k] + len[k]) of
+ * the buffer, one canary LBA before the first and after every object.
+ */
+struct AsyncBatch {
+	std::vector<kvblk_desc> descs;
+	std::vector<kvblk_result> res;
+	std::vector<uint64_t> at;
+	uint64_t ticket = 0;
+	uint64_t bytes = 0;
+	uint64_t cmds = 0;
+};
+
+class KmodAsyncTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		REQUIRE_DEVICE();
+		REQUIRE_KMOD();
+		block_ = env("KVBLK_TEST_DEVICE");
+		disk_ = block_.substr(block_.rfind('/') + 1);
+		ref_ = std::make_unique<Reference>(block_);
+		ASSERT_TRUE(module_features() & KVBLK_FEAT_URING_CMD)
+			<< "this kvblk.ko does not take io_uring commands (KVBLK_FEAT_URING_CMD)";
+		ASSERT_EQ(threads_settled(0, kRingThread), 0u) << "a kmod ring is left from an earlier test";
+		/* Threads an earlier test joined may still be listed for a moment. */
+		threads0_ = threads();
+		for (int i = 0; i < 50; i++) {
+			usleep(20000);
+			const uint32_t again = threads();
+			if (again == threads0_)
+				break;
+			threads0_ = again;
+		}
+	}
+
+	DevPtr open_kmod()
+	{
+		DevPtr d = open_dev(block_, make_opts(KVBLK_BACKEND_KMOD));
+		if (d) {
+			const kvblk_dev_info i = get_info(d.get());
+			EXPECT_EQ(i.backend, uint32_t(KVBLK_BACKEND_KMOD)) << i.backend_reason;
+		}
+		return d;
+	}
+
+	/*
+	 * @nb batches of @per objects (sizes cycling through LBA multiples up to a few commands)
+	 * at spread device offsets, laid out in one buffer of *total bytes.
+	 */
+	std::vector<AsyncBatch> make_batches(const kvblk_dev_info &info, uint32_t nb, uint32_t per, uint32_t buf,
+					     uint64_t *total)
+	{
+		const uint64_t lbs = info.logical_block_size, mc = info.max_cmd_bytes;
+		const uint64_t sizes[] = {lbs, 4096, 3 * lbs, 64 * KiB, mc + lbs, 8 * lbs, 2 * mc, 128 * KiB};
+		std::vector<AsyncBatch> v(nb);
+		uint64_t pos = lbs; /* the canary before the first object */
+		uint64_t seq = 0;
+		for (uint32_t b = 0; b < nb; b++) {
+			for (uint32_t k = 0; k < per; k++, seq++) {
+				const uint64_t len = sizes[seq % std::size(sizes)];
+				uint64_t off = (seq * 7919 * lbs * 13) % (info.capacity - len);
+				off -= off % lbs;
+				v[b].descs.push_back(buf_desc(off, len, buf, pos, b * 1000 + k));
+				v[b].at.push_back(pos);
+				v[b].bytes += len;
+				v[b].cmds += (len + mc - 1) / mc;
+				pos += len + lbs; /* and its canary */
+			}
+			v[b].res.assign(per, kvblk_result{});
+		}
+		*total = pos;
+		return v;
+	}
+
+	/* Every object of @b: exact, or (when @may_cancel) -ECANCELED and untouched; its canary intact. */
+	void check_batch(const AsyncBatch &b, const AlignedBuf &mem, uint64_t lbs, bool may_cancel,
+			 uint32_t *cancelled = nullptr)
+	{
+		for (size_t k = 0; k < b.descs.size(); k++) {
+			const kvblk_desc &d = b.descs[k];
+			const uint8_t *got = mem.data() + b.at[k];
+			SCOPED_TRACE("object " + std::to_string(d.tag) + ": " + std::to_string(d.length) + " bytes at " +
+				     std::to_string(d.offset));
+			EXPECT_EQ(b.res[k].tag, d.tag);
+			if (may_cancel && b.res[k].status == -ECANCELED) {
+				EXPECT_EQ(b.res[k].bytes, 0u);
+				EXPECT_TRUE(mem.all(b.at[k], d.length, 0xA5)) << "a cancelled object was written";
+				if (cancelled)
+					(*cancelled)++;
+			} else {
+				EXPECT_EQ(b.res[k].status, 0);
+				EXPECT_EQ(b.res[k].bytes, d.length);
+				EXPECT_TRUE(ref_->same(got, d.offset, d.length));
+				EXPECT_TRUE(pattern_ok(got, d.offset, d.length));
+			}
+			EXPECT_TRUE(mem.all(b.at[k] + d.length, lbs, 0xA5)) << "the canary after the object was written";
+		}
+	}
+
+	static int submit(kvblk_dev *dev, AsyncBatch &b, uint64_t user_data, uint32_t flags = 0)
+	{
+		kvblk_submit_opts o;
+		kvblk_submit_opts_init(&o, sizeof(o));
+		o.flags = flags;
+		o.user_data = user_data;
+		o.results = b.res.data();
+		return kvblk_submit(dev, b.descs.data(), uint32_t(b.descs.size()), &o, &b.ticket);
+	}
+
+	std::string block_, disk_;
+	std::unique_ptr<Reference> ref_;
+	uint32_t threads0_ = 0;
+};
+
+/*
+ * 16 batches in flight at once on registered memory: no thread per device (the process gains
+ * exactly the ring thread), every object exact, entries and stats equal what was done.
+ */
+TEST_F(KmodAsyncTest, sixteen_batches_in_flight_reaped_and_waited)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	EXPECT_EQ(info.async, uint32_t(KVBLK_ASYNC_NATIVE));
+	EXPECT_NE(std::string(info.backend_reason).find("batches through io_uring"), std::string::npos)
+		<< info.backend_reason;
+	EXPECT_EQ(threads(kRingThread), 1u);
+	EXPECT_EQ(threads(), threads0_ + 1) << "a kmod device adds the ring thread only";
+
+	const uint64_t lbs = info.logical_block_size;
+	const uint32_t nb = 16, per = 8;
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, nb, per, 0, &total);
+	AlignedBuf mem(total);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), total, &id), 0) << kvblk_last_error();
+	for (AsyncBatch &b : bs)
+		for (kvblk_desc &d : b.descs)
+			d.buf_id = id;
+	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+
+	for (uint32_t b = 0; b < nb; b++)
+		ASSERT_EQ(submit(dev.get(), bs[b], 100 + b, b % 4 == 0 ? KVBLK_SUBMIT_PER_OBJECT : 0), 0)
+			<< kvblk_last_error();
+	EXPECT_EQ(threads(), threads0_ + 1) << "batches in flight started a thread";
+	{
+		/* A synchronous call meanwhile (one ioctl on this thread), into the same buffer's end. */
+		AlignedBuf tail(4 * lbs);
+		kvblk_desc d = plain_desc(info.capacity - 2 * lbs, 2 * lbs, tail.data() + lbs, 7);
+		kvblk_result r{};
+		ASSERT_EQ(kvblk_load_many(dev.get(), &d, 1, &r, nullptr), 1) << kvblk_last_error();
+		EXPECT_TRUE(ref_->same(tail.data() + lbs, d.offset, d.length));
+		EXPECT_TRUE(tail.all(0, lbs, 0xA5) && tail.all(3 * lbs, lbs, 0xA5));
+		EXPECT_EQ(threads(), threads0_ + 1) << "a synchronous call started a thread";
+	}
+
+	/* The second half by kvblk_wait() (claimed: the reapers never see them)... */
+	for (uint32_t b = nb / 2; b < nb; b++) {
+		kvblk_batch_info bi = new_batch_info();
+		ASSERT_EQ(kvblk_wait(dev.get(), bs[b].ticket, 60'000'000'000LL, &bi), int(per)) << kvblk_last_error();
+		EXPECT_EQ(bi.backend, uint32_t(KVBLK_BACKEND_KMOD));
+		EXPECT_EQ(bi.bytes, bs[b].bytes);
+		EXPECT_EQ(bi.commands, bs[b].cmds);
+		EXPECT_EQ(bi.failed, 0u);
+		EXPECT_EQ(bi.bad_index, -1);
+	}
+	/* ... the first half through the eventfd and kvblk_reap(). */
+	const int efd = kvblk_event_fd(dev.get());
+	ASSERT_GE(efd, 0);
+	std::vector<bool> seen(nb, false);
+	uint32_t batches_seen = 0, objects_seen = 0;
+	while (batches_seen < nb / 2) {
+		pollfd p{efd, POLLIN, 0};
+		ASSERT_EQ(poll(&p, 1, 60000), 1) << "the eventfd did not become readable";
+		kvblk_cqe cqes[16];
+		const int got = kvblk_reap(dev.get(), cqes, 16, 0, 0);
+		ASSERT_GT(got, 0) << "the eventfd was readable with nothing to reap";
+		for (int i = 0; i < got; i++) {
+			const kvblk_cqe &e = cqes[i];
+			ASSERT_GE(e.user_data, 100u);
+			const uint32_t b = uint32_t(e.user_data - 100);
+			ASSERT_LT(b, nb / 2) << "an entry of a batch kvblk_wait() took";
+			EXPECT_EQ(e.ticket, bs[b].ticket);
+			EXPECT_EQ(e.backend, uint32_t(KVBLK_BACKEND_KMOD));
+			if (e.flags & KVBLK_CQE_OBJECT) {
+				EXPECT_EQ(b % 4, 0u);
+				EXPECT_EQ(e.status, 0);
+				EXPECT_EQ(e.bytes, bs[b].descs[e.index].length);
+				EXPECT_EQ(e.tag, bs[b].descs[e.index].tag);
+				objects_seen++;
+				continue;
+			}
+			EXPECT_FALSE(seen[b]);
+			seen[b] = true;
+			batches_seen++;
+			EXPECT_EQ(e.status, 0);
+			EXPECT_EQ(e.failed, 0u);
+			EXPECT_EQ(e.index, per);
+			EXPECT_EQ(e.bytes, bs[b].bytes);
+		}
+	}
+	EXPECT_EQ(objects_seen, 2 * per) << "per-object entries of batches 0 and 4";
+	kvblk_cqe rest[1];
+	EXPECT_EQ(kvblk_reap(dev.get(), rest, 1, 0, 0), 0) << "an entry too many";
+
+	uint64_t want_bytes = 0, want_cmds = 0;
+	for (const AsyncBatch &b : bs) {
+		check_batch(b, mem, lbs, false);
+		want_bytes += b.bytes;
+		want_cmds += b.cmds;
+	}
+	EXPECT_TRUE(mem.all(0, lbs, 0xA5)) << "the canary before the first object was written";
+	/* The 16 batches and the synchronous call (one object, one command). */
+	const kvblk_stats st = get_stats(dev.get());
+	EXPECT_EQ(st.batches, nb + 1);
+	EXPECT_EQ(st.objects, nb * per + 1);
+	EXPECT_EQ(st.commands, want_cmds + 1);
+	EXPECT_EQ(st.bytes_read, want_bytes + 2 * lbs);
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], nb + 1);
+	EXPECT_EQ(st.outstanding_peak, nb + 1);
+	EXPECT_EQ(st.rejected_batches + st.errors_io + st.errors_other + st.cancelled_objects, 0u);
+	EXPECT_EQ(hist_sum(st.batch_lat_hist), nb + 1);
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0) << kvblk_last_error();
+	EXPECT_EQ(threads(), threads0_ + 1);
+	dev.reset();
+	EXPECT_EQ(threads_settled(0, kRingThread), 0u) << "the ring thread outlived the last kmod device";
+	EXPECT_EQ(threads_settled(threads0_), threads0_);
+}
+
+/* Two devices (two kvblk.ko contexts) share the one ring; it ends with the last of them. */
+TEST_F(KmodAsyncTest, devices_share_one_ring)
+{
+	DevPtr a = open_kmod(), b = open_kmod();
+	ASSERT_TRUE(a && b);
+	EXPECT_EQ(threads(kRingThread), 1u);
+	EXPECT_EQ(threads(), threads0_ + 1);
+	const kvblk_dev_info info = get_info(a.get());
+	const uint64_t lbs = info.logical_block_size;
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, 8, 4, 0, &total);
+	AlignedBuf mem(total);
+	uint32_t ida = 0, idb = 0;
+	ASSERT_EQ(kvblk_register_buffer(a.get(), KVBLK_MEM_HOST, mem.data(), total, &ida), 0) << kvblk_last_error();
+	ASSERT_EQ(kvblk_register_buffer(b.get(), KVBLK_MEM_HOST, mem.data(), total, &idb), 0) << kvblk_last_error();
+	for (size_t k = 0; k < bs.size(); k++) {
+		for (kvblk_desc &d : bs[k].descs)
+			d.buf_id = k % 2 ? idb : ida;
+		ASSERT_EQ(submit(k % 2 ? b.get() : a.get(), bs[k], k), 0) << kvblk_last_error();
+	}
+	for (size_t k = 0; k < bs.size(); k++)
+		ASSERT_EQ(kvblk_wait(k % 2 ? b.get() : a.get(), bs[k].ticket, -1, nullptr), 4) << kvblk_last_error();
+	for (const AsyncBatch &x : bs)
+		check_batch(x, mem, lbs, false);
+	EXPECT_EQ(get_stats(a.get()).batches, 4u);
+	EXPECT_EQ(get_stats(b.get()).batches, 4u);
+	EXPECT_EQ(kvblk_unregister_buffer(a.get(), ida), 0);
+	EXPECT_EQ(kvblk_unregister_buffer(b.get(), idb), 0);
+	a.reset();
+	EXPECT_EQ(threads(kRingThread), 1u) << "the ring ended while a kmod device was open";
+	b.reset();
+	EXPECT_EQ(threads_settled(0, kRingThread), 0u);
+}
+
+/* A rejected descriptor fails kvblk_submit() before anything is queued or read. */
+TEST_F(KmodAsyncTest, rejected_descriptor_submits_nothing)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	AlignedBuf mem(8 * lbs);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), mem.size(), &id), 0);
+	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+	AsyncBatch b;
+	b.descs = {buf_desc(0, lbs, id, 0, 1), buf_desc(info.capacity - lbs, 2 * lbs, id, lbs, 2),
+		   buf_desc(lbs, lbs, id, 4 * lbs, 3)};
+	b.res.assign(3, kvblk_result{});
+	kvblk_submit_opts o;
+	kvblk_submit_opts_init(&o, sizeof(o));
+	o.results = b.res.data();
+	uint64_t ticket = 777;
+	EXPECT_EQ(kvblk_submit(dev.get(), b.descs.data(), 3, &o, &ticket), -ERANGE);
+	EXPECT_EQ(o.bad_index, 1);
+	EXPECT_EQ(ticket, 777u) << "a rejected submit gave a ticket";
+	EXPECT_EQ(b.res[0].status, -ECANCELED);
+	EXPECT_EQ(b.res[1].status, -ERANGE);
+	EXPECT_EQ(b.res[2].status, -ECANCELED);
+	/* A buffer id that is not registered. */
+	b.descs[1] = buf_desc(0, lbs, id + 5, 0, 2);
+	EXPECT_EQ(kvblk_submit(dev.get(), b.descs.data(), 3, &o, &ticket), -ENOENT);
+	EXPECT_EQ(o.bad_index, 1);
+	kvblk_cqe e[1];
+	EXPECT_EQ(kvblk_reap(dev.get(), e, 1, 0, 0), 0) << "a rejected submit posted an entry";
+	EXPECT_TRUE(mem.all(0, mem.size(), 0xA5)) << "a rejected submit read something";
+	const kvblk_stats st = get_stats(dev.get());
+	EXPECT_EQ(st.rejected_batches, 2u);
+	EXPECT_EQ(st.batches, 0u);
+	EXPECT_EQ(st.commands, 0u);
+	/* The device still loads. */
+	b.descs = {buf_desc(lbs, lbs, id, 2 * lbs, 9)};
+	b.res.assign(1, kvblk_result{});
+	ASSERT_EQ(submit(dev.get(), b, 9), 0) << kvblk_last_error();
+	ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, -1, nullptr), 1);
+	EXPECT_TRUE(ref_->same(mem.data() + 2 * lbs, lbs, lbs));
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+}
+
+/*
+ * kvblk_cancel(): batches the ring has not handed to the kernel end -ECANCELED, untouched
+ * (a test seam holds the ring's queue while they are submitted and cancelled); the others
+ * are exact; entries and stats count exactly that.
+ */
+TEST_F(KmodAsyncTest, cancel_ends_what_is_not_issued)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	const uint32_t nb = 9, per = 12;
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, nb, per, 0, &total);
+	AlignedBuf mem(total);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), total, &id), 0) << kvblk_last_error();
+	for (AsyncBatch &b : bs)
+		for (kvblk_desc &d : b.descs)
+			d.buf_id = id;
+	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+	std::atomic<bool> hold{true};
+	kvblk::testing::Seams s;
+	s.kmod_ring_hold = &hold;
+	{
+		SeamGuard g(s);
+		for (uint32_t b = 0; b + 1 < nb; b++)
+			ASSERT_EQ(submit(dev.get(), bs[b], b), 0) << kvblk_last_error();
+		for (uint32_t b = 1; b + 1 < nb; b += 2)
+			EXPECT_EQ(kvblk_cancel(dev.get(), bs[b].ticket), 0) << kvblk_last_error();
+		hold = false;
+		/* One more wakes the ring: it takes the queue, the cancelled ones end there. */
+		ASSERT_EQ(submit(dev.get(), bs[nb - 1], nb - 1), 0) << kvblk_last_error();
+		for (uint32_t b = 0; b < nb; b++) {
+			SCOPED_TRACE("batch " + std::to_string(b));
+			kvblk_batch_info bi = new_batch_info();
+			const bool cancelled = b % 2 == 1 && b + 1 < nb;
+			EXPECT_EQ(kvblk_wait(dev.get(), bs[b].ticket, 60'000'000'000LL, &bi), cancelled ? 0 : int(per))
+				<< kvblk_last_error();
+			EXPECT_EQ(bi.failed, cancelled ? per : 0u);
+			uint32_t c = 0;
+			check_batch(bs[b], mem, lbs, cancelled, &c);
+			EXPECT_EQ(c, cancelled ? per : 0u);
+		}
+	}
+	EXPECT_EQ(kvblk_cancel(dev.get(), bs[0].ticket), -ENOENT);
+	const kvblk_stats st = get_stats(dev.get());
+	EXPECT_EQ(st.cancelled_objects, (nb / 2) * per);
+	EXPECT_EQ(st.errors_other, (nb / 2) * per);
+	EXPECT_EQ(st.objects, nb * per);
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+}
+
+/*
+ * kvblk_close() with 16 batches in flight waits for them: afterwards no ring thread, no
+ * kvblk.ko reference and no command in flight is left.
+ */
+TEST_F(KmodAsyncTest, close_with_batches_in_flight_leaves_nothing)
+{
+	const std::string refcnt = "/sys/module/kvblk/refcnt";
+	const std::string ref0 = read_line(refcnt);
+	ASSERT_FALSE(ref0.empty());
+	const kvblk_dev_info info = [&] {
+		DevPtr d = open_kmod();
+		return d ? get_info(d.get()) : kvblk_dev_info{};
+	}();
+	ASSERT_GT(info.capacity, 0u);
+	ASSERT_EQ(threads_settled(0, kRingThread), 0u);
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, 16, 16, 0, &total);
+	AlignedBuf mem(total); /* outlives the device */
+	{
+		DevPtr dev = open_kmod();
+		ASSERT_TRUE(dev);
+		uint32_t id = 0;
+		ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), total, &id), 0)
+			<< kvblk_last_error();
+		for (AsyncBatch &b : bs) {
+			for (kvblk_desc &d : b.descs)
+				d.buf_id = id;
+			ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+		}
+		EXPECT_NE(read_line(refcnt), ref0);
+		/* dev closes here, every batch outstanding */
+	}
+	/* Each object ended: exact, or cancelled before it reached the kernel (untouched). */
+	uint32_t cancelled = 0;
+	for (const AsyncBatch &b : bs)
+		check_batch(b, mem, info.logical_block_size, true, &cancelled);
+	EXPECT_EQ(threads_settled(0, kRingThread), 0u);
+	EXPECT_EQ(threads_settled(threads0_), threads0_);
+	EXPECT_EQ(read_line(refcnt), ref0) << "kvblk.ko references left after kvblk_close()";
+	const std::string live = "/sys/kernel/kvblk/" + disk_ + "/stats/inflight";
+	if (access(live.c_str(), F_OK) == 0) {
+		EXPECT_EQ(read_line(live), "0");
+	}
+}
+
+/*
+ * A batch larger than the module's max_descs (several io_uring commands), and max_descs
+ * lowered after open (the command says -E2BIG: sent again in halves).
+ */
+TEST_F(KmodAsyncTest, more_descriptors_than_max_descs)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	const std::string knob = "/sys/kernel/kvblk/" + disk_ + "/max_descs";
+	const std::string old = read_line(knob);
+	ASSERT_FALSE(old.empty()) << knob;
+	for (uint32_t n : {5000u, 1000u}) {
+		SCOPED_TRACE(std::to_string(n) + " descriptors");
+		if (n == 1000) { /* lowered since open: the first call says -E2BIG */
+			ASSERT_TRUE(write_line(knob, "100")) << knob;
+		}
+		AlignedBuf mem((n + 1) * lbs);
+		uint32_t id = 0;
+		ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), mem.size(), &id), 0);
+		std::vector<kvblk_desc> d;
+		for (uint32_t i = 0; i < n; i++) {
+			const uint64_t off = (uint64_t(i) * 5 * lbs) % (info.capacity - lbs);
+			d.push_back(buf_desc(off - off % lbs, lbs, id, i * lbs, i));
+		}
+		std::vector<kvblk_result> r(n);
+		kvblk_submit_opts o;
+		kvblk_submit_opts_init(&o, sizeof(o));
+		o.results = r.data();
+		uint64_t t = 0;
+		ASSERT_EQ(kvblk_submit(dev.get(), d.data(), n, &o, &t), 0) << kvblk_last_error();
+		kvblk_batch_info bi = new_batch_info();
+		ASSERT_EQ(kvblk_wait(dev.get(), t, -1, &bi), int(n)) << kvblk_last_error();
+		for (uint32_t i = 0; i < n; i++) {
+			ASSERT_EQ(r[i].status, 0) << i;
+			ASSERT_TRUE(ref_->same(mem.data() + i * lbs, d[i].offset, lbs)) << i;
+		}
+		EXPECT_TRUE(mem.all(n * lbs, lbs, 0xA5));
+		EXPECT_EQ(bi.commands, n);
+		EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+	}
+	EXPECT_TRUE(write_line(knob, old));
+	EXPECT_EQ(threads(), threads0_ + 1) << "registered loads started a dispatch thread";
+}
+
+/* Plain pointers need per-call registrations: they go to the dispatch thread, made then. */
+TEST_F(KmodAsyncTest, plain_pointers_use_a_dispatch_thread)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, 4, 6, 0, &total);
+	AlignedBuf mem(total);
+	EXPECT_EQ(threads(), threads0_ + 1);
+	for (AsyncBatch &b : bs) {
+		for (size_t k = 0; k < b.descs.size(); k++)
+			b.descs[k] = plain_desc(b.descs[k].offset, b.descs[k].length, mem.data() + b.at[k], b.descs[k].tag);
+		ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+	}
+	for (AsyncBatch &b : bs)
+		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, -1, nullptr), 6) << kvblk_last_error();
+	for (const AsyncBatch &b : bs)
+		check_batch(b, mem, lbs, false);
+	EXPECT_EQ(threads(), threads0_ + 2) << "the ring thread and the device's dispatch thread";
+	EXPECT_EQ(get_info(dev.get()).async, uint32_t(KVBLK_ASYNC_NATIVE));
+}
+
+/* A kvblk.ko without io_uring commands (the bit hidden): the dispatch thread, as before. */
+TEST_F(KmodAsyncTest, without_the_feature_batches_use_the_dispatch_thread)
+{
+	kvblk::testing::Seams s;
+	s.kmod_no_uring_cmd = true;
+	SeamGuard g(s);
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	EXPECT_EQ(info.async, uint32_t(KVBLK_ASYNC_THREAD));
+	EXPECT_NE(std::string(info.backend_reason).find("batches on a dispatch thread"), std::string::npos)
+		<< info.backend_reason;
+	EXPECT_EQ(threads(kRingThread), 0u);
+	const uint64_t lbs = info.logical_block_size;
+	uint64_t total = 0;
+	std::vector<AsyncBatch> bs = make_batches(info, 6, 5, 0, &total);
+	AlignedBuf mem(total);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, mem.data(), total, &id), 0);
+	for (AsyncBatch &b : bs) {
+		for (kvblk_desc &d : b.descs)
+			d.buf_id = id;
+		ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+	}
+	for (AsyncBatch &b : bs)
+		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, -1, nullptr), 5) << kvblk_last_error();
+	for (const AsyncBatch &b : bs)
+		check_batch(b, mem, lbs, false);
+	EXPECT_EQ(threads(), threads0_ + 1) << "the dispatch thread only";
+	EXPECT_EQ(get_stats(dev.get()).batches, 6u);
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+}
+
+} // namespace
