@@ -117,9 +117,10 @@ static void kvblk_mem_host_unwatch(struct kvblk_mem_host *h)
 
 /*
  * Compare the pages the range maps now with the pinned ones: 0 all match,
- * -ESTALE one differs or is no longer mapped, 1 inconclusive, -EINTR,
- * -ENOMEM. A readable page is looked up as a read would (a missing
- * anonymous page becomes the zero page, never the pinned one). Pages the
+ * -ESTALE one differs or is no longer mapped, 1 inconclusive, or the error
+ * of the page lookup as it came (-EINTR on a fatal signal, -ENOMEM, ...).
+ * A readable page is looked up as a read would (a missing anonymous page
+ * becomes the zero page, never the pinned one). Pages the
  * program made inaccessible (PROT_NONE) cannot be looked up: they neither
  * make the buffer stale nor count as compared (1), so the next load
  * compares again, also once the program makes them accessible (which
@@ -149,7 +150,7 @@ static int kvblk_mem_host_compare(struct kvblk_mem_host *h)
 		}
 		got = get_user_pages_fast(addr, n, 0, cur);
 		if (got < 0 && got != -EFAULT) {
-			ret = got == -ENOMEM ? -ENOMEM : -EINTR;
+			ret = got;	/* -ENOMEM, -EINTR (fatal signal), ... */
 			break;
 		}
 		for (j = 0; j < max(got, 0); j++) {

@@ -515,7 +515,10 @@ struct kvblk_desc_result {
  * page size (no results written), or a descriptor with a non-zero byte past
  * struct kvblk_io_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
  * while copying the descriptors, pinning or waiting: commands already issued
- * still complete into the pinned buffer, which stays pinned until they do.
+ * still complete into the pinned buffer, which stays pinned until they do;
+ * another error of the kernel's page lookup (get_user_pages_fast(), e.g.
+ * -EHWPOISON) while comparing a host buffer the process remapped with the
+ * pages pinned for it (see "Processes and remapped host buffers").
  * A KVBLK_MEM_P2PDMA destination is pinned and mapped per call; when that
  * fails the call fails before any command, @bad_index names the first
  * descriptor that targets it and its result carries the reason: -EFAULT the
