@@ -9,7 +9,8 @@
 #   2. dkms status says installed; modprobe kvblk loads it from updates/dkms;
 #   3. udevd (started in the root, as the rig has no init) applies 60-kvblk.rules:
 #      /dev/kvblk is 0660 root:kvblk;
-#   4. a user in groups kvblk and disk runs kvblkctl list and kvblk-bench (kmod backend,
+#   4. a user in groups kvblk and disk runs kvblkctl list (the namespace listed while that
+#      user has a context attached) and kvblk-bench (kmod backend,
 #      every byte verified) on the emulated namespace, and imports the Python package;
 #      a user in disk only gets EACCES on /dev/kvblk;
 #   5. apt-get purge of every package: no module, no DKMS entry, no package file left, and
@@ -136,9 +137,26 @@ as() { local u=$1; shift; in_root runuser -u "$u" -- "$@"; }
 as kvuser kvblkctl list >"$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" 2>&1 ||
 	{ cat "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt"; fail "kvblkctl list as kvuser"; }
 cat "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt"
-grep -q "$ver" "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" || fail "kvblkctl list does not show version $ver"
-grep -q "$(basename "$dev")" "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" ||
-	fail "kvblkctl list does not show $(basename "$dev")"
+grep -q "loaded, version $ver" "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" ||
+	fail "kvblkctl list does not show kvblk.ko $ver loaded"
+grep -q "^backends .*kmod" "$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" ||
+	fail "kvblkctl list does not offer the kmod backend"
+# A namespace is listed while a context is attached to it: kvuser attaches one
+# (tests/vm/kvblk_uapi.py, from the checkout the root sees) and lists meanwhile.
+as kvuser env PYTHONPATH="$KVBLK_SRC/tests/vm" python3 -c '
+import subprocess, sys
+import kvblk_uapi as u
+ctx = u.Context(sys.argv[1])
+sys.exit(subprocess.call(["kvblkctl", "-o", "json", "list"]))' "$dev" \
+	>"$KVBLK_VM_CASE_DIR/kvblkctl-list-attached.json" 2>&1 ||
+	{ cat "$KVBLK_VM_CASE_DIR/kvblkctl-list-attached.json"; fail "kvblkctl list with a context attached"; }
+python3 - "$KVBLK_VM_CASE_DIR/kvblkctl-list-attached.json" "$(basename "$dev")" <<'PY' || fail "kvblkctl list: $(basename "$dev") not attached"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+ns = [n for n in doc["namespaces"] if n["name"] == sys.argv[2]]
+assert ns and ns[0]["attached"] == 1, doc["namespaces"]
+print("kvblkctl list: %s attached (1 context) while kvuser holds one" % sys.argv[2])
+PY
 t2=$(t)
 as kvuser env TMPDIR=/tmp kvblk-bench --device "$dev" --i-know-this-overwrites -n 16 -s 1 \
 	--backends kmod --no-fio --repeat 1 -q -o json >"$KVBLK_VM_CASE_DIR/bench.json" \
