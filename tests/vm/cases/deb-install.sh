@@ -8,7 +8,7 @@
 #      DKMS builds kvblk.ko for the running kernel in kvblk-dkms's postinst (timed);
 #   2. dkms status says installed; modprobe kvblk loads it from updates/dkms;
 #   3. udevd (started in the root, as the rig has no init) applies 60-kvblk.rules:
-#      /dev/kvblk is 0660 root:kvblk;
+#      /dev/kvblk is 0660 root:kvblk (and Debian's rules make the namespace root:disk);
 #   4. a user in groups kvblk and disk runs kvblkctl list (the namespace listed while that
 #      user has a context attached) and kvblk-bench (kmod backend,
 #      every byte verified) on the emulated namespace, and imports the Python package;
@@ -125,13 +125,21 @@ gid=$(in_root getent group kvblk | cut -d: -f3)
 in_root /lib/systemd/systemd-udevd --daemon --resolve-names=late || fail "systemd-udevd"
 udevd_pid=$(pgrep -n -x systemd-udevd || true)
 in_root udevadm trigger --action=add --subsystem-match=misc --sysname-match=kvblk || fail "udevadm trigger"
+# The namespace too, as at a host's boot (Debian's rules: block devices root:disk 0660);
+# the rig's devtmpfs made it root:root.
+in_root udevadm trigger --action=add --subsystem-match=block --sysname-match="$(basename "$dev")" ||
+	fail "udevadm trigger $dev"
 in_root udevadm settle --timeout=60 || fail "udevadm settle"
 in_root udevadm control --exit || true
 udevd_pid=
 expect_eq "/dev/kvblk mode owner group" "$(stat -c '%a %u %g' /dev/kvblk)" "660 0 $gid"
+expect_eq "$dev mode group" "$(stat -c '%a %g' "$dev")" "660 $(in_root getent group disk | cut -d: -f3)"
 
 # 4. Users.
 in_root useradd -m -G kvblk,disk kvuser
+# What the README tells the administrator to do: registered buffers count against RLIMIT_MEMLOCK
+# (runuser applies it through pam_limits).
+echo '@kvblk - memlock unlimited' >"$root/etc/security/limits.d/kvblk.conf"
 in_root useradd -m -G disk kvother
 as() { local u=$1; shift; in_root runuser -u "$u" -- "$@"; }
 as kvuser kvblkctl list >"$KVBLK_VM_CASE_DIR/kvblkctl-list.txt" 2>&1 ||
@@ -178,6 +186,7 @@ if as kvother sh -c 'exec 3</dev/kvblk' 2>"$KVBLK_VM_CASE_DIR/other.err"; then
 fi
 grep -q 'Permission denied' "$KVBLK_VM_CASE_DIR/other.err" || fail "kvother: $(cat "$KVBLK_VM_CASE_DIR/other.err")"
 ok "kvother (disk only) gets EACCES on /dev/kvblk"
+rm -f "$root/etc/security/limits.d/kvblk.conf"	# the administrator's file, not the packages'
 else
 	echo "steps 3 and 4 (udev, users, tools) skipped on $KVBLK_VM_KERNEL: see the header"
 fi
