@@ -3,18 +3,19 @@
  * attach.c - KVBLK_IOC_ATTACH: add a target, given as an fd the caller
  * opened for reading, to a context (its first, or with
  * KVBLK_ATTACH_F_ADD_TARGET one more, up to KVBLK_CTX_MAX_TARGETS), and
- * choose the target's engine (engine.h):
+ * choose the target's engines (engine.h):
  *
  *   regular file                     file engine (direct I/O kiocbs)
  *   block device, KVBLK_ATTACH_F_ENGINE_BIO
- *                                    block-layer engine (bios)
+ *                                    block-layer engine (bios) only
  *   block device, KVBLK_ATTACH_F_ENGINE_PRP
- *                                    PRP engine, or -EOPNOTSUPP
- *   nvme-pci namespace or partition  PRP engine (the default there, with
- *                                    its checks and refusals), unless the
- *                                    context's buffers are not mapped
- *                                    for its PCI function: then the
- *                                    block-layer engine
+ *                                    PRP engine for all memory, or
+ *                                    -EOPNOTSUPP
+ *   nvme-pci namespace or partition  block-layer engine; and the PRP
+ *                                    engine for memory without struct
+ *                                    pages when its checks pass and the
+ *                                    context's page-less memory is (to be)
+ *                                    mapped for its PCI function
  *   any other block device           block-layer engine
  *
  * Rights follow the fd: it must allow reads (FMODE_READ, not O_PATH), and
@@ -73,6 +74,7 @@ static bool kvblk_file_can_odirect(struct file *file)
 /* What attach finds out about a target before it is added. */
 struct kvblk_target {
 	const struct kvblk_engine_ops *engine;
+	const struct kvblk_engine_ops *alt;	/* PRP for page-less memory */
 	struct kvblk_ns_info info;
 	u64 start;		/* partition start on the disk, bytes */
 	u64 capacity;		/* bytes */
@@ -98,21 +100,34 @@ static int kvblk_attach_file(struct file *file, u32 flags,
 }
 
 /*
- * Can the PRP engine's buffers of @ctx serve a target on @dma_dev? Memory is
- * mapped for one PCI function per context, the first PRP target's; before
- * that target, buffers are not mapped at all.
+ * Can the PRP engine serve, on @dma_dev, the memory of @ctx it would serve:
+ * page-less memory only (@all false), or all of it (@all,
+ * KVBLK_ATTACH_F_ENGINE_PRP)? Memory is mapped for one PCI function per
+ * context, the first PRP-capable target's; host memory only once a target
+ * attached with KVBLK_ATTACH_F_ENGINE_PRP asked for it, so host buffers
+ * registered before that are not mapped.
  */
-static bool kvblk_ctx_maps_for(struct kvblk_ctx *ctx, struct device *dma_dev)
+static bool kvblk_ctx_maps_for(struct kvblk_ctx *ctx, struct device *dma_dev,
+			       bool all)
 {
-	if (ctx->dma_dev)
-		return ctx->dma_dev == dma_dev;
-	return !ctx->nr_bufs;
+	struct kvblk_buf *buf;
+	unsigned long id;
+
+	if (ctx->dma_dev && ctx->dma_dev != dma_dev)
+		return false;
+	if (!all || ctx->map_host)
+		return true;
+	xa_for_each(&ctx->bufs, id, buf)
+		if (!buf->dev)
+			return false;	/* host memory, pinned only */
+	return true;
 }
 
 static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 			     u32 flags, struct kvblk_target *t)
 {
 	struct block_device *bdev = I_BDEV(file->f_mapping->host);
+	struct kvblk_ns_info prp;
 	int ret;
 
 	t->start = (u64)get_start_sect(bdev) << SECTOR_SHIFT;
@@ -122,28 +137,45 @@ static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 	if (!t->capacity)
 		return kvblk_reject(bdev->bd_disk, "empty device or partition");
 
-	if ((flags & KVBLK_ATTACH_F_ENGINE_PRP) ||
-	    (!(flags & KVBLK_ATTACH_F_ENGINE_BIO) &&
-	     kvblk_prp_capable(bdev->bd_disk))) {
+	if (flags & KVBLK_ATTACH_F_ENGINE_PRP) {
 		ret = kvblk_prp_probe(file, bdev, &t->info);
 		if (ret)
 			return ret;
-		if (kvblk_ctx_maps_for(ctx, t->info.dma_dev)) {
-			t->engine = &kvblk_engine_prp;
-			return 0;
-		}
-		if (flags & KVBLK_ATTACH_F_ENGINE_PRP) {
-			pr_info_ratelimited("attach %s: the context's buffers are mapped for another PCI function than the PRP engine needs here\n",
+		if (!kvblk_ctx_maps_for(ctx, t->info.dma_dev, true)) {
+			pr_info_ratelimited("attach %s: the context's buffers are not mapped for the PCI function the PRP engine needs here\n",
 					    bdev->bd_disk->disk_name);
 			return -EXDEV;
 		}
-		/* Not the buffers' PCI function: through the block layer. */
+		t->engine = &kvblk_engine_prp;
+		return 0;
 	}
+
 	kvblk_blk_info(bdev, &t->info);
 	if ((t->start | t->capacity) & ((1ULL << t->info.lba_shift) - 1))
 		return kvblk_reject(bdev->bd_disk,
 				    "partition not aligned to the logical block size");
 	t->engine = &kvblk_engine_bio;
+	if ((flags & KVBLK_ATTACH_F_ENGINE_BIO) ||
+	    !kvblk_prp_capable(bdev->bd_disk))
+		return 0;
+	/*
+	 * An nvme-pci namespace: the PRP engine serves its memory without
+	 * struct pages, if its checks pass (else the block-layer engine
+	 * alone: the kernel log names the reason).
+	 */
+	ret = kvblk_prp_probe(file, bdev, &prp);
+	if (ret == -ENOMEM)
+		return ret;
+	if (ret)
+		return 0;
+	if (!kvblk_ctx_maps_for(ctx, prp.dma_dev, false)) {
+		pr_info_ratelimited("attach %s: block-layer engine only: the context's memory without struct pages is mapped for another PCI function\n",
+				    bdev->bd_disk->disk_name);
+		return 0;
+	}
+	t->alt = &kvblk_engine_prp;
+	t->info.dma_dev = prp.dma_dev;
+	t->info.nsid = prp.nsid;
 	return 0;
 }
 
@@ -189,7 +221,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		return ret;
 	if ((a.flags & ~KVBLK_ATTACH_F_ALL) || a.reserved ||
 	    memchr_inv(a.reserved2, 0, sizeof(a.reserved2)) || a.reserved3 ||
-	    a.reserved4)
+	    a.reserved4 || a.reserved5)
 		return -EINVAL;
 	if ((a.flags & KVBLK_ATTACH_F_ENGINE_BIO) &&
 	    (a.flags & KVBLK_ATTACH_F_ENGINE_PRP))
@@ -225,24 +257,32 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_fput;
 	}
 
-	ns = kvblk_ns_get(&t.info, t.engine->id);
+	ns = kvblk_ns_get(&t.info, kvblk_engine_mask(t.engine, t.alt));
+	if (IS_ERR(ns) && PTR_ERR(ns) == -ENODEV && t.alt) {
+		/* Its PCI function is going away: the block layer alone. */
+		t.alt = NULL;
+		ns = kvblk_ns_get(&t.info, kvblk_engine_mask(t.engine, t.alt));
+	}
 	if (IS_ERR(ns)) {
 		ret = PTR_ERR(ns);
 		goto out_free_tgt;
 	}
 	lba = 1U << t.info.lba_shift;
+	if (t.engine == &kvblk_engine_prp || t.alt == &kvblk_engine_prp)
+		tgt->prp_max_cmd_bytes = kvblk_prp_max_cmd(ns);
 	if (t.engine == &kvblk_engine_prp)
-		max_cmd = kvblk_prp_max_cmd(ns);
+		max_cmd = tgt->prp_max_cmd_bytes;
 	else
 		max_cmd = round_down(kvblk_bio_max_cmd(READ_ONCE(ns->max_cmd_bytes)),
 				     lba);
-	if (!max_cmd) {
+	if (!max_cmd || (t.alt && !tgt->prp_max_cmd_bytes)) {
 		ret = kvblk_reject(t.info.disk, "logical block larger than the command size limit");
 		goto out_ns_put;
 	}
 
 	tgt->ns = ns;
 	tgt->engine = t.engine;
+	tgt->alt = t.alt;
 	tgt->file = file;
 	tgt->index = ctx->nr_tgts;
 	tgt->start_bytes = t.start;
@@ -260,6 +300,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	a.start_lba = t.start >> t.info.lba_shift;
 	a.nr_hw_queues = t.info.nr_hw_queues;
 	a.engine = t.engine->id;
+	a.engines = kvblk_engine_mask(t.engine, t.alt);
 	a.buf_align = t.engine == &kvblk_engine_prp ? 4 :
 		      t.engine == &kvblk_engine_file ?
 		      max_t(u32, lba, queue_dma_alignment(t.info.q) + 1) :
@@ -271,11 +312,16 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_ns_put;
 	}
 
-	/* Buffers registered from now on are mapped for its PCI function. */
-	if (t.engine->dma_mapped && !ctx->dma_dev) {
+	/*
+	 * Memory without struct pages registered from now on is mapped for
+	 * its PCI function; host memory too once the PRP engine serves all.
+	 */
+	if ((t.engine->dma_mapped || t.alt) && !ctx->dma_dev) {
 		ctx->dma_dev = ns->info.dma_dev;
 		ctx->dma_ns = ns;
 	}
+	if (t.engine->dma_mapped)
+		ctx->map_host = true;
 	ctx->nr_tgts++;
 	if (!tgt->index) {
 		/* Publish last: kvblk_ctx_ns() reads it without the lock. */
@@ -285,7 +331,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	return 0;
 
 out_ns_put:
-	kvblk_ns_put(ns, t.engine->id);
+	kvblk_ns_put(ns, kvblk_engine_mask(t.engine, t.alt));
 out_free_tgt:
 	kfree(tgt);
 out_fput:

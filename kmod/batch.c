@@ -102,11 +102,12 @@ static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
 
 	if (!t)
 		return;
-	if (t->engine->slot_release)
-		t->engine->slot_release(t, cmd);
+	if (cmd->state_engine->slot_release)
+		cmd->state_engine->slot_release(t, cmd);
 	memset(&cmd->prp, 0, sizeof(cmd->prp));
 	memset(&cmd->file, 0, sizeof(cmd->file));
 	cmd->state_tgt = NULL;
+	cmd->state_engine = NULL;
 }
 
 /*
@@ -159,8 +160,8 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	for (i = 0; b->slots && i < b->nr_slots; i++)
 		kvblk_slot_state_release(&b->slots[i]);
 	for (i = 0; i < b->nr_btgts; i++)
-		if (b->btgts[i].t->engine->end)
-			b->btgts[i].t->engine->end(&b->btgts[i]);
+		if (b->btgts[i].engine->end)
+			b->btgts[i].engine->end(&b->btgts[i]);
 	kvblk_ctx_put(b->ctx);
 	kvfree(b->btgts);
 	kvfree(b->slots);
@@ -325,6 +326,7 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[i];
+	const struct kvblk_engine_ops *engine = o->bt->engine;
 	const struct kvblk_tgt *t = o->bt->t;
 	struct kvblk_cmd *cmd;
 	int ret;
@@ -333,16 +335,17 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	if (IS_ERR(cmd))
 		return PTR_ERR(cmd);
 	/* Engine state of another engine or disk (PRP lists of its pool). */
-	if (cmd->state_tgt && (cmd->state_tgt->engine != t->engine ||
+	if (cmd->state_tgt && (cmd->state_engine != engine ||
 			       cmd->state_tgt->ns != t->ns))
 		kvblk_slot_state_release(cmd);
 	cmd->state_tgt = t;
+	cmd->state_engine = engine;
 	cmd->b = b;
 	cmd->obj = i;
 	cmd->bytes = len;
 	cmd->done = done;
 	cmd->slba = (t->start_bytes + o->offset + done) >> o->bt->lba_shift;
-	ret = t->engine->submit(b, cmd, plug);
+	ret = engine->submit(b, cmd, plug);
 	if (ret)
 		kvblk_slot_unget(b, cmd);	/* with its engine state, for the next */
 	return ret;
@@ -395,46 +398,80 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 }
 
 /*
- * The batch's view of descriptor @d's target: found in @map (target index
- * -> batch target + 1), else added and its live geometry read by its
- * engine's begin(). Returns the batch target, or an ERR_PTR: -EINVAL no
- * such target, or begin()'s error. Under ctx->lock.
+ * The batch's view of target @t through @engine: found in @map (target
+ * index * 2, + 1 for its alternative engine -> batch target + 1), else
+ * added and its live geometry read by the engine's begin(). Returns the
+ * batch target, or an ERR_PTR with begin()'s error. Under ctx->lock.
  */
 static struct kvblk_btgt *kvblk_batch_tgt(struct kvblk_batch *b, u32 *map,
-					  u32 nr_map, u32 index)
+					  const struct kvblk_tgt *t,
+					  const struct kvblk_engine_ops *engine)
 {
+	u32 slot = t->index * 2 + (engine != t->engine);
 	struct kvblk_btgt *bt;
-	struct kvblk_tgt *t;
 	int ret;
 
-	if (index >= nr_map)
-		return ERR_PTR(-EINVAL);
-	if (map[index])
-		return &b->btgts[map[index] - 1];
-	t = kvblk_ctx_tgt(b->ctx, index);
-	if (!t)
-		return ERR_PTR(-EINVAL);
+	if (map[slot])
+		return &b->btgts[map[slot] - 1];
 	bt = &b->btgts[b->nr_btgts];
 	bt->t = t;
-	ret = t->engine->begin(b, bt);
+	bt->engine = engine;
+	ret = engine->begin(b, bt);
 	if (ret)
 		return ERR_PTR(ret);
-	map[index] = ++b->nr_btgts;
-	b->engines |= 1U << t->engine->id;
+	map[slot] = ++b->nr_btgts;
+	if (!map[slot ^ 1])
+		b->nr_tgts++;
+	b->engines |= BIT(engine->id);
 	return bt;
 }
 
 /*
- * Can the engine of @t reach @buf? The PRP engine hands the controller the
- * bus addresses the buffer was mapped for; the block-layer engines need
+ * Can @engine reach @buf on target @t? The PRP engine hands the controller
+ * the bus addresses the buffer was mapped for; the block-layer engines need
  * its pages.
  */
-static bool kvblk_buf_reaches(const struct kvblk_tgt *t,
-			      const struct kvblk_buf *buf)
+static bool kvblk_engine_reaches(const struct kvblk_engine_ops *engine,
+				 const struct kvblk_tgt *t,
+				 const struct kvblk_buf *buf)
 {
-	if (t->engine->dma_mapped)
+	if (engine->dma_mapped)
 		return buf->dev && buf->dev == t->ns->info.dma_dev;
 	return buf->pages;
+}
+
+/*
+ * The engine that serves an object of target @t into @buf: the target's
+ * default engine when it reaches the memory, else its alternative (the PRP
+ * engine for memory without struct pages), else none (NULL).
+ */
+static const struct kvblk_engine_ops *
+kvblk_obj_engine(const struct kvblk_tgt *t, const struct kvblk_buf *buf)
+{
+	if (kvblk_engine_reaches(t->engine, t, buf))
+		return t->engine;
+	if (t->alt && kvblk_engine_reaches(t->alt, t, buf))
+		return t->alt;
+	return NULL;
+}
+
+/*
+ * Descriptor @i names target @t and a buffer that none of its engines
+ * reaches: -EXDEV (bad_index names the descriptor), with a log line that
+ * says why.
+ */
+static int kvblk_unreachable(const struct kvblk_tgt *t,
+			     const struct kvblk_buf *buf, u32 i)
+{
+	if (!buf->pages && !t->engine->dma_mapped && !t->alt)
+		pr_info_ratelimited("load: %s[%d]: descriptor %u: %s memory has no struct pages for the block layer, and target %u (%s) has no PRP engine (not an nvme-pci namespace, its PRP checks failed, or attached with KVBLK_ATTACH_F_ENGINE_BIO)\n",
+				    current->comm, task_pid_nr(current), i,
+				    buf->ops->name, t->index, t->ns->name);
+	else
+		pr_info_ratelimited("load: %s[%d]: descriptor %u: %s buffer %u is not mapped for the PCI function of target %u (%s)\n",
+				    current->comm, task_pid_nr(current), i,
+				    buf->ops->name, buf->id, t->index, t->ns->name);
+	return -EXDEV;
 }
 
 /*
@@ -454,8 +491,9 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	*bytes = 0;
 	mutex_lock(&ctx->lock);
 	nr_map = ctx->nr_tgts;
-	map = kvcalloc(nr_map, sizeof(*map), GFP_KERNEL);
-	b->btgts = kvcalloc(min(nr_map, b->nr_objs), sizeof(*b->btgts),
+	/* Two per target: its default engine and its alternative. */
+	map = kvcalloc(nr_map * 2, sizeof(*map), GFP_KERNEL);
+	b->btgts = kvcalloc(min(nr_map * 2, b->nr_objs), sizeof(*b->btgts),
 			    GFP_KERNEL_ACCOUNT);
 	if (!map || !b->btgts) {
 		err = -ENOMEM;
@@ -463,12 +501,27 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	}
 	for (i = 0; i < b->nr_objs; i++) {
 		const struct kvblk_io_desc *d = &descs[i];
+		const struct kvblk_engine_ops *engine = NULL;
 		struct kvblk_obj *o = &b->objs[i];
-		struct kvblk_buf *buf = NULL;
+		struct kvblk_buf *buf;
 		struct kvblk_btgt *bt;
+		struct kvblk_tgt *t;
 		u64 lba_mask;
 
-		bt = kvblk_batch_tgt(b, map, nr_map, d->target);
+		t = d->target < nr_map ? kvblk_ctx_tgt(ctx, d->target) : NULL;
+		if (!t) {
+			err = -EINVAL;
+			*bad = i;
+			break;
+		}
+		/*
+		 * The object's engine follows its memory; geometry and rules
+		 * are that engine's (the default's when it reaches none).
+		 */
+		buf = xa_load(&ctx->bufs, d->buf_id);
+		if (buf)
+			engine = kvblk_obj_engine(t, buf);
+		bt = kvblk_batch_tgt(b, map, t, engine ?: t->engine);
 		if (IS_ERR(bt)) {
 			err = PTR_ERR(bt);
 			*bad = i;
@@ -484,14 +537,11 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			err = -ERANGE;
 		else if (d->buf_offset & bt->align_mask)
 			err = -EINVAL;
-		if (!err) {
-			buf = xa_load(&ctx->bufs, d->buf_id);
-			if (!buf || d->buf_offset > buf->len ||
-			    d->length > buf->len - d->buf_offset)
-				err = -EINVAL;
-			else if (!kvblk_buf_reaches(bt->t, buf))
-				err = -EXDEV;
-		}
+		else if (!buf || d->buf_offset > buf->len ||
+			 d->length > buf->len - d->buf_offset)
+			err = -EINVAL;
+		else if (!engine)
+			err = kvblk_unreachable(t, buf, i);
 		if (err) {
 			*bad = i;
 			break;
@@ -733,7 +783,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 	trace_kvblk_batch_start(ns->info.devt, b->id, b->nr_objs, nr_cmds, bytes);
 	/* One engine, or several: see kvblk_load_many.engine and .engines. */
 	lm.engines = b->engines;
-	lm.nr_targets = b->nr_btgts;
+	lm.nr_targets = b->nr_tgts;
 	lm.engine = is_power_of_2(b->engines) ? ilog2(b->engines) :
 		    KVBLK_ENGINE_MIXED;
 	b->lm = lm;
@@ -796,7 +846,7 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 		if (o->status)
 			continue;
 		/* Only what the PRP engine's mapping received is synced. */
-		if (o->bt->t->engine->dma_mapped)
+		if (o->bt->engine->dma_mapped)
 			kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
 		lm->nr_ok++;
 	}

@@ -406,17 +406,19 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 		return ret;
 
 	/*
-	 * The PRP engine hands bus addresses to the controller: memory is
-	 * DMA-mapped for it now. The block-layer engines only need pinned
+	 * The PRP engine hands bus addresses to the controller: memory it
+	 * serves is DMA-mapped for it now: memory without struct pages
+	 * always, host memory only when a target was attached with
+	 * KVBLK_ATTACH_F_ENGINE_PRP. The block-layer engines only need pinned
 	 * pages (the block layer maps each I/O for whatever device serves
-	 * it), so only host memory, which has struct pages, is served there.
+	 * it).
 	 */
 	/* The function of the context's first PRP target, unless removed. */
-	ret = kvblk_dma_reg_begin(ctx, &dma_dev);
+	ret = kvblk_dma_reg_begin(ctx, r.kind == KVBLK_MEM_HOST, &dma_dev);
 	if (ret)
 		return ret;
 	if (!dma_dev && r.kind != KVBLK_MEM_HOST) {
-		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only (attach a whole nvme-pci namespace)\n",
+		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only, and no target of this context has it (attach an nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO)\n",
 				    current->comm, task_pid_nr(current), r.kind);
 		return -EOPNOTSUPP;
 	}

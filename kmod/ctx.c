@@ -69,7 +69,7 @@ static void kvblk_ctx_free(struct kref *ref)
 	/* Every target: its disk's object and its file. */
 	xa_for_each(&ctx->tgts, id, t) {
 		xa_erase(&ctx->tgts, id);
-		kvblk_ns_put(t->ns, t->engine->id);
+		kvblk_ns_put(t->ns, kvblk_engine_mask(t->engine, t->alt));
 		fput(t->file);
 		kfree(t);
 	}

@@ -13,10 +13,14 @@
  *                   engine_file.c  a direct-I/O kiocb through ->read_iter
  *   mem_*.c       the destination memory (pinned pages, DMA segments)
  *
- * An engine is chosen per target at attach (attach.c) and never changes;
- * a context may attach several targets, and one batch may span targets of
- * different engines: the batch layer calls each engine for the commands
- * of its own targets.
+ * A target's engines are chosen at attach (attach.c) and never change: its
+ * default engine, and for an nvme-pci namespace attached without an engine
+ * flag whose PRP checks passed, the PRP engine as the alternative for
+ * memory without struct pages (CUDA, dma-buf, P2PDMA windows). Each object
+ * of a batch is served by the first of them that reaches its memory
+ * (batch.c, kvblk_obj_engine()). A context may attach several targets, and
+ * one batch may span targets and engines: the batch layer calls each engine
+ * for the commands of its own (target, engine) pairs.
  * The batch layer owns every piece of state shared by the engines: the
  * objects, the command slots, the counters and tracepoints, the status of
  * each object (first error wins) and the batch's lifetime. An engine fills
@@ -40,7 +44,8 @@
  *             otherwise host memory is only pinned and the block layer
  *             maps each I/O itself.
  * @begin:     called once per batch for every target the batch names
- *             (@bt->t), before its descriptors are validated, in the
+ *             (@bt->t) through this engine (@bt->engine), before the
+ *             descriptors it serves are validated, in the
  *             caller's process context: read the target's live geometry
  *             into @bt (@bt->capacity, @bt->lba_shift, @bt->align_mask,
  *             @bt->max_cmd_bytes). Returns 0 or an errno that fails the
@@ -77,6 +82,19 @@ struct kvblk_engine_ops {
 extern const struct kvblk_engine_ops kvblk_engine_prp;
 extern const struct kvblk_engine_ops kvblk_engine_bio;
 extern const struct kvblk_engine_ops kvblk_engine_file;
+
+/**
+ * kvblk_engine_mask() - a target's engines as kvblk_ns_get() counts them.
+ * @engine: the default engine.
+ * @alt: the alternative engine, or NULL.
+ *
+ * Return: 1 << @engine->id, with 1 << @alt->id when @alt is set.
+ */
+static inline u32 kvblk_engine_mask(const struct kvblk_engine_ops *engine,
+				    const struct kvblk_engine_ops *alt)
+{
+	return BIT(engine->id) | (alt ? BIT(alt->id) : 0);
+}
 
 /**
  * kvblk_disk_going() - is the disk being removed?

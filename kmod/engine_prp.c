@@ -12,8 +12,10 @@
  * re-reads its geometry (kvblk_prp_begin()).
  *
  * It serves what bios cannot carry: memory without struct pages (CUDA
- * through nvidia-p2p, dma-buf) on a whole PCIe NVMe namespace, and is the
- * default for nvme-pci namespaces in this version.
+ * through nvidia-p2p, dma-buf, P2PDMA windows) on a PCIe NVMe namespace
+ * attached without an engine flag, object by object beside the block-layer
+ * engine (its default there), and all memory of a target attached with
+ * KVBLK_ATTACH_F_ENGINE_PRP, an opt-in where it measures faster.
  */
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
@@ -245,7 +247,7 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 
 	bt->lba_shift = bt->t->lba_shift;
 	bt->align_mask = 3;	/* PRP1 is dword aligned */
-	bt->max_cmd_bytes = bt->t->max_cmd_bytes;
+	bt->max_cmd_bytes = bt->t->prp_max_cmd_bytes;
 	bt->capacity = bt->t->capacity;
 	/*
 	 * Counted until the batch is released (kvblk_prp_end()): the removal
@@ -338,7 +340,7 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	 */
 	if (kvblk_dev_force_bounce(ctrl->parent))
 		return kvblk_reject(disk,
-				    "the NVMe PCI function bounces all DMA through swiotlb (swiotlb=force or a confidential VM): registrations would hold bounce buffers for their lifetime; the block-layer engine (KVBLK_ATTACH_F_ENGINE_BIO, the default here) serves it");
+				    "the NVMe PCI function bounces all DMA through swiotlb (swiotlb=force or a confidential VM): registrations would hold bounce buffers for their lifetime; the block-layer engine (the default) serves it");
 	*dma_dev = ctrl->parent;
 	return 0;
 }

@@ -179,15 +179,20 @@ struct kvblk_engine_ops;
 
 /*
  * One target of a context (uapi: kvblk_attach.target): a block device or a
- * regular file, with the engine chosen for it at attach. Fixed once
- * published in the context's table; freed with the context.
+ * regular file, with the engines chosen for it at attach: @engine serves
+ * every object whose memory it reaches; @alt, when set (the PRP engine on
+ * an nvme-pci namespace attached without an engine flag), serves the
+ * objects whose memory has no struct pages. Fixed once published in the
+ * context's table; freed with the context.
  */
 struct kvblk_tgt {
 	struct kvblk_ns *ns;		/* its disk's object, one user */
-	const struct kvblk_engine_ops *engine;
+	const struct kvblk_engine_ops *engine;	/* the default */
+	const struct kvblk_engine_ops *alt;	/* for page-less memory, or NULL */
 	struct file *file;		/* the attached fd's file, held */
 	u32 index;			/* kvblk_attach.target */
-	u32 max_cmd_bytes;		/* split size, fixed at attach */
+	u32 max_cmd_bytes;		/* @engine's split size, fixed at attach */
+	u32 prp_max_cmd_bytes;		/* the PRP engine's, or 0 without it */
 	u32 lba_shift;			/* logical block size at attach */
 	u64 start_bytes;		/* partition start on the disk */
 	u64 capacity;			/* bytes addressable at attach */
@@ -207,6 +212,13 @@ struct kvblk_ctx {
 	 */
 	struct device *dma_dev;
 	struct kvblk_ns *dma_ns;	/* the namespace dma_dev came with */
+	/*
+	 * Host memory is mapped for @dma_dev too: set by the first target
+	 * attached with KVBLK_ATTACH_F_ENGINE_PRP. Otherwise host memory is
+	 * only pinned (the block layer maps each I/O) and only memory without
+	 * struct pages is mapped for @dma_dev. Under @lock.
+	 */
+	bool map_host;
 	unsigned int nr_bufs;
 	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
 };
@@ -337,8 +349,9 @@ struct kvblk_cmd {
 	u64 done;			/* offset of the command in its object */
 	u64 slba;			/* disk LBA (partition start included) */
 	u64 start_ns;
-	/* The target whose engine state the slot keeps, or NULL. */
+	/* The target and engine whose state the slot keeps, or NULL. */
 	const struct kvblk_tgt *state_tgt;
+	const struct kvblk_engine_ops *state_engine;
 	union {				/* what the engine keeps per slot */
 		struct kvblk_prp prp;	/* engine_prp.c */
 		struct {		/* engine_file.c */
@@ -369,11 +382,13 @@ enum kvblk_batch_owner {
 };
 
 /*
- * A target as one batch sees it: its live geometry, read by its engine's
- * begin() when the batch starts.
+ * A target as one batch sees it through one of its engines: its live
+ * geometry, read by that engine's begin() when the batch starts. A batch
+ * whose objects of one target go through both of its engines has two.
  */
 struct kvblk_btgt {
 	const struct kvblk_tgt *t;
+	const struct kvblk_engine_ops *engine;	/* @t->engine or @t->alt */
 	u32 max_cmd_bytes;
 	u32 lba_shift;
 	u32 align_mask;			/* buf_offset alignment - 1 */
@@ -386,9 +401,10 @@ struct kvblk_batch {
 	struct kvblk_ns *ns;		/* first descriptor's disk, for traces */
 	u64 id;
 	u32 nr_objs;
-	u32 nr_btgts;			/* targets the batch names */
+	u32 nr_btgts;			/* (target, engine) pairs used */
+	u32 nr_tgts;			/* targets the batch names */
 	struct kvblk_btgt *btgts;	/* kvcalloc'ed, nr_btgts used */
-	u32 engines;			/* 1 << enum kvblk_engine, per target */
+	u32 engines;			/* 1 << enum kvblk_engine, per btgt */
 	u64 nr_cmds;			/* commands issued */
 	u64 t_first;			/* first submission, ns */
 	u64 t_done;			/* last completion, ns */
@@ -452,8 +468,8 @@ int kvblk_reject(struct gendisk *disk, const char *why);
 /* ns.c */
 int kvblk_ns_init(void);
 void kvblk_ns_exit(void);
-struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine);
-void kvblk_ns_put(struct kvblk_ns *ns, u32 engine);
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engines);
+void kvblk_ns_put(struct kvblk_ns *ns, u32 engines);
 void kvblk_ns_prp_batch_end(struct kvblk_ns *ns);
 unsigned int kvblk_ns_kill_dev(struct device *dev, struct list_head *dead);
 void kvblk_ns_drain(struct kvblk_ns *ns);
@@ -462,7 +478,8 @@ void kvblk_ns_killed(struct kvblk_ns *ns);
 /* removal.c: removal of an NVMe PCI function with DMA state of kvblk's */
 int kvblk_removal_init(void);
 void kvblk_removal_exit(void);
-int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, struct device **dma_dev);
+int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, bool host,
+			struct device **dma_dev);
 void kvblk_dma_reg_end(struct kvblk_buf *buf);
 void kvblk_dma_buf_lock(struct kvblk_buf *buf);
 void kvblk_dma_buf_unlock(struct kvblk_buf *buf);

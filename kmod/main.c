@@ -69,7 +69,7 @@ static int __init kvblk_init(void)
 	if (ret)
 		goto out_removal_exit;
 
-	pr_info("loaded: /dev/kvblk, PRP engine, max_cmd_bytes=%u max_inflight=%u max_descs=%u\n",
+	pr_info("loaded: /dev/kvblk, engines bio (default), file, prp, max_cmd_bytes=%u max_inflight=%u max_descs=%u\n",
 		g_max_cmd_bytes, g_max_inflight, g_max_descs);
 	return 0;
 

@@ -72,7 +72,11 @@ static const char *const kvblk_engine_names[KVBLK_ENGINE_NR] = {
 	[KVBLK_ENGINE_FILE] = "file",
 };
 
-/* The engines of the contexts attached now, e.g. "prp" or "bio file". */
+/*
+ * The engines of the targets attached now, e.g. "prp", "bio file", or
+ * "prp bio" for a namespace attached without an engine flag (the
+ * block-layer engine, and the PRP engine for memory without struct pages).
+ */
 static ssize_t engine_show(struct kobject *kobj, struct kobj_attribute *attr,
 			   char *buf)
 {
@@ -218,19 +222,22 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 
 /**
  * kvblk_ns_get() - the object of a disk; created on the first attach.
- * @info: identity and limits found by attach; for the PRP engine
+ * @info: identity and limits found by attach; with the PRP engine in
+ *        @engines, info->dma_dev and info->nsid are the namespace's and
  *        info->dma_dev is referenced by the object (its PRP pools).
- * @engine: enum kvblk_engine of the attaching context.
+ * @engines: the attaching target's engines, 1 << enum kvblk_engine each
+ *        (kvblk_engine_mask()): each is counted for sysfs (engine).
  *
  * Return: the object with one more user, or ERR_PTR(-ENOMEM), or
  * ERR_PTR(-EBUSY) when a different disk of the same name is still attached,
- * or ERR_PTR(-ENODEV) for the PRP engine when the namespace's PCI function
+ * or ERR_PTR(-ENODEV) with the PRP engine when the namespace's PCI function
  * is being removed (or its nvme driver unbound).
  */
-struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine)
+struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engines)
 {
 	struct kvblk_ns *ns;
 	bool found = false;
+	unsigned int i;
 	int ret = 0;
 
 	mutex_lock(&kvblk_ns_lock);
@@ -245,7 +252,7 @@ struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine)
 		if (IS_ERR(ns))
 			goto out_unlock;
 	}
-	if (engine == KVBLK_ENGINE_PRP)
+	if (engines & BIT(KVBLK_ENGINE_PRP))
 		ret = kvblk_ns_prp_init(ns, info);
 	if (ret) {
 		if (!found) {
@@ -258,7 +265,9 @@ struct kvblk_ns *kvblk_ns_get(const struct kvblk_ns_info *info, u32 engine)
 	if (!found)
 		list_add(&ns->node, &kvblk_ns_list);
 	WRITE_ONCE(ns->users, ns->users + 1);
-	WRITE_ONCE(ns->engine_users[engine], ns->engine_users[engine] + 1);
+	for (i = 0; i < KVBLK_ENGINE_NR; i++)
+		if (engines & BIT(i))
+			WRITE_ONCE(ns->engine_users[i], ns->engine_users[i] + 1);
 out_unlock:
 	mutex_unlock(&kvblk_ns_lock);
 	return ns;
@@ -267,14 +276,18 @@ out_unlock:
 /**
  * kvblk_ns_put() - one user less; the last one removes the object.
  * @ns: the object.
- * @engine: the engine given to kvblk_ns_get().
+ * @engines: the engines given to kvblk_ns_get().
  *
  * Context: process context. No batch of any user is in flight.
  */
-void kvblk_ns_put(struct kvblk_ns *ns, u32 engine)
+void kvblk_ns_put(struct kvblk_ns *ns, u32 engines)
 {
+	unsigned int i;
+
 	mutex_lock(&kvblk_ns_lock);
-	WRITE_ONCE(ns->engine_users[engine], ns->engine_users[engine] - 1);
+	for (i = 0; i < KVBLK_ENGINE_NR; i++)
+		if (engines & BIT(i))
+			WRITE_ONCE(ns->engine_users[i], ns->engine_users[i] - 1);
 	WRITE_ONCE(ns->users, ns->users - 1);
 	if (ns->users) {
 		mutex_unlock(&kvblk_ns_lock);

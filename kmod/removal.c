@@ -50,20 +50,23 @@ static DEFINE_SPINLOCK(kvblk_dma_bufs_lock);
 /**
  * kvblk_dma_reg_begin() - a registration is about to map memory.
  * @ctx: the registering context.
- * @dma_dev: out: the device to map for (the context's first PRP target's
- *           NVMe PCI function), or NULL when the context has none; then
- *           nothing is held.
+ * @host: the memory is host memory: mapped only when a target of @ctx
+ *        was attached with KVBLK_ATTACH_F_ENGINE_PRP (ctx->map_host).
+ * @dma_dev: out: the device to map for (the NVMe PCI function of the
+ *           context's first target the PRP engine serves), or NULL when
+ *           nothing is to be mapped; then nothing is held.
  *
  * Pair with kvblk_dma_reg_end() when @dma_dev was set and 0 returned.
  *
  * Return: 0, or -ENODEV when that function was removed.
  */
-int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, struct device **dma_dev)
+int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, bool host,
+			struct device **dma_dev)
 {
 	struct kvblk_ns *ns;
 
 	mutex_lock(&ctx->lock);
-	*dma_dev = ctx->dma_dev;
+	*dma_dev = !host || ctx->map_host ? ctx->dma_dev : NULL;
 	ns = ctx->dma_ns;
 	mutex_unlock(&ctx->lock);
 	if (!*dma_dev)

@@ -23,7 +23,7 @@ int main(void)
 	F(kvblk_attach, capacity); F(kvblk_attach, start_lba); F(kvblk_attach, nr_hw_queues);
 	F(kvblk_attach, engine); F(kvblk_attach, reserved); F(kvblk_attach, reserved2);
 	F(kvblk_attach, buf_align); F(kvblk_attach, reserved3); F(kvblk_attach, target);
-	F(kvblk_attach, reserved4);
+	F(kvblk_attach, reserved4); F(kvblk_attach, engines); F(kvblk_attach, reserved5);
 	S(kvblk_buf_reg);
 	F(kvblk_buf_reg, size); F(kvblk_buf_reg, flags); F(kvblk_buf_reg, kind);
 	F(kvblk_buf_reg, dmabuf_fd); F(kvblk_buf_reg, addr); F(kvblk_buf_reg, len);
@@ -56,5 +56,7 @@ int main(void)
 	C(KVBLK_ENGINE_PRP);
 	C(KVBLK_ENGINE_BIO);
 	C(KVBLK_ENGINE_FILE);
+	C(KVBLK_ATTACH_SIZE_VER2);
+	C(KVBLK_ATTACH_SIZE_VER3);
 	return 0;
 }

@@ -70,7 +70,8 @@ ATTACH = Struct("kvblk_attach", [
     ("size", "I"), ("flags", "I"), ("bdev_fd", "i"), ("nsid", "I"), ("lba_size", "I"),
     ("max_cmd_bytes", "I"), ("capacity", "Q"), ("start_lba", "Q"), ("nr_hw_queues", "I"),
     ("engine", "I"), ("reserved", "Q"), ("reserved2", "4Q"), ("buf_align", "I"),
-    ("reserved3", "I"), ("target", "I"), ("reserved4", "I")])
+    ("reserved3", "I"), ("target", "I"), ("reserved4", "I"), ("engines", "I"),
+    ("reserved5", "I")])
 BUF_REG = Struct("kvblk_buf_reg", [
     ("size", "I"), ("flags", "I"), ("kind", "I"), ("dmabuf_fd", "i"), ("addr", "Q"),
     ("len", "Q"), ("buf_id", "I"), ("reserved", "I"), ("reserved2", "2Q")])
@@ -99,6 +100,8 @@ ATTACH_F_ENGINE_PRP = 1 << 1
 ENGINE_PRP = 1
 ENGINE_BIO = 2
 ENGINE_FILE = 3
+ATTACH_SIZE_VER2 = 104
+ATTACH_SIZE_VER3 = 112  # + engines: every engine that may serve the target
 
 # Every constant above, by its C name (the host test compares each with the header).
 CONSTANTS = {
@@ -113,6 +116,8 @@ CONSTANTS = {
     "KVBLK_ENGINE_PRP": ENGINE_PRP,
     "KVBLK_ENGINE_BIO": ENGINE_BIO,
     "KVBLK_ENGINE_FILE": ENGINE_FILE,
+    "KVBLK_ATTACH_SIZE_VER2": ATTACH_SIZE_VER2,
+    "KVBLK_ATTACH_SIZE_VER3": ATTACH_SIZE_VER3,
 }
 
 NODE = "/dev/kvblk"

@@ -120,15 +120,20 @@ enum kvblk_mem_kind {
  * struct kvblk_attach - ioctl(KVBLK_IOC_ATTACH)
  * @size:         in: sizeof(struct kvblk_attach): KVBLK_ATTACH_SIZE_VER0 (88,
  *                without @buf_align) or more.
- * @flags:        in: 0 or one of KVBLK_ATTACH_F_ENGINE_BIO (serve a block
- *                device through the block layer, also an nvme-pci
- *                namespace) and KVBLK_ATTACH_F_ENGINE_PRP (require the PRP
- *                engine). Without either: a regular file gets the file
- *                engine, a namespace or partition of an nvme-pci
- *                controller the PRP engine (unless the context's buffers
- *                are not mapped for its PCI function: "Several targets
- *                per context"), any other block device the block-layer
- *                engine. Either may be combined with
+ * @flags:        in: 0 or one of KVBLK_ATTACH_F_ENGINE_BIO (the
+ *                block-layer engine only, also on an nvme-pci namespace)
+ *                and KVBLK_ATTACH_F_ENGINE_PRP (the PRP engine for all
+ *                memory: an opt-in where it measures faster). Without
+ *                either: a regular file gets the file engine, any block
+ *                device the block-layer engine; a namespace or partition
+ *                of an nvme-pci controller also gets the PRP engine as the
+ *                alternative for memory without struct pages (CUDA,
+ *                dma-buf, P2PDMA) when the PRP engine's checks pass and
+ *                the context's such memory is (to be) mapped for its PCI
+ *                function ("Several targets per context"); @engines says
+ *                whether it did. When the PRP checks fail the attach still
+ *                succeeds, with the block-layer engine alone (the kernel
+ *                log names the reason). Either may be combined with
  *                KVBLK_ATTACH_F_ADD_TARGET (add a target to the context;
  *                since API version 2).
  * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
@@ -136,8 +141,8 @@ enum kvblk_mem_kind {
  *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
  *                reads what this fd could not: not past the live end of the
  *                device, partition or file.
- * @nsid:         out: NVMe namespace id, taken from the nvme driver (PRP
- *                engine); 0 for the block-layer engines.
+ * @nsid:         out: NVMe namespace id, taken from the nvme driver, when
+ *                the PRP engine serves the target (@engines); else 0.
  * @lba_size:     out: bytes per logical block of the device (for a file:
  *                of the file system's device); every offset and length in
  *                struct kvblk_io_desc is a multiple of it.
@@ -154,7 +159,9 @@ enum kvblk_mem_kind {
  *                disk and for a file).
  * @nr_hw_queues: out: blk-mq hardware queues of the device (0 for a
  *                bio-based device such as md or dm, and for a file).
- * @engine:       out: enum kvblk_engine that serves this context.
+ * @engine:       out: enum kvblk_engine: the target's default engine, which
+ *                serves every object whose memory it reaches (for the
+ *                block-layer engines: memory with struct pages).
  * @reserved:     must be 0.
  * @reserved2:    must be 0.
  * @buf_align:    out: kvblk_io_desc.buf_offset must be a multiple of this: 4
@@ -167,6 +174,13 @@ enum kvblk_mem_kind {
  *                the first; see KVBLK_ATTACH_F_ADD_TARGET). Only written
  *                when @size covers it (KVBLK_ATTACH_SIZE_VER2).
  * @reserved4:    must be 0.
+ * @engines:      out: every engine that may serve the target, a bit
+ *                (1 << enum kvblk_engine) each: @engine's, and
+ *                KVBLK_ENGINE_PRP's when a target attached without an
+ *                engine flag has the PRP engine for memory without struct
+ *                pages. Only written when @size covers it
+ *                (KVBLK_ATTACH_SIZE_VER3).
+ * @reserved5:    must be 0.
  *
  * Without KVBLK_ATTACH_F_ADD_TARGET, one attach per context: a second one
  * fails with -EBUSY (as in 0.2). With it, see "Several targets per
@@ -187,9 +201,10 @@ enum kvblk_mem_kind {
  * confidential VM: the default attach takes the block-layer engine
  * there), a device being removed, an empty device or partition, a
  * partition not aligned to the logical block size, or a file on a file
- * system without a block device or without direct I/O; -ENODEV (PRP
- * engine) the namespace's PCI function is being removed or its nvme
- * driver was unbound; -EBUSY already attached; -ENOMEM.
+ * system without a block device or without direct I/O; -ENODEV
+ * (KVBLK_ATTACH_F_ENGINE_PRP) the namespace's PCI function is being removed
+ * or its nvme driver was unbound (without a flag the target then gets the
+ * block-layer engine alone); -EBUSY already attached; -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -210,6 +225,9 @@ struct kvblk_attach {
 	/* Since KVBLK_ATTACH_SIZE_VER2 (several targets). */
 	__u32 target;
 	__u32 reserved4;
+	/* Since KVBLK_ATTACH_SIZE_VER3 (per-object engines). */
+	__u32 engines;
+	__u32 reserved5;
 };
 
 /* kvblk_attach.flags */
@@ -599,6 +617,7 @@ struct kvblk_load_many {
 #define KVBLK_ATTACH_SIZE_VER0		88
 #define KVBLK_ATTACH_SIZE_VER1		96	/* + buf_align, reserved3 */
 #define KVBLK_ATTACH_SIZE_VER2		104	/* + target, reserved4 */
+#define KVBLK_ATTACH_SIZE_VER3		112	/* + engines, reserved5 */
 #define KVBLK_BUF_REG_SIZE_VER0		56
 #define KVBLK_BUF_UNREG_SIZE_VER0	16
 #define KVBLK_LOAD_MANY_SIZE_VER0	80

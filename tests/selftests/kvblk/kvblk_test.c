@@ -64,7 +64,7 @@
 #define GARBAGE 0x5A		/* result fill that the kernel must overwrite */
 
 /* The layout the header promises: sizes, natural alignment, the newest VER constants. */
-_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER2, "attach size");
+_Static_assert(sizeof(struct kvblk_attach) == KVBLK_ATTACH_SIZE_VER3, "attach size");
 _Static_assert(sizeof(struct kvblk_buf_reg) == KVBLK_BUF_REG_SIZE_VER0, "buf_reg size");
 _Static_assert(sizeof(struct kvblk_buf_unreg) == KVBLK_BUF_UNREG_SIZE_VER0, "buf_unreg size");
 _Static_assert(sizeof(struct kvblk_load_many) == KVBLK_LOAD_MANY_SIZE_VER1, "load_many size");
