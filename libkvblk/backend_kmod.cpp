@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
-// kmod: loads through kvblk.ko (/dev/kvblk, include/uapi/linux/kvblk.h). The module reads an
-// NVMe namespace with NVMe Read commands it builds itself (PRPs into pinned, pre-mapped
-// memory) and puts every command of a call in flight together; this backend only turns a
-// batch into KVBLK_IOC_LOAD_MANY calls and maps the results back.
+// kmod: loads through kvblk.ko (/dev/kvblk, include/uapi/linux/kvblk.h). The module reads a
+// block device through the block layer (bios over pinned pages; on an nvme-pci namespace
+// memory without struct pages, CUDA or dma-buf, goes through NVMe Read commands it builds
+// itself, PRPs into pre-mapped memory) and puts every command of a call in flight
+// together; this backend only turns a batch into KVBLK_IOC_LOAD_MANY calls and maps the
+// results back. It attaches without an engine flag: the module picks the engine per object.
 //
 // Open: open /dev/kvblk, KVBLK_IOC_GET_FEATURES (the PRP engine and host memory must be
 // there), KVBLK_IOC_ATTACH with the target's own fd. The attach reports the namespace's LBA
 // size and capacity (checked against what the library found) and the largest command the
 // module issues; the module's sysfs directory gives its descriptor and in-flight caps.
 //
-// Registered buffers become kvblk.ko registrations (pinned and DMA-mapped once). The
+// Registered buffers become kvblk.ko registrations (pinned once; device memory also
+// DMA-mapped once for the namespace's PCI function). The
 // module wants page-aligned ranges, the library only mem_align: the page-aligned cover of
 // the buffer is registered and descriptors are offset by the distance to its start.
 //
@@ -25,7 +28,8 @@
 // command. A call larger than the module's max_descs is sent as several ioctls in turn.
 //
 // Device memory: CUDA ranges and dma-bufs are registered with the module when it reports
-// KVBLK_FEAT_MEM_CUDA / KVBLK_FEAT_MEM_DMABUF (loads into them are P2P: the same PRP path);
+// KVBLK_FEAT_MEM_CUDA / KVBLK_FEAT_MEM_DMABUF (loads into them are P2P through the PRP
+// engine, which kvblk_attach.engines reports for the namespace);
 // otherwise register_device_buffer() says -EOPNOTSUPP and registration.cpp stages CUDA memory.
 //
 // Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
@@ -437,9 +441,12 @@ public:
 		}
 		const char *engine = a.engine == KVBLK_ENGINE_PRP ? "prp" :
 				     a.engine == KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
+		/* Since KVBLK_ATTACH_SIZE_VER3: the PRP engine beside the default, for device memory. */
+		const bool prp_too = a.engine != KVBLK_ENGINE_PRP && (a.engines & (1u << KVBLK_ENGINE_PRP));
 		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
 			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
-			   " engine" + async + (cfg.writable ? ", stores through uring" : "");
+			   " engine" + (prp_too ? " (prp for device memory)" : "") + async +
+			   (cfg.writable ? ", stores through uring" : "");
 		page_ = uint64_t(sysconf(_SC_PAGESIZE));
 		return 0;
 	}

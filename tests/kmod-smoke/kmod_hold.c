@@ -30,7 +30,7 @@
  *
  * Every byte of the buffer outside the objects (the canary, 0xa5) must be
  * unchanged after every call, whatever the outcome. Prints the attach's
- * lba_size, capacity and engine and every object's status.
+ * lba_size, capacity, engine and engines and every object's status.
  * Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk).
  */
 #define _GNU_SOURCE
@@ -318,9 +318,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: attach %s: %s\n", argv[optind], strerror(errno));
 		return 1;
 	}
-	printf("attached %s: lba_size %u capacity %llu engine %u max_cmd_bytes %u\n",
+	printf("attached %s: lba_size %u capacity %llu engine %u engines %#x max_cmd_bytes %u\n",
 	       argv[optind], at.lba_size, (unsigned long long)at.capacity,
-	       at.engine, at.max_cmd_bytes);
+	       at.engine, at.engines, at.max_cmd_bytes);
 
 	buf = mmap(NULL, buf_len, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);

@@ -13,9 +13,10 @@
  * usage: kmod_smoke [TARGET]   (default $KVBLK_TEST_DEVICE, else /dev/nvme0n1)
  * TARGET is a block device (any: NVMe, partition, md, dm, loop) or a
  * regular file (the file engine); the engine expected is the one the uapi
- * promises: file for a file, bio with KMOD_SMOKE_ENGINE=bio (attach flag
- * KVBLK_ATTACH_F_ENGINE_BIO) or on a device that is not an nvme-pci
- * namespace, else prp.
+ * promises: file for a file, prp with KMOD_SMOKE_ENGINE=prp (attach flag
+ * KVBLK_ATTACH_F_ENGINE_PRP: the PRP engine's lists and MDTS splits), bio
+ * with KMOD_SMOKE_ENGINE=bio (KVBLK_ATTACH_F_ENGINE_BIO) and without a flag
+ * on any block device, an nvme-pci namespace included.
  * KMOD_SMOKE_HOLD=N keeps the context attached N seconds before the loads
  * (to try rmmod while attached).
  * KMOD_SMOKE_ROUNDS=N random batches (default 4) of KMOD_SMOKE_OBJS objects
@@ -102,25 +103,17 @@ static uint64_t env_u64(const char *name, uint64_t def)
 	return v && *v ? strtoull(v, NULL, 0) : def;
 }
 
-/* The engine the uapi promises for this target and these attach flags. */
-static uint32_t expected_engine(const char *dev, const char *disk, bool bio)
+/*
+ * The engine the uapi promises for this target and these attach flags: the
+ * block layer's by default, PRP only when asked for.
+ */
+static uint32_t expected_engine(const char *dev, bool prp)
 {
-	char path[512], transport[32] = "";
 	struct stat st;
-	FILE *f;
 
 	if (!stat(dev, &st) && S_ISREG(st.st_mode))
 		return KVBLK_ENGINE_FILE;
-	if (bio)
-		return KVBLK_ENGINE_BIO;
-	snprintf(path, sizeof(path), "/sys/block/%s/device/transport", disk);
-	f = fopen(path, "r");
-	if (f) {
-		if (!fgets(transport, sizeof(transport), f))
-			transport[0] = 0;
-		fclose(f);
-	}
-	return !strncmp(transport, "pcie", 4) ? KVBLK_ENGINE_PRP : KVBLK_ENGINE_BIO;
+	return prp ? KVBLK_ENGINE_PRP : KVBLK_ENGINE_BIO;
 }
 
 static uint32_t want_engine;
@@ -369,11 +362,13 @@ int main(int argc, char **argv)
 	at.bdev_fd = bfd;
 	{
 		const char *e = getenv("KMOD_SMOKE_ENGINE");
-		bool bio = e && !strcmp(e, "bio");
+		bool bio = e && !strcmp(e, "bio"), prp = e && !strcmp(e, "prp");
 
 		if (bio)
 			at.flags = KVBLK_ATTACH_F_ENGINE_BIO;
-		want_engine = expected_engine(dev, disk, bio);
+		if (prp)
+			at.flags = KVBLK_ATTACH_F_ENGINE_PRP;
+		want_engine = expected_engine(dev, prp);
 	}
 	if (ioctl(kfd, KVBLK_IOC_ATTACH, &at)) {
 		fprintf(stderr, "FAIL: ATTACH %s: %s\n", dev, strerror(errno));
@@ -409,16 +404,18 @@ int main(int argc, char **argv)
 	mc = at.max_cmd_bytes;
 	cap = at.capacity;
 	printf("attach %s: nsid %u lba %" PRIu64 " max_cmd_bytes %" PRIu64
-	       " capacity %" PRIu64 " start_lba %" PRIu64 " hw_queues %u engine %u\n",
+	       " capacity %" PRIu64 " start_lba %" PRIu64 " hw_queues %u engine %u engines %#x\n",
 	       dev, at.nsid, lba, mc, cap, (uint64_t)at.start_lba, at.nr_hw_queues,
-	       at.engine);
+	       at.engine, at.engines);
 	CHECK(at.engine == want_engine, "engine %u, want %u", at.engine, want_engine);
+	CHECK(at.engines & (1U << want_engine), "engines %#x without engine %u",
+	      at.engines, want_engine);
 	CHECK(mc >= lba && mc % lba == 0, "max_cmd_bytes %" PRIu64, mc);
 	CHECK(at.buf_align >= 4 && !(at.buf_align & (at.buf_align - 1)),
 	      "buf_align %u", at.buf_align);
 	if (at.buf_align >= 4)
 		buf_align = at.buf_align;
-	if (at.engine == KVBLK_ENGINE_PRP) {
+	if (at.engines & (1U << KVBLK_ENGINE_PRP)) {
 		char path[512];
 		FILE *f;
 		unsigned int nsid = 0;

@@ -2,11 +2,13 @@
 /*
  * kmod_targets - several targets per kvblk.ko context (uapi version 2).
  *
- * One context attaches namespace A (target 0: the PRP engine, the context's
- * buffers are mapped for A's controller), namespace B of another controller
- * (target 1: without a flag the block-layer engine, since the buffers are
- * not mapped for B's PCI function; KVBLK_ATTACH_F_ENGINE_PRP there is
- * refused with -EXDEV) and a regular file (target 2: the file engine). One
+ * One context attaches namespace A (target 0: KVBLK_ATTACH_F_ENGINE_PRP, the
+ * context's buffers are mapped for A's controller), namespace B of another
+ * controller (target 1: without a flag the block-layer engine alone, since
+ * the context's memory is mapped for A's PCI function; KVBLK_ATTACH_F_ENGINE_PRP
+ * there is refused with -EXDEV) and a regular file (target 2: the file
+ * engine). A attached again without a flag after the buffer: the
+ * block-layer engine, with the PRP engine for page-less memory. One
  * buffer; then ROUNDS batches of objects interleaved over the three
  * targets, each batch ONE LOAD_MANY, every object at its own target's
  * alignment, with canary bytes around every object. Every object must equal
@@ -324,9 +326,11 @@ int main(int argc, char **argv)
 	ret = attach(kfd, t[0].fd, KVBLK_ATTACH_F_ADD_TARGET, KVBLK_ATTACH_SIZE_VER1, &a);
 	CHECK(ret == -EINVAL, "ADD_TARGET with a 96-byte struct: %d", ret);
 
-	ret = attach(kfd, t[0].fd, 0, sizeof(a), &t[0].a);
-	CHECK(!ret && t[0].a.target == 0 && t[0].a.engine == KVBLK_ENGINE_PRP,
-	      "attach A: %d target %u engine %u", ret, t[0].a.target, t[0].a.engine);
+	ret = attach(kfd, t[0].fd, KVBLK_ATTACH_F_ENGINE_PRP, sizeof(a), &t[0].a);
+	CHECK(!ret && t[0].a.target == 0 && t[0].a.engine == KVBLK_ENGINE_PRP &&
+	      t[0].a.engines == 1U << KVBLK_ENGINE_PRP,
+	      "attach A: %d target %u engine %u engines %#x", ret, t[0].a.target,
+	      t[0].a.engine, t[0].a.engines);
 	/* 0.2 rule: a second plain attach is refused. */
 	ret = attach(kfd, t[1].fd, 0, sizeof(a), &a);
 	CHECK(ret == -EBUSY, "second attach without ADD_TARGET: %d", ret);
@@ -363,9 +367,10 @@ int main(int argc, char **argv)
 	}
 
 	ret = attach(kfd, t[1].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a), &t[1].a);
-	CHECK(!ret && t[1].a.target == 1 && t[1].a.engine == KVBLK_ENGINE_BIO,
-	      "add B: %d target %u engine %u (refused attaches must use no index)",
-	      ret, t[1].a.target, t[1].a.engine);
+	CHECK(!ret && t[1].a.target == 1 && t[1].a.engine == KVBLK_ENGINE_BIO &&
+	      t[1].a.engines == 1U << KVBLK_ENGINE_BIO,
+	      "add B: %d target %u engine %u engines %#x (refused attaches must use no index)",
+	      ret, t[1].a.target, t[1].a.engine, t[1].a.engines);
 	ret = attach(kfd, t[2].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a), &t[2].a);
 	CHECK(!ret && t[2].a.target == 2 && t[2].a.engine == KVBLK_ENGINE_FILE,
 	      "add file: %d target %u engine %u", ret, t[2].a.target, t[2].a.engine);
@@ -386,13 +391,18 @@ int main(int argc, char **argv)
 	if (failures)
 		goto out;
 
-	/* A target attached after the buffer: A again, the same PCI function. */
+	/*
+	 * A target attached after the buffer: A again, the same PCI function,
+	 * without a flag: the block layer, PRP for memory without pages.
+	 */
 	{
 		struct kvblk_attach a2;
 
 		ret = attach(kfd, t[0].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a2), &a2);
-		CHECK(!ret && a2.target == 3 && a2.engine == KVBLK_ENGINE_PRP,
-		      "add A again: %d target %u engine %u", ret, a2.target, a2.engine);
+		CHECK(!ret && a2.target == 3 && a2.engine == KVBLK_ENGINE_BIO &&
+		      a2.engines == ((1U << KVBLK_ENGINE_BIO) | (1U << KVBLK_ENGINE_PRP)),
+		      "add A again: %d target %u engine %u engines %#x", ret,
+		      a2.target, a2.engine, a2.engines);
 	}
 
 	for (i = 0; i < rounds; i++)

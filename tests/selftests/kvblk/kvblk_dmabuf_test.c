@@ -416,6 +416,129 @@ TEST_F_TIMEOUT(dmabuf, unaligned_objects_land, 120)
 }
 
 /*
+ * The engines of a namespace attached without a flag (the fixture's): the
+ * block-layer engine by default, the PRP engine for memory without struct
+ * pages. A dma-buf object is served by the PRP engine, byte-exact; host
+ * and dma-buf objects in one batch are served by both (@engines has both
+ * bits, one target).
+ */
+TEST_F_TIMEOUT(dmabuf, default_attach_dmabuf_through_prp, 120)
+{
+	const uint64_t L = self->at.lba_size, len = 2 * MIB;
+	struct kvblk_io_desc d[3];
+	struct kvblk_desc_result res[3];
+	struct kvblk_load_many lm;
+	unsigned char *got, *host, *want;
+	uint32_t id = 0, hid = 0, i;
+	int dfd;
+
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, self->at.engine);
+	ASSERT_EQ((1U << KVBLK_ENGINE_BIO) | (1U << KVBLK_ENGINE_PRP), self->at.engines)
+		TH_LOG("the PRP engine is not available on %s", test_device());
+	dfd = NEW_DBUF(len, FILL);
+	ASSERT_EQ(0, reg_dmabuf(self->kfd, dfd, 0, len, &id));
+	host = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, host);
+	memset(host, FILL, len);
+	ASSERT_EQ(0, reg_host(self->kfd, host, len, &hid));
+
+	/* dma-buf alone: the PRP engine. */
+	d[0] = (struct kvblk_io_desc){ .offset = 8 * L, .length = 64 * 1024 + 3 * L,
+				       .buf_offset = 4, .buf_id = id, .tag = 1 };
+	ASSERT_EQ(1, load(self->kfd, d, res, 1, &lm));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
+	EXPECT_EQ(1U << KVBLK_ENGINE_PRP, lm.engines);
+	EXPECT_EQ(1U, lm.nr_targets);
+
+	/* Host, dma-buf, host: both engines, one target. */
+	d[0] = (struct kvblk_io_desc){ .offset = 16 * L, .length = 128 * 1024,
+				       .buf_offset = 0, .buf_id = hid, .tag = 2 };
+	d[1] = (struct kvblk_io_desc){ .offset = 1 * MIB, .length = 32 * L,
+				       .buf_offset = 1 * MIB + 4, .buf_id = id, .tag = 3 };
+	d[2] = (struct kvblk_io_desc){ .offset = 2 * MIB, .length = 8 * L,
+				       .buf_offset = 1 * MIB, .buf_id = hid, .tag = 4 };
+	ASSERT_EQ(3, load(self->kfd, d, res, 3, &lm));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_MIXED, lm.engine);
+	EXPECT_EQ((1U << KVBLK_ENGINE_BIO) | (1U << KVBLK_ENGINE_PRP), lm.engines);
+	EXPECT_EQ(1U, lm.nr_targets);
+	EXPECT_EQ(3U, lm.nr_ok);
+
+	got = tdb_read_all(self->tfd, dfd, len);
+	ASSERT_NE(NULL, got);
+	for (i = 0; i < 3; i++) {
+		const unsigned char *mem = d[i].buf_id == id ? got : host;
+
+		EXPECT_EQ(0, res[i].status) TH_LOG("object %u", i);
+		want = pread_direct(d[i].offset, d[i].length);
+		ASSERT_NE(NULL, want);
+		EXPECT_EQ(0, memcmp(mem + d[i].buf_offset, want, d[i].length))
+			TH_LOG("object %u differs from pread(O_DIRECT)", i);
+		EXPECT_EQ(-1, kvblk_pattern_check(mem + d[i].buf_offset, d[i].offset,
+						  d[i].length))
+			TH_LOG("object %u is not the pattern of its device range", i);
+		free(want);
+	}
+	/* The first load's object, then the fill around the second. */
+	want = pread_direct(8 * L, 64 * 1024 + 3 * L);
+	ASSERT_NE(NULL, want);
+	EXPECT_EQ(0, memcmp(got + 4, want, 64 * 1024 + 3 * L));
+	free(want);
+	EXPECT_EQ(-1, first_not(got, 0, 4, FILL));
+	EXPECT_EQ(-1, first_not(got, 4 + 64 * 1024 + 3 * L, 1 * MIB + 4, FILL));
+	EXPECT_EQ(-1, first_not(got, 1 * MIB + 4 + 32 * L, len, FILL));
+	EXPECT_EQ(-1, first_not(host, 128 * 1024, 1 * MIB, FILL));
+	EXPECT_EQ(-1, first_not(host, 1 * MIB + 8 * L, len, FILL));
+	free(got);
+	EXPECT_EQ(0, unreg(self->kfd, id));
+	EXPECT_EQ(0, unreg(self->kfd, hid));
+	munmap(host, len);
+}
+
+/*
+ * A target without the PRP engine (the same namespace added with
+ * KVBLK_ATTACH_F_ENGINE_BIO): a dma-buf object naming it is refused with
+ * -EXDEV at its own index (bad_index), nothing submitted, the rest
+ * -ECANCELED; the same object on the fixture's target loads.
+ */
+TEST_F_TIMEOUT(dmabuf, dmabuf_on_bio_only_target_exdev, 120)
+{
+	const uint64_t L = self->at.lba_size, len = 1 * MIB;
+	struct kvblk_attach a = { .size = sizeof(a) };
+	struct kvblk_io_desc d[2];
+	struct kvblk_desc_result res[2];
+	struct kvblk_load_many lm;
+	unsigned char *got;
+	uint32_t id;
+	int dfd;
+
+	a.bdev_fd = self->dev_fd;
+	a.flags = KVBLK_ATTACH_F_ADD_TARGET | KVBLK_ATTACH_F_ENGINE_BIO;
+	ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(1U, a.target);
+	EXPECT_EQ(1U << KVBLK_ENGINE_BIO, a.engines);
+	dfd = NEW_DBUF(len, FILL);
+	ASSERT_EQ(0, reg_dmabuf(self->kfd, dfd, 0, len, &id));
+
+	d[0] = (struct kvblk_io_desc){ .offset = 0, .length = 8 * L, .buf_id = id,
+				       .target = 0, .tag = 1 };
+	d[1] = (struct kvblk_io_desc){ .offset = 0, .length = 8 * L, .buf_id = id,
+				       .buf_offset = 64 * 1024, .target = 1, .tag = 2 };
+	EXPECT_EQ(-EXDEV, load(self->kfd, d, res, 2, &lm));
+	EXPECT_EQ(1, lm.bad_index);
+	EXPECT_EQ(-EXDEV, res[1].status);
+	EXPECT_EQ(-ECANCELED, res[0].status);
+	got = tdb_read_all(self->tfd, dfd, len);
+	ASSERT_NE(NULL, got);
+	EXPECT_EQ(-1, first_not(got, 0, len, FILL)) TH_LOG("a refused batch wrote");
+	free(got);
+
+	d[1].target = 0;
+	EXPECT_EQ(2, load(self->kfd, d, res, 2, &lm));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
+	EXPECT_EQ(0, unreg(self->kfd, id));
+}
+
+/*
  * A registration at a non-zero offset of the dma-buf: buffer offset 0 is
  * dma-buf byte @off; nothing before or after the registered range changes;
  * the registered length, not the dma-buf's, bounds the descriptors.

@@ -1191,7 +1191,7 @@ TEST_F_TIMEOUT(lc, counters_match_known_batch, 120)
 	EXPECT_EQ(NR, n) TH_LOG("load_many: %ld (%s)", n, n < 0 ? strerror(-n) : "objects ok");
 	EXPECT_EQ((__u32)NR, lm.nr_ok);
 	EXPECT_EQ(cmds, lm.nr_cmds);
-	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, lm.engine);	/* the default */
 	EXPECT_EQ(0, check_objects(_metadata, buf, d, res, NR, -1));
 
 	memset(want, 0, sizeof(want));

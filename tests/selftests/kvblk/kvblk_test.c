@@ -263,16 +263,19 @@ static int count_hw_queues(const struct blkinfo *bi)
 	return n;
 }
 
-/* The engine the header promises: PRP on a blk-mq nvme-pci namespace, else BIO. */
-static __u32 expected_engine(const struct blkinfo *bi)
+/*
+ * A blk-mq nvme-pci namespace: the PRP engine can serve it (the header:
+ * with KVBLK_ATTACH_F_ENGINE_PRP, and without a flag for memory without
+ * struct pages). The default engine is the block layer's on every block
+ * device.
+ */
+static bool nvme_pcie(const struct blkinfo *bi)
 {
 	char path[PATH_MAX + 32], transport[32];
 
 	snprintf(path, sizeof(path), "%s/device/transport", bi->disk);
-	if (read_text(path, transport, sizeof(transport)) == 0 &&
-	    strcmp(transport, "pcie") == 0 && count_hw_queues(bi) > 0)
-		return KVBLK_ENGINE_PRP;
-	return KVBLK_ENGINE_BIO;
+	return read_text(path, transport, sizeof(transport)) == 0 &&
+	       strcmp(transport, "pcie") == 0 && count_hw_queues(bi) > 0;
 }
 
 /* /sys/module/kvblk/parameters/max_descs, or 0 when it cannot be read. */
@@ -960,18 +963,90 @@ TEST_F(kvblk, attach_nr_hw_queues_equals_blk_mq)
 	EXPECT_EQ((__u32)nq, a.nr_hw_queues);
 }
 
-TEST_F(kvblk, attach_engine_prp_on_nvme_pci)
+/*
+ * Header: without a flag every block device gets the block-layer engine; an
+ * nvme-pci namespace also the PRP engine for memory without struct pages
+ * (@engines). A batch into host memory is served by the block layer.
+ */
+TEST_F(kvblk, attach_default_engine_bio_on_nvme_pci)
+{
+	const size_t len = 1 << 20;
+	struct kvblk_desc_result res;
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_io_desc d;
+	struct kvblk_attach a;
+	struct blkinfo bi;
+	unsigned char *buf;
+
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	EXPECT_EQ((1U << KVBLK_ENGINE_BIO) |
+		  (nvme_pcie(&bi) ? 1U << KVBLK_ENGINE_PRP : 0), a.engines);
+	EXPECT_EQ(0U, a.reserved5);
+	EXPECT_EQ(0ULL, a.reserved);
+	for (unsigned int i = 0; i < ARRAY_SIZE(a.reserved2); i++) {
+		EXPECT_EQ(0ULL, a.reserved2[i]);
+	}
+
+	buf = map_filled(len, FILL);
+	ASSERT_NE(NULL, buf);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	memset(&d, 0, sizeof(d));
+	d.length = 256 << 10;
+	d.buf_id = reg.buf_id;
+	lm_init(&lm, &d, &res, 1);
+	ASSERT_EQ(1, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, lm.engine);
+	EXPECT_EQ(1U << KVBLK_ENGINE_BIO, lm.engines);
+	EXPECT_EQ(0, res.status);
+	munmap(buf, len);
+}
+
+/* Header: KVBLK_ATTACH_F_ENGINE_PRP, the opt-in: the PRP engine for all memory. */
+TEST_F(kvblk, attach_engine_prp_flag_on_nvme_pci)
 {
 	struct kvblk_attach a;
 	struct blkinfo bi;
 
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
-	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
-	EXPECT_EQ(expected_engine(&bi), a.engine);
-	EXPECT_EQ(0ULL, a.reserved);
-	for (unsigned int i = 0; i < ARRAY_SIZE(a.reserved2); i++) {
-		EXPECT_EQ(0ULL, a.reserved2[i]);
-	}
+	if (!nvme_pcie(&bi))
+		SKIP(return, "%s is not a blk-mq nvme-pci namespace", test_device());
+	attach_init(&a, self->bdev_fd);
+	a.flags = KVBLK_ATTACH_F_ENGINE_PRP;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, a.engine);
+	EXPECT_EQ(1U << KVBLK_ENGINE_PRP, a.engines);
+	EXPECT_EQ(4U, a.buf_align);
+	EXPECT_LT(0U, a.nsid);
+}
+
+/* Header: @engines is only written when @size covers it (KVBLK_ATTACH_SIZE_VER3). */
+TEST_F(kvblk, attach_ver2_size_leaves_engines)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->bdev_fd);
+	a.size = KVBLK_ATTACH_SIZE_VER2;
+	a.engines = 0xdeadbeef;
+	a.reserved5 = 0xfeedf00d;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	EXPECT_EQ(0xdeadbeefU, a.engines);
+	EXPECT_EQ(0xfeedf00dU, a.reserved5);
+}
+
+/* Header: reserved5 must be 0. */
+TEST_F(kvblk, attach_reserved5_einval)
+{
+	struct kvblk_attach a;
+
+	attach_init(&a, self->bdev_fd);
+	a.reserved5 = 1;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	expect_attachable(_metadata, self->fd, self->bdev_fd);
 }
 
 /* ---- partitions ---------------------------------------------------------- */
@@ -2101,7 +2176,11 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	int dfd;
 
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
-	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	/* The PRP engine's lists and splits where it serves (opt-in), else the block layer. */
+	attach_init(&a, self->bdev_fd);
+	if (nvme_pcie(&bi))
+		a.flags = KVBLK_ATTACH_F_ENGINE_PRP;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
 	lba = a.lba_size;
 	mc = a.max_cmd_bytes;
 	ASSERT_LT(0ULL, lba);
@@ -2156,8 +2235,7 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	ASSERT_EQ(NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("load_many: %s", strerror(errno));
 	EXPECT_EQ((__u32)NR, lm.nr_ok);
 	EXPECT_EQ(-1, lm.bad_index);
-	EXPECT_EQ(expected_engine(&bi), lm.engine);
-	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
+	EXPECT_EQ(nvme_pcie(&bi) ? (__u32)KVBLK_ENGINE_PRP : (__u32)KVBLK_ENGINE_BIO, lm.engine);
 	EXPECT_LE(min_cmds, lm.nr_cmds);
 	EXPECT_LT(0ULL, lm.elapsed_ns);
 	for (int i = 0; i < NR; i++) {

@@ -376,9 +376,9 @@ TEST(many_in_flight_default_engine)
 	many_in_flight(_metadata, 0);
 }
 
-TEST(many_in_flight_bio_engine)
+TEST(many_in_flight_prp_engine)
 {
-	many_in_flight(_metadata, KVBLK_ATTACH_F_ENGINE_BIO);
+	many_in_flight(_metadata, KVBLK_ATTACH_F_ENGINE_PRP);
 }
 
 /*

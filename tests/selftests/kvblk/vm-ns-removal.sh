@@ -103,7 +103,7 @@ class Ctx(u.Context):
         self.batches += 1
         return 0, st
 
-P = Ctx("prp", 0)
+P = Ctx("prp", u.ATTACH_F_ENGINE_PRP)
 B = Ctx("bio", u.ATTACH_F_ENGINE_BIO)
 for c in (P, B):
     err, st = c.load()

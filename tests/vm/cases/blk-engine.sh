@@ -8,11 +8,12 @@
 #                             the four slice namespaces of variants/stripe4
 #   blk-engine.sh dm-striped  dm-striped over the same four (dmsetup)
 #   blk-engine.sh partition   a partition of a slice namespace (BLKPG, no
-#                             table written), through the default engine
-#                             (PRP on nvme-pci) and through the block layer
+#                             table written), through the PRP engine
+#                             (KVBLK_ATTACH_F_ENGINE_PRP) and through the
+#                             default engine (the block layer)
 #   blk-engine.sh loop        a loop device over a pattern file in /tmp
-#   blk-engine.sh nvme        the data namespace through the block layer
-#                             (KVBLK_ATTACH_F_ENGINE_BIO)
+#   blk-engine.sh nvme        the data namespace through the block layer,
+#                             the default engine (no attach flag)
 #
 # KMOD_SMOKE_ROUNDS (default below per shape) sets the random batches.
 . "$(dirname "$0")/lib.sh"
@@ -80,8 +81,8 @@ partition)
 	p=${d}p1
 	[ -b "$p" ] || mknod "$p" b $(tr ':' ' ' <"/sys/class/block/${p##*/}/dev")
 	ok "$p: start $(cat /sys/class/block/${p##*/}/start), $(cat /sys/class/block/${p##*/}/size) sectors"
+	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-100} KMOD_SMOKE_ENGINE=prp "$smoke" "$p"
 	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-100} "$smoke" "$p"
-	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-100} KMOD_SMOKE_ENGINE=bio "$smoke" "$p"
 	;;
 loop)
 	modprobe loop 2>/dev/null || true
@@ -96,7 +97,7 @@ loop)
 	;;
 nvme)
 	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-8} KMOD_SMOKE_OBJS=48 \
-		KMOD_SMOKE_MAXLEN= KMOD_SMOKE_BUF_MB=64 KMOD_SMOKE_ENGINE=bio \
+		KMOD_SMOKE_MAXLEN= KMOD_SMOKE_BUF_MB=64 \
 		"$smoke" "$KVBLK_TEST_DEVICE"
 	;;
 *) fail "unknown shape $shape" ;;

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Several targets per kvblk.ko context (tests/kmod-smoke/kmod_targets), in the
-# variant two-ns: namespace A (PRP engine), namespace B of the second
+# variant two-ns: namespace A (PRP engine, KVBLK_ATTACH_F_ENGINE_PRP), namespace B of the second
 # controller (block-layer engine) and a file on ext4 (file engine) attached to
 # ONE context and loaded in ONE batch per round, each object byte-exact
 # against pread(O_DIRECT) of its own target, canaries intact, each disk's

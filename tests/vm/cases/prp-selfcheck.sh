@@ -10,7 +10,9 @@
 #    kvblk read the status from the request's result field (0 for a Read),
 #    as a drifted layout would: the failing Read then looks like success, so
 #    the PRP attach fails with EOPNOTSUPP and a kernel log line saying why;
-#    the block-layer engine, which does not read it, still attaches and loads.
+#    the block-layer engine, which does not read it, still attaches and loads,
+#    and so does an attach without a flag: the block-layer engine alone
+#    (kvblk_attach.engines without the PRP engine's bit).
 # 3. Values the hook refuses (odd, out of range) give EINVAL; -1 restores
 #    the mirror and the PRP attach works again.
 . "$(dirname "$0")/lib.sh"
@@ -25,14 +27,21 @@ expect_eq "test_status_offset default" "$(cat $param)" -1
 $hold -e prp "$dev" 0:64K 1M:128K 8M+4K:4K || fail "PRP attach and load with the real mirror"
 dmesg | grep -q "self-check failed" && fail "self-check failed with the real mirror"
 ok "self-check passed on $(uname -r): PRP context attached, batch exact"
+out=$($hold "$dev" 0:64K) || fail "default attach and load with the real mirror"
+echo "$out" | grep -q "engine 2 engines 0x6 " ||
+	fail "default attach: want engine 2 (bio) with engines 0x6 (bio, prp): $out"
+ok "default attach: block-layer engine, PRP engine available for memory without struct pages"
 
 echo 8 >$param || fail "write 8 to $param"
 $hold -e prp -A EOPNOTSUPP "$dev" || fail "PRP attach with a drifted status offset"
 dmesg | grep -q "PRP engine self-check failed: a Read past the namespace's end did not read as LBA Out of Range" ||
 	fail "no kernel log line naming the self-check's reason"
 ok "drifted status offset: PRP attach refused, kernel log says why"
-# A default attach of an nvme-pci namespace asks for the PRP engine too.
-$hold -A EOPNOTSUPP "$dev" || fail "default attach with a drifted status offset"
+# A default attach of an nvme-pci namespace still succeeds: block layer alone.
+out=$($hold "$dev" 0:64K 1M:128K) || fail "default attach with a drifted status offset"
+echo "$out" | grep -q "engine 2 engines 0x4 " ||
+	fail "default attach with the hook: want engine 2 (bio) with engines 0x4 (bio only): $out"
+ok "default attach with the hook: block-layer engine alone, batch exact"
 $hold -e bio "$dev" 0:64K 1M:128K || fail "bio engine with the hook set"
 ok "block-layer engine unaffected by the hook"
 
