@@ -262,17 +262,23 @@ struct kvblk_attach {
  * pinned (pin_user_pages(FOLL_WRITE | FOLL_LONGTERM), under the same
  * mmap_read_lock as the check of its mappings) and charged to the
  * caller's RLIMIT_MEMLOCK like io_uring fixed buffers, unless the caller has
- * CAP_IPC_LOCK; then, when the PRP engine serves the context, DMA-mapped
- * once for the NVMe controller. The block-layer engines map nothing of
- * their own: the block layer maps each I/O for the device that serves it.
+ * CAP_IPC_LOCK; then, once a target of the context was attached with
+ * KVBLK_ATTACH_F_ENGINE_PRP, DMA-mapped once for that NVMe controller.
+ * Otherwise host memory is only pinned: the block-layer engines map nothing
+ * of their own, the block layer maps each I/O for the device that serves
+ * it. Memory without struct pages (CUDA, dma-buf) and P2PDMA memory are
+ * mapped for the NVMe PCI function of the context's first target the PRP
+ * engine serves (with the flag, or as the alternative engine of a namespace
+ * attached without one: kvblk_attach.engines).
  * Requires an attached context.
  * Errors: -ENXIO not attached; -EINVAL unknown @kind, @dmabuf_fd not 0 for
  * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
  * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
  * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
  * module (GET_FEATURES says which are), a kind other than KVBLK_MEM_HOST
- * on a context the block-layer engine serves (CUDA, dma-buf and P2PDMA
- * memory go through the PRP engine in this version), the range maps memory other than
+ * on a context none of whose targets has the PRP engine (CUDA, dma-buf and
+ * P2PDMA memory go through the PRP engine in this version: attach an
+ * nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO first), the range maps memory other than
  * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
  * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
@@ -473,15 +479,17 @@ struct kvblk_desc_result {
  *               because of one; -1 otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch when one
- *               engine served every descriptor (always so with one
- *               target); KVBLK_ENGINE_MIXED when the batch's targets have
- *               different engines (@engines says which).
+ *               engine served every descriptor; KVBLK_ENGINE_MIXED when
+ *               several did (targets of different engines, or on one
+ *               namespace host memory through the block layer and memory
+ *               without struct pages through the PRP engine: @engines
+ *               says which).
  * @nr_cmds:     out: commands issued for the batch: NVMe Read commands
  *               (PRP engine), bios before the block layer split them
  *               (KVBLK_ENGINE_BIO), direct-I/O reads (KVBLK_ENGINE_FILE).
  * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
  * @reserved:    must be 0.
- * @engines:     out: the engines of the targets the batch named, a bit
+ * @engines:     out: the engines that served the batch's objects, a bit
  *               mask of (1 << enum kvblk_engine); 0 when the call was
  *               rejected before submission. Since KVBLK_LOAD_MANY_SIZE_VER1.
  * @nr_targets:  out: distinct targets the batch named; 0 when the call was
@@ -527,8 +535,13 @@ struct kvblk_desc_result {
  * every later call naming the target fails so (@bad_index names the first
  * descriptor of that target); close the context;
  * -ERANGE a descriptor reaches past its target's end (see @bad_index);
- * -EXDEV a descriptor's buffer cannot be reached by its target's engine
- * (see "Several targets per context"; @bad_index);
+ * -EXDEV a descriptor's buffer cannot be reached by any engine of its
+ * target: memory without struct pages (CUDA, dma-buf, P2PDMA) on a target
+ * without the PRP engine (md, dm, loop, a file, the multipath head, a
+ * namespace attached with KVBLK_ATTACH_F_ENGINE_BIO or whose PRP checks
+ * failed: kvblk_attach.engines), or a buffer not mapped for the target's
+ * PCI function (see "Several targets per context"); @bad_index names it
+ * and the kernel log says which case;
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
  * struct kvblk_io_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
@@ -576,16 +589,25 @@ struct kvblk_load_many {
  * own rights (its fd's). A descriptor names its target in
  * kvblk_io_desc.target; a batch may name any mix of them.
  *
+ * Engines per object: each descriptor is served by its target's default
+ * engine (kvblk_attach.engine) when that reaches the buffer (the
+ * block-layer engines: memory with struct pages), else by the target's PRP
+ * engine when it has one (kvblk_attach.engines; memory without struct
+ * pages); kvblk_load_many.engines reports every engine a batch used, so a
+ * batch of host and dma-buf objects on one namespace reports both.
+ *
  * DMA mapping: registered memory is DMA-mapped for at most one NVMe PCI
- * function per context, the one of the context's first PRP target, and
- * only if that target was attached before the buffer was registered. So
- * without an engine flag, an added nvme-pci namespace gets the PRP engine
- * only when it is the context's first PRP target or on the same PCI
- * function as that one; otherwise the block-layer engine, which needs no
- * mapping of kvblk's own. A descriptor that names a PRP target whose PCI
- * function the buffer is not mapped for, or a block-layer target and a
- * buffer without pages (CUDA, dma-buf), is rejected with -EXDEV (see
- * kvblk_load_many.bad_index).
+ * function per context, the one of the context's first target the PRP
+ * engine serves (its default, or its alternative for memory without struct
+ * pages); host memory only once a target was attached with
+ * KVBLK_ATTACH_F_ENGINE_PRP, and only when registered after it. So without
+ * an engine flag, an added nvme-pci namespace gets the PRP engine as its
+ * alternative only when it is on the context's first such PCI function (or
+ * the context has none yet); otherwise the block-layer engine alone, which
+ * needs no mapping of kvblk's own. A descriptor that names a PRP target
+ * whose PCI function the buffer is not mapped for, or a target without the
+ * PRP engine and a buffer without pages (CUDA, dma-buf, P2PDMA), is
+ * rejected with -EXDEV (see kvblk_load_many.bad_index).
  *
  * Counters and tracepoints stay per disk (/sys/kernel/kvblk/<disk>/): each
  * command and object is counted on its own target's disk, each batch once
@@ -602,8 +624,8 @@ struct kvblk_load_many {
  * targets;
  * -EXDEV KVBLK_ATTACH_F_ENGINE_PRP on a namespace of another NVMe PCI
  * function than the context's first PRP target, or on a context that has
- * buffers registered and no PRP target yet (those buffers are not mapped
- * for it). -EBUSY is not returned for an attached context.
+ * host buffers registered while no target had that flag (those buffers
+ * are only pinned, not mapped for it). -EBUSY is not returned for an attached context.
  */
 #define KVBLK_CTX_MAX_TARGETS	4096
 
