@@ -922,21 +922,38 @@ TEST_F(kvblk, attach_nsid_equals_nvme_ioctl_id)
 	EXPECT_EQ((__u32)nsid, a.nsid);
 }
 
+/*
+ * Header: max_cmd_bytes is, for the PRP engine, within the controller's
+ * limit (max_hw_sectors_kb); for the block-layer engine (the default) at
+ * most 1020 KiB, the block layer splitting further. Whole LBAs either way.
+ */
 TEST_F(kvblk, attach_max_cmd_bytes_within_controller_limit)
 {
 	char path[PATH_MAX + 40];
 	struct kvblk_attach a;
 	struct blkinfo bi;
 	__u64 kb = 0;
+	int fd2;
 
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
 	snprintf(path, sizeof(path), "%s/queue/max_hw_sectors_kb", bi.disk);
 	ASSERT_EQ(0, read_u64(path, &kb)) TH_LOG("read %s", path);
 	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
-	EXPECT_LE((__u64)a.max_cmd_bytes, kb * 1024);
+	EXPECT_LE(a.max_cmd_bytes, 1020U << 10);
 	EXPECT_LE(a.lba_size, a.max_cmd_bytes);
 	/* Objects are split at this size into whole-LBA commands. */
 	EXPECT_EQ(0U, a.max_cmd_bytes % a.lba_size);
+	if (!nvme_pcie(&bi))
+		return;
+	fd2 = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd2);
+	attach_init(&a, self->bdev_fd);
+	a.flags = KVBLK_ATTACH_F_ENGINE_PRP;
+	ASSERT_EQ(0, ioctl(fd2, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	EXPECT_LE((__u64)a.max_cmd_bytes, kb * 1024);
+	EXPECT_LE(a.lba_size, a.max_cmd_bytes);
+	EXPECT_EQ(0U, a.max_cmd_bytes % a.lba_size);
+	close(fd2);
 }
 
 TEST_F(kvblk, attach_start_lba_matches_sysfs)
