@@ -429,7 +429,9 @@ static struct kvblk_btgt *kvblk_batch_tgt(struct kvblk_batch *b, u32 *map,
 /*
  * Can @engine reach @buf on target @t? The PRP engine hands the controller
  * the bus addresses the buffer was mapped for; the block-layer engines need
- * its pages.
+ * its pages: host memory's, pinned at registration, or P2PDMA pages, pinned
+ * per batch (kvblk_bind_all()), which only the bio engine puts in bios and
+ * only on a queue that takes them.
  */
 static bool kvblk_engine_reaches(const struct kvblk_engine_ops *engine,
 				 const struct kvblk_tgt *t,
@@ -437,6 +439,8 @@ static bool kvblk_engine_reaches(const struct kvblk_engine_ops *engine,
 {
 	if (engine->dma_mapped)
 		return buf->dev && buf->dev == t->ns->info.dma_dev;
+	if (buf->kind == KVBLK_MEM_P2PDMA)
+		return engine == &kvblk_engine_bio && kvblk_bio_p2pdma(t);
 	return buf->pages;
 }
 
@@ -463,7 +467,11 @@ kvblk_obj_engine(const struct kvblk_tgt *t, const struct kvblk_buf *buf)
 static int kvblk_unreachable(const struct kvblk_tgt *t,
 			     const struct kvblk_buf *buf, u32 i)
 {
-	if (!buf->pages && !t->engine->dma_mapped && !t->alt)
+	if (buf->kind == KVBLK_MEM_P2PDMA && !t->engine->dma_mapped && !t->alt)
+		pr_info_ratelimited("load: %s[%d]: descriptor %u: p2pdma memory: target %u (%s) has no PRP engine, and its queue takes no P2PDMA pages in bios (or its engine is not the bio engine)\n",
+				    current->comm, task_pid_nr(current), i,
+				    t->index, t->ns->name);
+	else if (!buf->pages && !t->engine->dma_mapped && !t->alt)
 		pr_info_ratelimited("load: %s[%d]: descriptor %u: %s memory has no struct pages for the block layer, and target %u (%s) has no PRP engine (not an nvme-pci namespace, its PRP checks failed, or attached with KVBLK_ATTACH_F_ENGINE_BIO)\n",
 				    current->comm, task_pid_nr(current), i,
 				    buf->ops->name, t->index, t->ns->name);
@@ -566,8 +574,9 @@ out:
 
 /*
  * Memory that is pinned per batch (kvblk_mem_ops.bind): replace each such
- * buffer of the batch by one pinned and mapped for the window its objects
- * touch, and rebase their offsets into it. Before any command is sent, so
+ * buffer of the batch by one pinned for the window its objects touch (and
+ * mapped when the PRP engine serves one of them), and rebase their offsets
+ * into it. Before any command is sent, so
  * that a failure rejects the call at the first descriptor of that buffer
  * (*bad).
  */
@@ -579,6 +588,8 @@ static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
 		struct kvblk_buf *reg = b->objs[i].buf, *win;
 		u64 lo = U64_MAX, hi = 0;
 
+		bool map = false;
+
 		if (!reg->ops->bind)
 			continue;
 		for (j = i; j < b->nr_objs; j++) {
@@ -588,8 +599,10 @@ static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
 				continue;
 			lo = min(lo, round_down(o->buf_offset, PAGE_SIZE));
 			hi = max(hi, round_up(o->buf_offset + o->length, PAGE_SIZE));
+			/* Mapped by kvblk for the PRP engine only. */
+			map |= o->bt->engine->dma_mapped;
 		}
-		win = reg->ops->bind(reg, lo, hi - lo);
+		win = reg->ops->bind(reg, lo, hi - lo, map);
 		if (IS_ERR(win)) {
 			*bad = i;
 			return PTR_ERR(win);

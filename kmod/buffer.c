@@ -417,7 +417,8 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	ret = kvblk_dma_reg_begin(ctx, r.kind == KVBLK_MEM_HOST, &dma_dev);
 	if (ret)
 		return ret;
-	if (!dma_dev && r.kind != KVBLK_MEM_HOST) {
+	/* P2PDMA pages may also go in bios: checked per batch. */
+	if (!dma_dev && r.kind != KVBLK_MEM_HOST && r.kind != KVBLK_MEM_P2PDMA) {
 		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only, and no target of this context has it (attach an nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO)\n",
 				    current->comm, task_pid_nr(current), r.kind);
 		return -EOPNOTSUPP;

@@ -120,6 +120,7 @@ int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind);
 
 /* engine_bio.c */
 u32 kvblk_bio_max_cmd(u32 tunable);
+bool kvblk_bio_p2pdma(const struct kvblk_tgt *t);
 
 /* engine_prp.c: attach-time checks of the PRP engine. */
 bool kvblk_prp_capable(struct gendisk *disk);

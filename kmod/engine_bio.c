@@ -11,7 +11,8 @@
  * per I/O, cgroup throttling, disk statistics and the status of every bio
  * (bi_status). So it serves any block device: an NVMe namespace or its
  * partition, the NVMe multipath head, NVMe-oF namespaces, md and dm
- * devices, loop, virtio-blk.
+ * devices, loop, virtio-blk. Memory: host memory's pages, and PCI P2PDMA
+ * pages (pinned per batch) on a queue that takes them.
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
@@ -93,6 +94,13 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		return -ENOMEM;
 	}
 	bio->bi_iter.bi_sector = (o->offset + cmd->done) >> SECTOR_SHIFT;
+	/*
+	 * P2PDMA pages: never merged with another bio into one request (the
+	 * driver maps a request through one P2PDMA provider or none; newer
+	 * kernels' bio_add_page() sets this itself).
+	 */
+	if (o->buf->kind == KVBLK_MEM_P2PDMA)
+		bio->bi_opf |= REQ_NOMERGE;
 	bio->bi_private = cmd;
 	bio->bi_end_io = kvblk_bio_end_io;
 	ret = kvblk_bio_add_pages(bio, o->buf, off, cmd->bytes);
@@ -135,6 +143,21 @@ const struct kvblk_engine_ops kvblk_engine_bio = {
 	.begin		= kvblk_bio_begin,
 	.submit		= kvblk_bio_submit,
 };
+
+/**
+ * kvblk_bio_p2pdma() - may bios to this target carry PCI P2PDMA pages?
+ * @t: a target of the bio engine.
+ *
+ * Return: whether its queue says so (QUEUE_FLAG_PCI_P2PDMA: nvme-pci sets
+ * it when the controller's DMA can reach peer memory), as for O_DIRECT
+ * into P2PDMA pages.
+ */
+bool kvblk_bio_p2pdma(const struct kvblk_tgt *t)
+{
+	struct block_device *bdev = I_BDEV(t->file->f_mapping->host);
+
+	return blk_queue_pci_p2pdma(bdev_get_queue(bdev));
+}
 
 /**
  * kvblk_bio_max_cmd() - the split size of the block-layer engines.

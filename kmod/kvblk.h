@@ -241,11 +241,13 @@ struct kvblk_buf;
  *           must not touch what revocation handed back.
  * @bind:    for memory that must not stay pinned between calls (P2PDMA
  *           pages: mm/gup.c refuses FOLL_LONGTERM for them so that their
- *           provider can always be unbound): pin and map [@off, @off +
- *           @len) of @buf for one batch and return a buffer whose segments
- *           cover just that window; it holds @buf and counts in its
+ *           provider can always be unbound): pin [@off, @off + @len) of
+ *           @buf for one batch and return a buffer whose ->pages cover just
+ *           that window (for the block-layer engine, which the block layer
+ *           maps per I/O) and, when @map, whose segments map it for
+ *           @buf->dev (for the PRP engine); it holds @buf and counts in its
  *           ->inflight until released. Called by the caller of LOAD_MANY in
- *           its own process context. NULL for memory mapped at
+ *           its own process context. NULL for memory pinned at
  *           registration. Returns an ERR_PTR on failure.
  * @unmap:   the DMA device is going away (removal.c): drop the DMA mapping
  *           now, while the device still exists; @release must then skip
@@ -261,7 +263,8 @@ struct kvblk_buf;
 struct kvblk_mem_ops {
 	const char *name;
 	void (*release)(struct kvblk_buf *buf);
-	struct kvblk_buf *(*bind)(struct kvblk_buf *buf, u64 off, u64 len);
+	struct kvblk_buf *(*bind)(struct kvblk_buf *buf, u64 off, u64 len,
+				  bool map);
 	void (*unmap)(struct kvblk_buf *buf);
 	int (*check)(struct kvblk_buf *buf);
 };

@@ -17,11 +17,15 @@
  * The kernel refuses long-term pins of P2PDMA pages (mm/gup.c: FOLL_LONGTERM
  * together with FOLL_PCI_P2PDMA warns and fails, so that the provider's
  * pages can always be unplugged). So registration only checks the range:
- * it pins it briefly, checks every page is P2PDMA memory and that the
- * provider and the NVMe controller can reach each other, and lets go. Each
- * LOAD_MANY then pins and maps the window its descriptors touch for the
- * batch's lifetime, like an O_DIRECT read into the same memory would
- * (kvblk_mem_ops.bind).
+ * it pins it briefly, checks every page is P2PDMA memory and, when the
+ * context has an NVMe PCI function to map for (a target with the PRP
+ * engine), that the provider and that controller can reach each other, and
+ * lets go. Each LOAD_MANY then pins the window its descriptors touch for
+ * the batch's lifetime, like an O_DIRECT read into the same memory would
+ * (kvblk_mem_ops.bind), and maps it only for objects the PRP engine serves:
+ * the block-layer engine puts the pinned pages in bios (on a queue with
+ * QUEUE_FLAG_PCI_P2PDMA, such as nvme-pci's when the controller supports
+ * it), and the driver maps each request.
  *
  * P2PDMA pages are device memory, not RAM: they are not charged to
  * RLIMIT_MEMLOCK (the provider's pool bounds them) and never dirtied.
@@ -80,15 +84,19 @@ static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
 /* Undo kvblk_p2pdma_pin_map(). */
 static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 {
-	dma_unmap_sgtable(dev, &p->sgt, DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(&p->sgt);
+	if (p->sgt.sgl) {
+		dma_unmap_sgtable(dev, &p->sgt, DMA_FROM_DEVICE,
+				  DMA_ATTR_SKIP_CPU_SYNC);
+		sg_free_table(&p->sgt);
+	}
 	unpin_user_pages(p->pages, p->nr_pages);
 	kvfree(p->pages);
 }
 
 /*
- * Pin and map @nr_pages pages at @addr for @dev. Checks every page is
- * P2PDMA memory and names the pair when the kernel refuses to map it.
+ * Pin @nr_pages pages at @addr and, with @dev, map them for it. Checks
+ * every page is P2PDMA memory and names the pair when the kernel refuses
+ * to map it.
  */
 static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 				unsigned long addr, unsigned long nr_pages)
@@ -111,6 +119,8 @@ static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 			goto out_unpin;
 		}
 	}
+	if (!dev)
+		return 0;	/* the block layer maps each I/O */
 	ret = kvblk_map_pages(dev, p->pages, nr_pages, &p->sgt);
 	if (ret == -EREMOTEIO)
 		kvblk_p2pdma_refused(dev, addr,
@@ -142,10 +152,11 @@ static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
 	.release = kvblk_p2pdma_pin_release,
 };
 
-/* kvblk_mem_ops.bind: pin and map one window for one batch. */
+/* kvblk_mem_ops.bind: pin (and with @map, map) one window for one batch. */
 static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
-					   u64 len)
+					   u64 len, bool map)
 {
+	struct device *dev = map ? parent->dev : NULL;
 	struct kvblk_p2pdma_range *range = parent->priv;
 	struct kvblk_p2pdma_pin *p;
 	struct kvblk_buf *buf;
@@ -159,21 +170,26 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 	p = kzalloc(sizeof(*p), GFP_KERNEL_ACCOUNT);
 	if (!p)
 		return ERR_PTR(-ENOMEM);
-	ret = kvblk_p2pdma_pin_map(p, parent->dev, range->addr + off,
-				   len >> PAGE_SHIFT);
+	if (map && !dev) {
+		ret = -EXDEV;	/* mapped for no PCI function */
+		goto out_free;
+	}
+	ret = kvblk_p2pdma_pin_map(p, dev, range->addr + off, len >> PAGE_SHIFT);
 	if (ret)
 		goto out_free;
-	buf = kvblk_buf_alloc(parent->dev, KVBLK_MEM_P2PDMA, len,
-			      &kvblk_p2pdma_pin_ops);
+	buf = kvblk_buf_alloc(dev, KVBLK_MEM_P2PDMA, len, &kvblk_p2pdma_pin_ops);
 	if (IS_ERR(buf)) {
 		ret = PTR_ERR(buf);
 		goto out_unpin;
 	}
-	ret = kvblk_buf_segs_from_sgt(buf, &p->sgt, 0);
-	if (ret) {
-		kvblk_buf_abort(buf);
-		goto out_unpin;
+	if (map) {
+		ret = kvblk_buf_segs_from_sgt(buf, &p->sgt, 0);
+		if (ret) {
+			kvblk_buf_abort(buf);
+			goto out_unpin;
+		}
 	}
+	buf->pages = p->pages;	/* the block-layer engine's bios */
 	kref_get(&parent->ref);
 	atomic_inc(&parent->inflight);
 	p->parent = parent;
@@ -182,7 +198,7 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 	return buf;
 
 out_unpin:
-	kvblk_p2pdma_unpin(p, parent->dev);
+	kvblk_p2pdma_unpin(p, dev);
 out_free:
 	kfree(p);
 	return ERR_PTR(ret);
@@ -204,11 +220,13 @@ static const struct kvblk_mem_ops kvblk_mem_p2pdma_ops = {
 
 /**
  * kvblk_mem_p2pdma_create() - register a user range of P2PDMA pages.
- * @dev: the NVMe controller's DMA device.
+ * @dev: the NVMe controller's DMA device, or NULL when the context has no
+ *       target with the PRP engine (then only the block-layer engine can
+ *       serve the range, on a queue that takes P2PDMA pages).
  * @r: the request; @r->addr and @r->len are page aligned.
  *
- * Checks the range now (pinned and mapped once, then released); each load
- * pins and maps the window it needs.
+ * Checks the range now (pinned, and with @dev mapped, once, then released);
+ * each load pins the window it needs and maps it for the PRP engine.
  *
  * Return: the buffer, or ERR_PTR: -EFAULT (unmapped range), -EINVAL (a
  * page of the range is not P2PDMA memory), -EREMOTEIO (the kernel's P2PDMA
@@ -234,7 +252,7 @@ struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
 		ret = PTR_ERR(buf);
 		goto out_unpin;
 	}
-	ret = kvblk_buf_segs_from_sgt(buf, &pin.sgt, 0);
+	ret = dev ? kvblk_buf_segs_from_sgt(buf, &pin.sgt, 0) : 0;
 	kvfree(buf->segs);
 	buf->segs = NULL;
 	buf->nr_segs = 0;

@@ -275,10 +275,11 @@ struct kvblk_attach {
  * another kind, bad alignment, zero @len, @len above 64 GiB, or @addr+@len
  * overflows; -ENOMEM RLIMIT_MEMLOCK exceeded or no memory; -EFAULT the range
  * is not mapped; -EOPNOTSUPP the kind is not available in this kernel or
- * module (GET_FEATURES says which are), a kind other than KVBLK_MEM_HOST
- * on a context none of whose targets has the PRP engine (CUDA, dma-buf and
- * P2PDMA memory go through the PRP engine in this version: attach an
- * nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO first), the range maps memory other than
+ * module (GET_FEATURES says which are), CUDA or dma-buf memory on a
+ * context none of whose targets has the PRP engine (they go through the
+ * PRP engine only: attach an nvme-pci namespace without
+ * KVBLK_ATTACH_F_ENGINE_BIO first; P2PDMA memory may also go in bios, see
+ * below), the range maps memory other than
  * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
  * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
@@ -331,12 +332,15 @@ struct kvblk_attach {
  * e.g. an mmap() of /sys/bus/pci/devices/<bdf>/p2pmem/allocate (a GPU BAR
  * or an NVMe controller memory buffer; kernels with CONFIG_PCI_P2PDMA).
  * The kernel refuses long-term pins of such pages (mm/gup.c), so
- * registration only checks the range: every page is P2PDMA memory and the
- * provider and the NVMe controller can reach each other (the kernel's
- * P2PDMA distance check: under one PCIe switch, or through a host bridge
- * known to forward peer-to-peer traffic). Each LOAD_MANY then pins and maps
- * the window of the range its descriptors touch until its last command
- * completes. Not charged to RLIMIT_MEMLOCK. Loads come from the
+ * registration only checks the range: every page is P2PDMA memory and,
+ * when a target of the context has the PRP engine, the provider and that
+ * NVMe controller can reach each other (the kernel's P2PDMA distance check:
+ * under one PCIe switch, or through a host bridge known to forward
+ * peer-to-peer traffic). Each LOAD_MANY then pins the window of the range
+ * its descriptors touch until its last command completes: objects through
+ * the block-layer engine go in bios as those pages (the driver maps each
+ * request; the target's queue must take P2PDMA pages), objects through the
+ * PRP engine are mapped by kvblk for the batch. Not charged to RLIMIT_MEMLOCK. Loads come from the
  * registering process (the context's owner: another address space gets
  * -EBADFD for every ioctl). Errors for P2PDMA: -EOPNOTSUPP the kernel
  * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
@@ -536,12 +540,13 @@ struct kvblk_desc_result {
  * descriptor of that target); close the context;
  * -ERANGE a descriptor reaches past its target's end (see @bad_index);
  * -EXDEV a descriptor's buffer cannot be reached by any engine of its
- * target: memory without struct pages (CUDA, dma-buf, P2PDMA) on a target
- * without the PRP engine (md, dm, loop, a file, the multipath head, a
- * namespace attached with KVBLK_ATTACH_F_ENGINE_BIO or whose PRP checks
- * failed: kvblk_attach.engines), or a buffer not mapped for the target's
- * PCI function (see "Several targets per context"); @bad_index names it
- * and the kernel log says which case;
+ * target: memory without struct pages (CUDA, dma-buf) on a target without
+ * the PRP engine (md, dm, loop, a file, the multipath head, a namespace
+ * attached with KVBLK_ATTACH_F_ENGINE_BIO or whose PRP checks failed:
+ * kvblk_attach.engines), P2PDMA memory on such a target whose queue does
+ * not take P2PDMA pages in bios (or whose engine is the file engine), or a
+ * buffer not mapped for the target's PCI function (see "Several targets
+ * per context"); @bad_index names it and the kernel log says which case;
  * -E2BIG @nr_descs above max_descs or @desc_bytes / @result_bytes above the
  * page size (no results written), or a descriptor with a non-zero byte past
  * struct kvblk_io_desc (see @bad_index); -ENOMEM; -EINTR a fatal signal arrived
@@ -591,7 +596,9 @@ struct kvblk_load_many {
  *
  * Engines per object: each descriptor is served by its target's default
  * engine (kvblk_attach.engine) when that reaches the buffer (the
- * block-layer engines: memory with struct pages), else by the target's PRP
+ * block-layer engines: memory with struct pages; P2PDMA pages only through
+ * the bio engine to a queue that takes them, such as nvme-pci's when its
+ * controller can reach peer memory), else by the target's PRP
  * engine when it has one (kvblk_attach.engines; memory without struct
  * pages); kvblk_load_many.engines reports every engine a batch used, so a
  * batch of host and dma-buf objects on one namespace reports both.

@@ -13,6 +13,13 @@
  * kernel's P2PDMA distance check refuses the pair: registration must fail
  * with -EREMOTEIO.
  *
+ * Engines: the namespace attached without a flag serves P2PDMA pages
+ * through the block layer (bios, its queue takes P2PDMA pages: nvme-pci
+ * with a controller that can reach peer memory), so every batch reports the
+ * bio engine; KVBLK_ATTACH_F_ENGINE_PRP serves them through the PRP engine;
+ * KVBLK_ATTACH_F_ENGINE_BIO (no PCI function to map for) registers the
+ * range with a pin check only and loads through bios.
+ *
  * Environment:
  *   KVBLK_VM_VARIANT_NAME     p2p-switch or p2p-far (the VM harness sets it);
  *                             anything else: the loads run, the refusal test
@@ -193,6 +200,9 @@ static int register_map(FIXTURE_DATA(p2pdma) *self, __u32 *id)
 	return 0;
 }
 
+/* kvblk_load_many.engine of the last load(). */
+static __u32 last_engine;
+
 /* Object i: device range and where it lands in the mapping. */
 struct obj {
 	__u64 off, len, buf_off;
@@ -211,6 +221,7 @@ static int load(FIXTURE_DATA(p2pdma) *self, __u32 id, const struct obj *o,
 		.results = (uintptr_t)res,
 	};
 	unsigned int i;
+	int ret;
 
 	memset(d, 0, sizeof(d));
 	for (i = 0; i < n; i++) {
@@ -220,7 +231,10 @@ static int load(FIXTURE_DATA(p2pdma) *self, __u32 id, const struct obj *o,
 		d[i].buf_offset = o[i].buf_off;
 		d[i].tag = 1000 + i;
 	}
-	return ioctl(self->kfd, KVBLK_IOC_LOAD_MANY, &lm);
+	last_engine = 0xff;
+	ret = ioctl(self->kfd, KVBLK_IOC_LOAD_MANY, &lm);
+	last_engine = lm.engine;
+	return ret;
 }
 
 /* First byte of [buf_off, buf_off + len) that differs from the pattern, or -1. */
@@ -266,6 +280,8 @@ TEST_F(p2pdma, batch_lands_in_bar)
 
 	ASSERT_EQ(0, register_map(self, &id)) TH_LOG("register: %s", strerror(errno));
 	ASSERT_EQ((int)n, load(self, id, o, n, res)) TH_LOG("load_many: %s", strerror(errno));
+	/* The default: P2PDMA pages in bios, on a queue that takes them. */
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, last_engine);
 	for (i = 0; i < n; i++) {
 		EXPECT_EQ(0, res[i].status) TH_LOG("object %u status %d", i, res[i].status);
 		EXPECT_EQ(o[i].len, (__u64)res[i].bytes);
@@ -339,6 +355,53 @@ TEST_F(p2pdma, unregister_and_again)
 	u.buf_id = id;
 	ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_UNREGISTER_BUFFER, &u));
 	ASSERT_EQ(0, register_map(self, &id));
+}
+
+/*
+ * The same objects through another context: with KVBLK_ATTACH_F_ENGINE_PRP
+ * (the PRP engine, a window mapped per batch) and with
+ * KVBLK_ATTACH_F_ENGINE_BIO (registration only pins; bios). Exact both ways,
+ * each batch reporting its engine.
+ */
+TEST_F(p2pdma, prp_and_bio_flags_into_bar)
+{
+	static const __u32 flags[] = { KVBLK_ATTACH_F_ENGINE_PRP, KVBLK_ATTACH_F_ENGINE_BIO };
+	static const __u32 want[] = { KVBLK_ENGINE_PRP, KVBLK_ENGINE_BIO };
+	__u64 lba = self->at.lba_size;
+	struct obj o[] = {
+		{ 9 * lba, 3 * lba, 4096 + 512 },
+		{ 60 * lba, 128 * 1024 + lba, 512 * 1024 + 1024 },
+	};
+	struct kvblk_desc_result res[2];
+	int kfd = self->kfd;
+	unsigned int k, i;
+	__u32 id;
+
+	if (self->far)
+		SKIP(return, "p2p-far: the pair is refused (distance_refusal)");
+	for (k = 0; k < 2; k++) {
+		struct kvblk_attach a = { .size = sizeof(a), .bdev_fd = self->bfd, .flags = flags[k] };
+
+		memset(self->map, GUARD, MAP_BYTES);
+		self->kfd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+		ASSERT_LE(0, self->kfd);
+		ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
+		EXPECT_EQ(want[k], a.engine);
+		EXPECT_EQ(1U << want[k], a.engines);
+		ASSERT_EQ(0, register_map(self, &id)) TH_LOG("register: %s", strerror(errno));
+		ASSERT_EQ(2, load(self, id, o, 2, res)) TH_LOG("load_many: %s", strerror(errno));
+		EXPECT_EQ(want[k], last_engine);
+		for (i = 0; i < 2; i++) {
+			EXPECT_EQ(0, res[i].status) TH_LOG("engine %u object %u", want[k], i);
+			EXPECT_EQ(-1, first_bad(self->map, &o[i]))
+				TH_LOG("engine %u object %u: byte %lld differs", want[k], i,
+				       first_bad(self->map, &o[i]));
+			EXPECT_EQ(GUARD, self->map[o[i].buf_off - 1]);
+			EXPECT_EQ(GUARD, self->map[o[i].buf_off + o[i].len]);
+		}
+		close(self->kfd);
+	}
+	self->kfd = kfd;
 }
 
 /* Host memory registered as P2PDMA is refused: -EINVAL. */
