@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include <linux/kvblk.h>
+#include <linux/loop.h>
 #include <linux/udmabuf.h>
 
 #include "tests/kmod-exporters/kvblk_test_dmabuf.h"
@@ -537,6 +538,96 @@ TEST_F_TIMEOUT(dmabuf, dmabuf_on_bio_only_target_exdev, 120)
 	EXPECT_EQ(2, load(self->kfd, d, res, 2, &lm));
 	EXPECT_EQ((__u32)KVBLK_ENGINE_PRP, lm.engine);
 	EXPECT_EQ(0, unreg(self->kfd, id));
+}
+
+/*
+ * A loop device over a sparse file of @len bytes: its fd (read-only) and
+ * path in *path, or -errno. *ctl gets the bound /dev/loopN fd to detach.
+ */
+static int loop_setup(uint64_t len, char *path, size_t plen, int *ctl)
+{
+	char file[] = "/tmp/kvblk-dmabuf-loop.XXXXXX";
+	int cfd, ffd, lfd, n, ret;
+
+	cfd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+	if (cfd < 0)
+		return -errno;
+	ffd = mkstemp(file);
+	if (ffd < 0 || ftruncate(ffd, (off_t)len)) {
+		ret = -errno;
+		close(cfd);
+		return ret;
+	}
+	unlink(file);
+	n = ioctl(cfd, LOOP_CTL_GET_FREE);
+	close(cfd);
+	if (n < 0) {
+		close(ffd);
+		return -errno;
+	}
+	snprintf(path, plen, "/dev/loop%d", n);
+	lfd = open(path, O_RDWR | O_CLOEXEC);
+	if (lfd < 0 || ioctl(lfd, LOOP_SET_FD, ffd)) {
+		ret = -errno;
+		if (lfd >= 0)
+			close(lfd);
+		close(ffd);
+		return ret;
+	}
+	close(ffd);
+	*ctl = lfd;
+	ret = open(path, O_RDONLY | O_CLOEXEC);
+	return ret < 0 ? -errno : ret;
+}
+
+/*
+ * A block device that is no nvme-pci namespace (a loop device) has no PRP
+ * engine: a dma-buf object naming it is refused with -EXDEV at its own
+ * index, nothing written; host memory on it loads through the block layer.
+ */
+TEST_F_TIMEOUT(dmabuf, dmabuf_on_loop_target_exdev, 120)
+{
+	const uint64_t len = 1 * MIB;
+	struct kvblk_attach a = { .size = sizeof(a) };
+	struct kvblk_io_desc d[2];
+	struct kvblk_desc_result res[2];
+	struct kvblk_load_many lm;
+	char path[64];
+	unsigned char *got;
+	int dfd, lfd, ctl = -1;
+	uint32_t id;
+
+	lfd = loop_setup(16 * MIB, path, sizeof(path), &ctl);
+	if (lfd < 0)
+		SKIP(return, "no loop device: %s", strerror(-lfd));
+	a.bdev_fd = lfd;
+	a.flags = KVBLK_ATTACH_F_ADD_TARGET;
+	EXPECT_EQ(0, ioctl(self->kfd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s: %s", path, strerror(errno));
+	EXPECT_EQ(1U, a.target);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	EXPECT_EQ(1U << KVBLK_ENGINE_BIO, a.engines);
+	dfd = NEW_DBUF(len, FILL);
+	EXPECT_EQ(0, reg_dmabuf(self->kfd, dfd, 0, len, &id));
+
+	d[0] = (struct kvblk_io_desc){ .offset = 0, .length = 4096, .buf_id = id,
+				       .target = 0, .tag = 1 };
+	d[1] = (struct kvblk_io_desc){ .offset = 0, .length = 4096, .buf_id = id,
+				       .buf_offset = 64 * 1024, .target = 1, .tag = 2 };
+	EXPECT_EQ(-EXDEV, load(self->kfd, d, res, 2, &lm));
+	EXPECT_EQ(1, lm.bad_index);
+	EXPECT_EQ(-EXDEV, res[1].status);
+	EXPECT_EQ(-ECANCELED, res[0].status);
+	got = tdb_read_all(self->tfd, dfd, len);
+	EXPECT_NE(NULL, got);
+	if (got)
+		EXPECT_EQ(-1, first_not(got, 0, len, FILL)) TH_LOG("a refused batch wrote");
+	free(got);
+	EXPECT_EQ(0, unreg(self->kfd, id));
+	close(self->kfd);	/* the context lets go of the loop device */
+	self->kfd = -1;
+	close(lfd);
+	ioctl(ctl, LOOP_CLR_FD, 0);
+	close(ctl);
 }
 
 /*
