@@ -549,6 +549,8 @@ static int loop_setup(uint64_t len, char *path, size_t plen, int *ctl)
 	char file[] = "/tmp/kvblk-dmabuf-loop.XXXXXX";
 	int cfd, ffd, lfd, n, ret;
 
+	if (access("/dev/loop-control", F_OK) && system("modprobe loop 2>/dev/null"))
+		return -ENODEV;
 	cfd = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
 	if (cfd < 0)
 		return -errno;
