@@ -886,7 +886,12 @@ TEST_F(kvblk, attach_metadata_format_eopnotsupp)
 	mfd = open(md, O_RDONLY | O_CLOEXEC);
 	ASSERT_LE(0, mfd) TH_LOG("open %s: %s", md, strerror(errno));
 	attach_init(&a, mfd);
+	a.flags = KVBLK_ATTACH_F_ENGINE_PRP;
 	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_ATTACH, &a));
+	/* Without a flag: the block layer alone, which handles the metadata. */
+	attach_init(&a, mfd);
+	EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	EXPECT_EQ(1U << KVBLK_ENGINE_BIO, a.engines);
 	close(mfd);
 }
 
