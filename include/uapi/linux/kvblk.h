@@ -15,23 +15,24 @@
  * several (KVBLK_ATTACH_F_ADD_TARGET, "Several targets per context"
  * below), each given as an fd the caller already holds: a block device (an NVMe
  * namespace, a partition, an md or dm device, loop, virtio-blk, ...) or a
- * regular file on a file system with direct I/O (ext4, xfs). An engine
- * serves the context, chosen at attach (enum kvblk_engine):
- *  - the block-layer engine: bios to the block device
- *    (KVBLK_ENGINE_BIO) or direct-I/O reads through the file system
+ * regular file on a file system with direct I/O (ext4, xfs). Engines
+ * serve the targets, chosen at attach (enum kvblk_engine):
+ *  - the block-layer engine, the default everywhere: bios to the block
+ *    device (KVBLK_ENGINE_BIO) or direct-I/O reads through the file system
  *    (KVBLK_ENGINE_FILE); the block layer and the file system split,
- *    map, check limits, apply partition offsets and account, as for
- *    pread(O_DIRECT) on the same fd. It serves every block device and
- *    every regular file, and host memory destinations.
+ *    map, check limits, apply partition offsets, throttle and account,
+ *    as for pread(O_DIRECT) on the same fd. It serves every block device
+ *    and every regular file, and destinations with struct pages (host
+ *    memory; P2PDMA pages on a queue that takes them).
  *  - the PRP engine (KVBLK_ENGINE_PRP): NVMe Read passthrough with PRPs
  *    built by kvblk on a namespace (or partition) of an nvme-pci
- *    controller; it also serves destinations without struct pages (CUDA
- *    through nvidia-p2p, dma-buf, P2PDMA windows). In this version it is
- *    the default on nvme-pci namespaces; KVBLK_ATTACH_F_ENGINE_BIO
- *    chooses the block layer there.
- * Each target has its own engine.
+ *    controller. On such a target attached without a flag it serves the
+ *    destinations without struct pages (CUDA through nvidia-p2p, dma-buf),
+ *    object by object beside the block layer; with
+ *    KVBLK_ATTACH_F_ENGINE_PRP it serves all of them (an opt-in).
+ * Each target has its own engines; each batch reports which served it.
  * Destination memory is registered once (pinned; DMA-mapped for the NVMe
- * controller when the PRP engine serves) and named by a buffer id.
+ * controller where the PRP engine serves it) and named by a buffer id.
  * KVBLK_IOC_LOAD_MANY then reads a batch of objects, each described by one
  * struct kvblk_io_desc, with all of their commands in flight together. Every
  * descriptor gets its own status.
