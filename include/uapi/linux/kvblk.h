@@ -413,10 +413,12 @@ struct kvblk_io_desc {
  *            -ENODATA (file engine) the read came back short: the file
  *            was truncated while the batch ran; the object's bytes are
  *            not reported;
+ *            -ENOSPC (file engine, a store) the file system had no space
+ *            or quota left to fill a hole of the file;
  *            -ENODATA (file engine, a store) the write came back short
- *            (the file system ran out of space or quota, or the file was
- *            truncated while the batch ran): part of the object may have
- *            been written;
+ *            (the file was truncated while the batch ran, or the file
+ *            system stopped early): part of the object may have been
+ *            written;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
