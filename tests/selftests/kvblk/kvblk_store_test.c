@@ -33,9 +33,14 @@
  *                       hole, plain and durable, read back (O_DIRECT and
  *                       buffered), the size unchanged; past the end -ERANGE
  *                       (no extension); O_RDONLY and O_APPEND -EBADF
+ *   uring_store         the same flags through KVBLK_URING_CMD_LOAD_MANY: two
+ *                       store batches in flight on one ring, each CQE res the
+ *                       object count and the bytes on the device; a refused
+ *                       one (O_RDONLY target): res -EBADF, bad_index, results
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <liburing.h>
 #include <linux/fs.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -724,6 +729,102 @@ TEST(files)
 	}
 	free(copy);
 	EXPECT_LT(0, n);
+}
+
+/* An IORING_OP_URING_CMD SQE carrying @lm. */
+static void prep_store(struct io_uring *ring, int kfd, struct kvblk_load_many *lm,
+		       __u64 user_data)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	struct kvblk_uring_cmd cmd = { .load_many = (uintptr_t)lm };
+
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, kfd, NULL, 0, 0);
+	sqe->cmd_op = KVBLK_URING_CMD_LOAD_MANY;
+	memcpy(sqe->cmd, &cmd, sizeof(cmd));
+	sqe->user_data = user_data;
+}
+
+static void header(struct kvblk_load_many *lm, __u32 flags, struct kvblk_io_desc *d,
+		   unsigned int n, struct kvblk_desc_result *r)
+{
+	memset(lm, 0, sizeof(*lm));
+	memset(r, UNWRITTEN, n * sizeof(*r));
+	lm->size = sizeof(*lm);
+	lm->flags = flags;
+	lm->nr_descs = n;
+	lm->desc_bytes = sizeof(*d);
+	lm->descs = (uintptr_t)d;
+	lm->results = (uintptr_t)r;
+	lm->result_bytes = sizeof(*r);
+}
+
+TEST(uring_store)
+{
+	const char *dev = scratch_bdev();
+	struct kvblk_desc_result r[3][2];
+	struct kvblk_load_many lm[3];
+	struct kvblk_io_desc d[3][2];
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	int res[3] = { 1, 1, 1 };
+	struct region g;
+	struct sctx c;
+	unsigned int i;
+
+	if (!dev)
+		SKIP(return, "KVBLK_STORE_BLKDEV is not set");
+	if (!(features() & KVBLK_FEAT_URING_CMD))
+		SKIP(return, "no KVBLK_FEAT_URING_CMD");
+	ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
+	ASSERT_EQ(0, sctx_open(&c));
+	ASSERT_EQ(0, sctx_add(&c, dev, O_RDWR, KVBLK_ATTACH_F_ENGINE_BIO));
+	ASSERT_EQ(1, sctx_add(&c, dev, O_RDONLY, KVBLK_ATTACH_F_ENGINE_BIO));
+	ASSERT_EQ(0, sctx_register(&c));
+	ASSERT_EQ(0, region_init(&g, dev, 91));
+	fill(c.mem, BUF_BYTES, 92);
+
+	/* Batches 0 and 1 store (1 durably), batch 2 names the O_RDONLY target. */
+	d[0][0] = desc(0, 0, 128 * KIB, 0, c.buf_id);
+	d[0][1] = desc(0, MIB, 64 * KIB, MIB, c.buf_id);
+	d[1][0] = desc(0, 2 * MIB, 512 * KIB, 2 * MIB, c.buf_id);
+	d[1][1] = desc(0, 3 * MIB + 4 * KIB, 4 * KIB, 3 * MIB, c.buf_id);
+	d[2][0] = desc(0, 256 * KIB, 4 * KIB, 4 * MIB, c.buf_id);
+	d[2][1] = desc(1, 512 * KIB, 4 * KIB, 5 * MIB, c.buf_id);
+	header(&lm[0], KVBLK_LOAD_F_STORE, d[0], 2, r[0]);
+	header(&lm[1], KVBLK_LOAD_F_STORE | KVBLK_LOAD_F_DURABLE, d[1], 2, r[1]);
+	header(&lm[2], KVBLK_LOAD_F_STORE, d[2], 2, r[2]);
+	for (i = 0; i < 3; i++)
+		prep_store(&ring, c.kfd, &lm[i], i);
+	ASSERT_EQ(3, io_uring_submit(&ring));
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(0, io_uring_wait_cqe(&ring, &cqe));
+		ASSERT_GT(3ULL, cqe->user_data);
+		res[cqe->user_data] = cqe->res;
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	EXPECT_EQ(2, res[0]);
+	EXPECT_EQ(2, res[1]);
+	EXPECT_EQ(-EBADF, res[2]);
+	EXPECT_EQ(1, lm[2].bad_index);
+	EXPECT_EQ(-ECANCELED, r[2][0].status);
+	EXPECT_EQ(-EBADF, r[2][1].status);
+	for (i = 0; i < 2; i++) {
+		unsigned int k;
+
+		EXPECT_EQ(-1, lm[i].bad_index);
+		EXPECT_EQ(2U, lm[i].nr_ok);
+		for (k = 0; k < 2; k++) {
+			EXPECT_EQ(0, r[i][k].status);
+			EXPECT_EQ(d[i][k].length, r[i][k].bytes);
+			memcpy(g.want + d[i][k].offset, c.mem + d[i][k].buf_offset,
+			       d[i][k].length);
+		}
+	}
+	EXPECT_EQ(-1, region_check(&g, false));
+	EXPECT_EQ(-1, region_check(&g, true));
+	io_uring_queue_exit(&ring);
+	region_free(&g);
+	sctx_close(&c);
 }
 
 TEST_HARNESS_MAIN
