@@ -4,12 +4,14 @@
  *
  * 1. Copy the descriptors in; for every target the batch names, its engine
  *    reads the target's live geometry (engine.h, ->begin); validate every
- *    descriptor against its own target's: one bad descriptor fails the
- *    call before anything is submitted (bad_index).
+ *    descriptor against its own target's (and, for a store, the target's
+ *    write rights): one bad descriptor fails the call before anything is
+ *    submitted (bad_index).
  * 2. Split each object into commands of at most its target's max_cmd_bytes.
  * 3. For each command: a slot (at most max_inflight in flight), then the
- *    engine's ->submit (an NVMe Read with kvblk's PRPs, a bio, a kiocb),
- *    all under one plug.
+ *    engine's ->submit (an NVMe Read with kvblk's PRPs, a bio, a kiocb;
+ *    a store batch writes, through the engines that write), all under one
+ *    plug.
  * 4. The engine's completion calls kvblk_cmd_end() (any context): it
  *    records the object's status (first error wins) and returns the slot,
  *    lock-free; it wakes a submitter that waits for slots only once a
@@ -307,6 +309,8 @@ void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 	if (err) {
 		this_cpu_inc(ns->stats.pcpu->errors[kind]);
 		cmpxchg(&obj->status, 0, err);
+	} else if (b->store) {
+		this_cpu_add(ns->stats.pcpu->bytes_written, cmd->bytes);
 	} else {
 		this_cpu_add(ns->stats.pcpu->bytes, cmd->bytes);
 	}
@@ -483,6 +487,29 @@ static int kvblk_unreachable(const struct kvblk_tgt *t,
 }
 
 /*
+ * May a store batch write to target @bt->t through engine @bt->engine (the
+ * PRP engine, which serves memory without struct pages on a namespace whose
+ * default engine is the bio engine, only reads)? Rights follow the attached
+ * fd, as for pwrite() on it. Errors as documented under "Stores" in the
+ * uapi header.
+ */
+static int kvblk_store_allowed(const struct kvblk_btgt *bt)
+{
+	struct file *file = bt->t->file;
+	struct inode *inode = file_inode(file);
+
+	if (!bt->engine->stores)
+		return -EOPNOTSUPP;
+	if (!(file->f_mode & FMODE_WRITE) || (file->f_flags & O_APPEND))
+		return -EBADF;
+	if (S_ISBLK(inode->i_mode))
+		return bdev_read_only(I_BDEV(file->f_mapping->host)) ? -EROFS : 0;
+	if (IS_RDONLY(inode))
+		return -EROFS;
+	return file->f_op->write_iter ? 0 : -EOPNOTSUPP;
+}
+
+/*
  * Read the live geometry of every target the batch names, validate every
  * descriptor against its own target's and take a reference on its buffer.
  * Returns 0 or the first descriptor's error, with *bad set to its index.
@@ -535,6 +562,14 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			*bad = i;
 			break;
 		}
+		/* A target a store may not write: refused at its first descriptor. */
+		if (b->store && !bt->nr_objs) {
+			err = kvblk_store_allowed(bt);
+			if (err) {
+				*bad = i;
+				break;
+			}
+		}
 		lba_mask = (1ULL << bt->lba_shift) - 1;
 		if (d->flags || d->reserved || !d->length ||
 		    d->length > KVBLK_MAX_DESC_BYTES ||
@@ -562,6 +597,11 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		o->length = d->length;
 		o->buf_offset = d->buf_offset;
 		o->tag = d->tag;
+		if (b->store) {
+			if (!bt->nr_objs || d->offset < bt->wr_start)
+				bt->wr_start = d->offset;
+			bt->wr_end = max(bt->wr_end, d->offset + d->length);
+		}
 		bt->nr_objs++;
 		*nr_cmds += DIV_ROUND_UP_ULL(d->length, bt->max_cmd_bytes);
 		*bytes += d->length;
@@ -701,6 +741,8 @@ static int kvblk_check_header(struct kvblk_ctx *ctx,
 
 	if ((lm->flags & ~KVBLK_LOAD_F_ALL) || lm->reserved[0] || lm->reserved[1])
 		return -EINVAL;
+	if ((lm->flags & KVBLK_LOAD_F_DURABLE) && !(lm->flags & KVBLK_LOAD_F_STORE))
+		return -EINVAL;
 	if (!lm->nr_descs || lm->desc_bytes < KVBLK_DESC_SIZE_VER0 ||
 	    lm->result_bytes < KVBLK_DESC_RESULT_SIZE_VER0)
 		return -EINVAL;
@@ -763,6 +805,8 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 		ret = -ENOMEM;
 		goto out_reject;
 	}
+	b->store = lm.flags & KVBLK_LOAD_F_STORE;
+	b->durable = lm.flags & KVBLK_LOAD_F_DURABLE;
 	ret = kvblk_copy_descs(&lm, descs, &bad);
 	if (ret) {
 		if (ret == -E2BIG)

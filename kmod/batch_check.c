@@ -3,7 +3,8 @@
  * batch_check.c - rules over a whole batch, after every descriptor passed
  * its own checks (batch.c) and before anything is submitted:
  *  - no two objects' destinations overlap: the bytes would depend on the
- *    order in which commands complete, which is always a caller's bug;
+ *    order in which commands complete, which is always a caller's bug
+ *    (for a load the memory ranges, for a store the device ranges);
  *  - no destination is a host buffer whose mapping the program replaced
  *    since registration (mem_host.c, kvblk_mem_ops.check).
  * Either failure rejects the call with the descriptor named in @bad_index.
@@ -17,7 +18,8 @@
  * A destination range in one address space: @space 0 for user virtual
  * addresses (host and P2PDMA memory, whatever registration names them),
  * 1 for CUDA device addresses, 2 + buffer id for a dma-buf registration
- * (offsets into the dma-buf).
+ * (offsets into the dma-buf). A store batch compares device ranges
+ * instead (kvblk_store_span_of()).
  */
 struct kvblk_span {
 	u64 space;
@@ -36,9 +38,35 @@ static int kvblk_span_cmp(const void *a, const void *b)
 	return 0;
 }
 
-static void kvblk_span_of(const struct kvblk_obj *o, struct kvblk_span *s)
+/*
+ * A store's destination: for a block device its disk (@space: the gendisk's
+ * address) and the absolute byte range on it, partition start included; for
+ * a file its inode and the range in the file.
+ */
+static void kvblk_store_span_of(const struct kvblk_obj *o, struct kvblk_span *s)
+{
+	const struct kvblk_tgt *t = o->bt->t;
+	struct inode *inode = file_inode(t->file);
+
+	if (S_ISBLK(inode->i_mode)) {
+		s->space = (uintptr_t)t->ns->info.disk;
+		s->start = t->start_bytes + o->offset;
+	} else {
+		s->space = (uintptr_t)inode;
+		s->start = o->offset;
+	}
+	s->end = s->start + o->length;
+}
+
+static void kvblk_span_of(const struct kvblk_batch *b, const struct kvblk_obj *o,
+			  struct kvblk_span *s)
 {
 	const struct kvblk_buf *buf = o->buf;
+
+	if (b->store) {
+		kvblk_store_span_of(o, s);
+		return;
+	}
 
 	switch (buf->kind) {
 	case KVBLK_MEM_CUDA:
@@ -62,7 +90,7 @@ static bool kvblk_any_overlap(const struct kvblk_batch *b, u32 n,
 	u32 i;
 
 	for (i = 0; i < n; i++)
-		kvblk_span_of(&b->objs[i], &s[i]);
+		kvblk_span_of(b, &b->objs[i], &s[i]);
 	sort(s, n, sizeof(*s), kvblk_span_cmp, NULL);
 	for (i = 1; i < n; i++)
 		if (s[i].space == s[i - 1].space && s[i].start < s[i - 1].end)

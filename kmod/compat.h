@@ -14,6 +14,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/fs.h>
 #include <linux/swiotlb.h>
 #ifdef KVBLK_HAVE_BLK_INTEGRITY_H
 #include <linux/blk-integrity.h>
@@ -120,6 +121,32 @@ static inline sector_t bdev_nr_sectors(struct block_device *bdev)
 static inline size_t dma_max_mapping_size(struct device *dev)
 {
 	return SIZE_MAX;
+}
+#endif
+
+/*
+ * Freeze protection of an asynchronous write (file engine stores): taken at
+ * submission, released by the completion, which may run in another context;
+ * lockdep is told the submitter let go of it.
+ */
+#ifdef KVBLK_HAVE_KIOCB_START_WRITE
+#define kvblk_kiocb_start_write(iocb)	kiocb_start_write(iocb)
+#define kvblk_kiocb_end_write(iocb)	kiocb_end_write(iocb)
+#else
+static inline void kvblk_kiocb_start_write(struct kiocb *iocb)
+{
+	struct super_block *sb = file_inode(iocb->ki_filp)->i_sb;
+
+	sb_start_write(sb);
+	__sb_writers_release(sb, SB_FREEZE_WRITE);
+}
+
+static inline void kvblk_kiocb_end_write(struct kiocb *iocb)
+{
+	struct super_block *sb = file_inode(iocb->ki_filp)->i_sb;
+
+	__sb_writers_acquired(sb, SB_FREEZE_WRITE);
+	sb_end_write(sb);
 }
 #endif
 

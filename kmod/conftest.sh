@@ -219,6 +219,19 @@ size_t kvblk_probe(struct device *dev)
 }
 EOF
 
+# kiocb_start_write()/kiocb_end_write(): freeze protection of an
+# asynchronous write (file engine stores); compat.h open-codes them where a
+# kernel lacks the helpers.
+probe KIOCB_START_WRITE <<'EOF'
+#include <linux/fs.h>
+void kvblk_probe(struct kiocb *iocb);
+void kvblk_probe(struct kiocb *iocb)
+{
+	kiocb_start_write(iocb);
+	kiocb_end_write(iocb);
+}
+EOF
+
 # dma-buf dynamic importer (mem_dmabuf.c): dynamic attach, pin and map with
 # the reservation lock held (the convention of every kernel that has
 # dma_buf_pin; 7.2 asserts the lock for every map), fence wait by usage.

@@ -9,8 +9,10 @@
  *                 slots (max_inflight), results, the killable wait
  *   engine_*.c    how one command reaches the device:
  *                   engine_prp.c   NVMe Read passthrough, PRPs built by kvblk
- *                   engine_bio.c   a bio over the buffer's pages
+ *                   engine_bio.c   a bio over the buffer's pages (read or
+ *                                  write)
  *                   engine_file.c  a direct-I/O kiocb through ->read_iter
+ *                                  or ->write_iter
  *   mem_*.c       the destination memory (pinned pages, DMA segments)
  *
  * A target's engines are chosen at attach (attach.c) and never change: its
@@ -43,6 +45,9 @@
  *             function (the engine hands bus addresses to the device);
  *             otherwise host memory is only pinned and the block layer
  *             maps each I/O itself.
+ * @stores:    the engine writes too (a batch with @b->store): its @submit
+ *             writes the buffer's bytes to the device, durably when
+ *             @b->durable.
  * @begin:     called once per batch for every target the batch names
  *             (@bt->t) through this engine (@bt->engine), before the
  *             descriptors it serves are validated, in the
@@ -72,6 +77,7 @@ struct kvblk_engine_ops {
 	const char *name;
 	u32 id;
 	bool dma_mapped;
+	bool stores;
 	int (*begin)(struct kvblk_batch *b, struct kvblk_btgt *bt);
 	void (*end)(struct kvblk_btgt *bt);
 	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,

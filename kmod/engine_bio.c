@@ -13,10 +13,21 @@
  * partition, the NVMe multipath head, NVMe-oF namespaces, md and dm
  * devices, loop, virtio-blk. Memory: host memory's pages, and PCI P2PDMA
  * pages (pinned per batch) on a queue that takes them.
+ *
+ * A store batch (KVBLK_LOAD_F_STORE) issues REQ_OP_WRITE bios over the
+ * same pages, with REQ_FUA when it must be durable: each object is then
+ * on stable media when its own bios complete, with no flush of the whole
+ * device and no wait for the rest of the batch (the block layer turns FUA
+ * into a post-flush where the device lacks it, and drops it where the
+ * device has no volatile cache). Like pwrite(O_DIRECT) on the device, it
+ * writes back and drops the device's page cache over an object's range
+ * before its first bio, and drops it over the batch's range again when the
+ * batch ends, so that a buffered read afterwards sees the stored bytes.
  */
 #include <linux/bio.h>
 #include <linux/blkdev.h>
 #include <linux/log2.h>
+#include <linux/pagemap.h>
 
 #include "engine.h"
 #include "kvblk.h"
@@ -72,23 +83,52 @@ static int kvblk_bio_add_pages(struct bio *bio, const struct kvblk_buf *buf,
 	return 0;
 }
 
+/*
+ * Drop the block device's cached pages over bytes [@start, @end) of it,
+ * written back first when @write_back (a store writes under the page cache,
+ * as direct I/O does). Process context. A page that cannot be dropped (being
+ * written back by someone else) stays: the kernel's own direct writes
+ * tolerate that the same way.
+ */
+static void kvblk_bio_drop_cache(struct address_space *mapping, u64 start,
+				 u64 end, bool write_back)
+{
+	if (!mapping->nrpages || start >= end)
+		return;
+	if (write_back)
+		filemap_write_and_wait_range(mapping, start, end - 1);
+	invalidate_inode_pages2_range(mapping, start >> PAGE_SHIFT,
+				      (end - 1) >> PAGE_SHIFT);
+}
+
 static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[cmd->obj];
-	struct block_device *bdev = I_BDEV(o->bt->t->file->f_mapping->host);
+	struct file *file = o->bt->t->file;
+	struct block_device *bdev = I_BDEV(file->f_mapping->host);
 	u64 off = o->buf_offset + cmd->done;
 	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
 				       PAGE_SIZE);
+	blk_opf_t opf = REQ_OP_READ;
 	struct bio *bio;
 	int ret;
 
 	if (kvblk_disk_going(bdev->bd_disk, bdev_get_queue(bdev)))
 		return -ENOLINK;
+	if (b->store) {
+		/* As a direct write does: O_DIRECT's REQ_SYNC | REQ_IDLE. */
+		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE;
+		if (b->durable)
+			opf |= REQ_FUA;
+		if (!cmd->done)
+			kvblk_bio_drop_cache(file->f_mapping, o->offset,
+					     o->offset + o->length, true);
+	}
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
 		return ret;
-	bio = bio_alloc(bdev, nr, REQ_OP_READ, GFP_KERNEL);
+	bio = bio_alloc(bdev, nr, opf, GFP_KERNEL);
 	if (!bio) {
 		kvblk_buf_dma_end(o->buf);
 		return -ENOMEM;
@@ -136,11 +176,20 @@ static int kvblk_bio_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	return bt->max_cmd_bytes ? 0 : -EOPNOTSUPP;
 }
 
+/* A store's batch ended: what was read into the page cache meanwhile goes. */
+static void kvblk_bio_end(struct kvblk_btgt *bt)
+{
+	kvblk_bio_drop_cache(bt->t->file->f_mapping, bt->wr_start, bt->wr_end,
+			     false);
+}
+
 const struct kvblk_engine_ops kvblk_engine_bio = {
 	.name		= "bio",
 	.id		= KVBLK_ENGINE_BIO,
 	.dma_mapped	= false,
+	.stores		= true,
 	.begin		= kvblk_bio_begin,
+	.end		= kvblk_bio_end,
 	.submit		= kvblk_bio_submit,
 };
 

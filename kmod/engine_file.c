@@ -12,6 +12,16 @@
  * descriptor past it is refused, and a read that comes back short (the
  * file was truncated while the batch ran) fails its object with -ENODATA:
  * nothing stale or foreign is reported as data.
+ *
+ * A store batch (KVBLK_LOAD_F_STORE) sends each command through the file's
+ * ->write_iter instead, as an asynchronous direct write does (io_uring,
+ * aio): IOCB_WRITE, the file system's freeze protection taken at
+ * submission and handed to the completion (kiocb_start_write() and
+ * kiocb_end_write()), IOCB_DSYNC when it must be durable (the file system
+ * syncs what the write needs its own way before completing it). The file
+ * system invalidates its page cache over the range and fills holes; the
+ * batch layer keeps every store inside the file's size, so no store
+ * extends the file (unless the file shrank meanwhile).
  */
 #include <linux/blkdev.h>
 #include <linux/fs.h>
@@ -28,7 +38,12 @@ static void kvblk_file_complete(struct kiocb *iocb, long ret)
 	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
 	int err = 0;
 
-	if (ret < 0) {
+	/* A write hands the file system's freeze protection back here. */
+	if (iocb->ki_flags & IOCB_WRITE)
+		kvblk_kiocb_end_write(iocb);
+	if (ret == -ENOSPC || ret == -EDQUOT) {
+		err = -ENOSPC;		/* a store filling a hole */
+	} else if (ret < 0) {
 		err = ret == -ENOLINK ? -ENOLINK : -EIO;
 		kind = ret == -ENODATA ? KVBLK_ERR_MEDIA :
 		       ret == -ENOLINK ? KVBLK_ERR_TRANSPORT : KVBLK_ERR_IO;
@@ -85,17 +100,30 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		off += n;
 		left -= n;
 	}
-	/* READ is ITER_DEST on the kernels that have the name. */
-	iov_iter_bvec(&iter, READ, cmd->file.bvec, i, cmd->bytes);
+	/*
+	 * READ is ITER_DEST, WRITE ITER_SOURCE on the kernels that have the
+	 * names.
+	 */
+	iov_iter_bvec(&iter, b->store ? WRITE : READ, cmd->file.bvec, i,
+		      cmd->bytes);
 
 	init_sync_kiocb(iocb, file);
 	iocb->ki_pos = o->offset + cmd->done;
 	iocb->ki_flags |= IOCB_DIRECT;
 	iocb->ki_complete = kvblk_file_complete;
+	if (b->store) {
+		iocb->ki_flags |= IOCB_WRITE;
+		if (b->durable)
+			iocb->ki_flags |= IOCB_DSYNC;
+		kvblk_kiocb_start_write(iocb);
+	}
 
 	kvblk_cmd_issue(b, cmd, 0);
 	/* cmd belongs to the completion from here on. */
-	ret = file->f_op->read_iter(iocb, &iter);
+	if (b->store)
+		ret = file->f_op->write_iter(iocb, &iter);
+	else
+		ret = file->f_op->read_iter(iocb, &iter);
 	if (ret != -EIOCBQUEUED)
 		kvblk_file_complete(iocb, ret);
 	return 0;
@@ -132,6 +160,7 @@ const struct kvblk_engine_ops kvblk_engine_file = {
 	.name		= "file",
 	.id		= KVBLK_ENGINE_FILE,
 	.dma_mapped	= false,
+	.stores		= true,
 	.begin		= kvblk_file_begin,
 	.submit		= kvblk_file_submit,
 	.slot_release	= kvblk_file_slot_release,

@@ -297,6 +297,7 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
 	.name		= "prp",
 	.id		= KVBLK_ENGINE_PRP,
 	.dma_mapped	= true,
+	.stores		= false,	/* Read passthrough only */
 	.begin		= kvblk_prp_begin,
 	.end		= kvblk_prp_end,
 	.submit		= kvblk_prp_submit,

@@ -10,7 +10,7 @@
 static long kvblk_ioctl_get_features(void __user *uarg)
 {
 	u64 feat = KVBLK_FEAT_PRP_ENGINE | KVBLK_FEAT_BIO_ENGINE |
-		   KVBLK_FEAT_FILE_ENGINE | KVBLK_FEAT_TARGETS |
+		   KVBLK_FEAT_FILE_ENGINE | KVBLK_FEAT_TARGETS | KVBLK_FEAT_STORE |
 		   kvblk_mem_features();
 
 	if (IS_ENABLED(CONFIG_MMU_NOTIFIER))

@@ -113,7 +113,8 @@ struct kvblk_pcpu_stats {
 	u64 objects;
 	u64 objects_failed;
 	u64 commands;
-	u64 bytes;
+	u64 bytes;			/* loaded */
+	u64 bytes_written;		/* stored (KVBLK_LOAD_F_STORE) */
 	u64 errors[KVBLK_ERR_NR];
 	u64 cmd_lat[KVBLK_HIST_BUCKETS];
 	u64 batch_lat[KVBLK_HIST_BUCKETS];
@@ -397,6 +398,9 @@ struct kvblk_btgt {
 	u32 align_mask;			/* buf_offset alignment - 1 */
 	u32 nr_objs;			/* descriptors that name it */
 	u64 capacity;
+	/* A store: the byte range its objects write, [wr_start, wr_end). */
+	u64 wr_start;
+	u64 wr_end;
 };
 
 struct kvblk_batch {
@@ -414,6 +418,8 @@ struct kvblk_batch {
 	atomic_t pending;		/* commands in flight, +1 while submitting */
 	atomic_t owner;			/* enum kvblk_batch_owner */
 	bool interrupted;
+	bool store;			/* KVBLK_LOAD_F_STORE: device <- memory */
+	bool durable;			/* KVBLK_LOAD_F_DURABLE */
 	struct completion done;
 	struct work_struct free_work;	/* release of an abandoned batch */
 	/*

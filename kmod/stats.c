@@ -96,6 +96,7 @@ KVBLK_STAT_ATTR(objects, objects);
 KVBLK_STAT_ATTR(objects_failed, objects_failed);
 KVBLK_STAT_ATTR(commands, commands);
 KVBLK_STAT_ATTR(bytes, bytes);
+KVBLK_STAT_ATTR(bytes_written, bytes_written);
 KVBLK_STAT_ATTR(errors_io, errors[KVBLK_ERR_IO]);
 KVBLK_STAT_ATTR(errors_media, errors[KVBLK_ERR_MEDIA]);
 KVBLK_STAT_ATTR(errors_transport, errors[KVBLK_ERR_TRANSPORT]);
@@ -155,6 +156,7 @@ static struct attribute *kvblk_stats_attrs[] = {
 	&kvblk_stat_objects_failed.attr,
 	&kvblk_stat_commands.attr,
 	&kvblk_stat_bytes.attr,
+	&kvblk_stat_bytes_written.attr,
 	&kvblk_stat_errors_io.attr,
 	&kvblk_stat_errors_media.attr,
 	&kvblk_stat_errors_transport.attr,

@@ -256,7 +256,8 @@ public:
 
 	/*
 	 * enum kvblk_backend that serves batches of direction @dir: kind(), unless the backend
-	 * hands that direction to another one (kmod serves stores through uring). Reported in
+	 * hands that direction to another one (kmod serves stores through uring with a kvblk.ko
+	 * without KVBLK_FEAT_STORE). Reported in
 	 * kvblk_batch_info.backend and counted in stats.batches_by_backend.
 	 */
 	[[nodiscard]] virtual kvblk_backend kind_for(IoDir dir) const noexcept

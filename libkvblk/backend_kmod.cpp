@@ -32,8 +32,16 @@
 // engine, which kvblk_attach.engines reports for the namespace);
 // otherwise register_device_buffer() says -EOPNOTSUPP and registration.cpp stages CUDA memory.
 //
-// Stores: kvblk.ko reads only. A device opened with KVBLK_OPEN_WRITE gets a uring backend
-// on the same fd for store_many; those batches report and count backend uring.
+// Stores: when kvblk.ko writes (KVBLK_FEAT_STORE), a device opened with KVBLK_OPEN_WRITE stores
+// through it: the same descriptors and calls as a load, with KVBLK_LOAD_F_STORE, reported and
+// counted as kmod. The module's PRP engine only reads, so when it serves the namespace the
+// same fd (opened O_RDWR) is attached once more to the context through the block-layer engine
+// (KVBLK_ATTACH_F_ENGINE_BIO | KVBLK_ATTACH_F_ADD_TARGET, KVBLK_FEAT_TARGETS) and stores name
+// that target; registered buffers reach both (the block layer maps each bio itself). Store
+// sources are pinned like load destinations (writable anonymous, shmem or hugetlb memory).
+// An older kvblk.ko (or one that refuses the second attach) gets a uring backend on the
+// same fd for store_many, as before; those batches report and count backend uring.
+// kvblk_flush() is fdatasync() of the fd either way: a cache flush of the device.
 //
 // Asynchronous batches: when the module reports KVBLK_FEAT_URING_CMD the backend is
 // KVBLK_ASYNC_NATIVE. start() builds the descriptors run() would send and hands them, as
@@ -147,6 +155,8 @@ struct TempRange {
  * max_descs descriptors [pos, pos + nr).
  */
 struct KernelBatch {
+	uint32_t flags = 0;	/* kvblk_load_many.flags: 0, or KVBLK_LOAD_F_STORE */
+	uint32_t target = 0;	/* the kvblk.ko target every descriptor names */
 	std::vector<kvblk_io_desc> descs;
 	std::vector<uint32_t> owner;
 	std::vector<kvblk_desc_result> res;
@@ -172,6 +182,7 @@ struct KernelBatch {
 			d.buf_offset = buf_offset + off;
 			d.buf_id = kid;
 			d.tag = b.results[i].tag;
+			d.target = target;
 			descs.push_back(d);
 			owner.push_back(i);
 		}
@@ -184,6 +195,7 @@ struct KernelBatch {
 			res[k] = kvblk_desc_result{kNoResult, 0, 0};
 		struct kvblk_load_many lm{}; /* the ioctl's struct; kvblk_load_many() is the C API call */
 		lm.size = sizeof(lm);
+		lm.flags = flags;
 		lm.nr_descs = nr;
 		lm.desc_bytes = sizeof(kvblk_io_desc);
 		lm.descs = uint64_t(uintptr_t(&descs[pos]));
@@ -425,12 +437,21 @@ public:
 			cfg.queue_depth = uint32_t(std::min<uint64_t>(inflight, UINT32_MAX));
 
 		if (cfg.writable) {
-			BackendConfig w = cfg;
-			w.queue_depth = store_qd;
-			int err = 0;
-			writer_ = make_uring_backend(w, &err);
-			if (!writer_)
-				return err;
+			std::string why;
+			store_target_ = store_target(cfg, a, s, &why);
+			if (store_target_ < 0) {
+				BackendConfig w = cfg;
+				w.queue_depth = store_qd;
+				int err = 0;
+				writer_ = make_uring_backend(w, &err);
+				if (!writer_)
+					return err;
+				store_note_ = ", stores through uring (" + why + ")";
+			} else {
+				store_note_ = store_target_ ? ", stores through kvblk.ko's block-layer engine (target " +
+								 std::to_string(store_target_) + ")" :
+							     ", stores through kvblk.ko";
+			}
 		}
 		/* Batches through io_uring when the module takes them (and the ring can be made). */
 		std::string async = ", batches on a dispatch thread (kvblk.ko without io_uring commands)";
@@ -445,8 +466,7 @@ public:
 		const bool prp_too = a.engine != KVBLK_ENGINE_PRP && (a.engines & (1u << KVBLK_ENGINE_PRP));
 		cfg.note = "nsid " + std::to_string(a.nsid) + ", " +
 			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
-			   " engine" + (prp_too ? " (prp for device memory)" : "") + async +
-			   (cfg.writable ? ", stores through uring" : "");
+			   " engine" + (prp_too ? " (prp for device memory)" : "") + async + store_note_;
 		page_ = uint64_t(sysconf(_SC_PAGESIZE));
 		return 0;
 	}
@@ -461,9 +481,10 @@ public:
 	int run(Batch &b) noexcept override
 	{
 		if (b.dir == IoDir::write) {
-			if (!writer_)
+			if (writer_)
+				return writer_->run(b);
+			if (store_target_ < 0)
 				return fail(-EBADF, "kmod: stores need KVBLK_OPEN_WRITE");
-			return writer_->run(b);
 		}
 		try {
 			return load(b);
@@ -478,15 +499,15 @@ public:
 	}
 
 	/*
-	 * What start() takes: loads whose every object is in a buffer kvblk.ko registered (host
-	 * or device memory), and stores (the uring writer's own start()). Loads with plain
-	 * pointers (or buffers the module refused) need temporary registrations around their
-	 * calls: they go to run() on the device's dispatch thread.
+	 * What start() takes: batches whose every object is in a buffer kvblk.ko registered (host
+	 * or device memory), and stores through the uring writer (its own start()). Batches with
+	 * plain pointers (or buffers the module refused) need temporary registrations around
+	 * their calls: they go to run() on the device's dispatch thread.
 	 */
 	[[nodiscard]] bool can_start(const Batch &b) const noexcept override
 	{
-		if (b.dir == IoDir::write)
-			return writer_ != nullptr;
+		if (b.dir == IoDir::write && writer_)
+			return true;
 		if (!ring_)
 			return false;
 		for (uint32_t i = 0; i < b.count; i++) {
@@ -506,7 +527,7 @@ public:
 	 */
 	void start(Batch &b) noexcept override
 	{
-		if (b.dir == IoDir::write) {
+		if (b.dir == IoDir::write && writer_) {
 			writer_->start(b);
 			return;
 		}
@@ -514,6 +535,8 @@ public:
 		try {
 			j = std::make_unique<NativeJob>();
 			j->b = &b;
+			j->k.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
+			j->k.target = b.dir == IoDir::write ? uint32_t(store_target_) : 0;
 			j->ring = ring_.get();
 			j->kernel_descs = &kernel_descs_;
 			j->ctl = ctl_;
@@ -665,6 +688,39 @@ public:
 	}
 
 private:
+	/*
+	 * The kvblk.ko target stores go to (KVBLK_FEAT_STORE): the attached one (@a) unless the
+	 * PRP engine serves it, else the same fd attached again through the block-layer engine.
+	 * -1 and *why when the module cannot store here.
+	 */
+	int store_target(const BackendConfig &cfg, const kvblk_attach &a, const testing::Seams *s,
+			 std::string *why) noexcept
+	{
+		if (!(feat_ & KVBLK_FEAT_STORE) || (s && s->kmod_no_store)) {
+			*why = "kvblk.ko without KVBLK_FEAT_STORE";
+			return -1;
+		}
+		if (a.engine != KVBLK_ENGINE_PRP)
+			return int(a.target);
+		if (!(feat_ & KVBLK_FEAT_TARGETS)) {
+			*why = "the PRP engine only reads and kvblk.ko takes one target per context";
+			return -1;
+		}
+		kvblk_attach w{};
+		w.size = sizeof(w);
+		w.flags = KVBLK_ATTACH_F_ENGINE_BIO | KVBLK_ATTACH_F_ADD_TARGET;
+		w.bdev_fd = cfg.fd;
+		if (ioctl(ctl_, KVBLK_IOC_ATTACH, &w) != 0) {
+			*why = "kvblk.ko refused the block-layer attach for stores: " + errno_text(errno);
+			return -1;
+		}
+		if (w.lba_size != a.lba_size || w.capacity != a.capacity) {
+			*why = "the block-layer engine sees another geometry";
+			return -1;
+		}
+		return int(w.target);
+	}
+
 	/* KVBLK_IOC_REGISTER_BUFFER of a page-aligned host range; 0 and *kid, or -errno. */
 	int register_range(uint64_t start, uint64_t end, uint32_t *kid) noexcept
 	{
@@ -730,6 +786,8 @@ private:
 	int load(Batch &b)
 	{
 		const uint32_t n = b.count;
+		k_.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
+		k_.target = b.dir == IoDir::write ? uint32_t(store_target_) : 0;
 		k_.status.assign(n, 0);
 		range_of_.assign(n, -1);
 
@@ -808,7 +866,9 @@ private:
 	uint64_t page_ = 4096;
 	uint64_t split_ = 0;		/* > 0: one kernel descriptor per command of this size */
 	std::atomic<uint32_t> kernel_descs_{kDefaultKernelDescs};	/* run() and start() lower it */
-	std::unique_ptr<Backend> writer_;	/* stores (KVBLK_OPEN_WRITE) */
+	std::unique_ptr<Backend> writer_;	/* stores through uring (no KVBLK_FEAT_STORE) */
+	int store_target_ = -1;		/* stores through kvblk.ko: its target index */
+	std::string store_note_;	/* backend_reason's words on stores */
 	std::array<KernelBuf, kMaxBuffers> bufs_{};
 	std::shared_ptr<KmodRing> ring_;	/* set: KVBLK_ASYNC_NATIVE through the process's kvblk.ko ring */
 

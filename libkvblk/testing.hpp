@@ -55,6 +55,8 @@ struct CommandInfo {
  * @kmod_node:         path checked instead of /dev/kvblk by the AUTO backend choice.
  * @kmod_no_uring_cmd: kmod devices opened after this ignore KVBLK_FEAT_URING_CMD and serve
  *                     their batches on the dispatch thread, as with a module without it.
+ * @kmod_no_store:     kmod devices opened after this ignore KVBLK_FEAT_STORE and store
+ *                     through a uring backend on the same fd, as with a module without it.
  * @kmod_ring_hold:    while it points to true, the kmod ring (kmod_ring.cpp) leaves its
  *                     queue alone: commands queued meanwhile stay there (kvblk_cancel()
  *                     finds them not issued). The ring looks again when it is woken.
@@ -72,6 +74,7 @@ struct Seams {
 	std::function<int(const char *path)> on_open_direct;
 	const char *kmod_node = nullptr;
 	bool kmod_no_uring_cmd = false;
+	bool kmod_no_store = false;
 	const std::atomic<bool> *kmod_ring_hold = nullptr;
 	uint32_t uring_overcommit = 0;
 	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;

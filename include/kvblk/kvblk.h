@@ -112,12 +112,20 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  *                            are loaded into repeatedly. Destinations must be
  *                            anonymous, shmem or hugetlb memory (the module
  *                            refuses to pin file mappings: such objects fail
- *                            with -EOPNOTSUPP). The module only reads:
- *                            kvblk_store_many() on a kmod device (opened with
- *                            KVBLK_OPEN_WRITE) is served by the uring backend on
- *                            the same device, and is reported and counted as
- *                            uring (kvblk_batch_info.backend,
- *                            stats.batches_by_backend).
+ *                            with -EOPNOTSUPP). kvblk_store_many() on a kmod
+ *                            device opened with KVBLK_OPEN_WRITE (the namespace
+ *                            is then opened O_RDWR; without it, O_RDONLY) goes
+ *                            through the module too when it writes
+ *                            (KVBLK_FEAT_STORE): through its block-layer engine,
+ *                            which the library attaches the same fd to a second
+ *                            time when the PRP engine (which only reads) serves
+ *                            loads; sources follow the rules of destinations
+ *                            (pinned: writable anonymous, shmem or hugetlb
+ *                            memory). With an older module, stores are served by
+ *                            the uring backend on the same device and reported
+ *                            and counted as uring (kvblk_batch_info.backend,
+ *                            stats.batches_by_backend); backend_reason says
+ *                            which. kvblk_flush() is fdatasync() either way.
  * @KVBLK_BACKEND_URING_CMD:  NVMe Read/Write commands passed through io_uring
  *                            (IORING_OP_URING_CMD, 128-byte SQEs) to the
  *                            namespace's generic char device: @path is
@@ -271,7 +279,8 @@ void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
  * @max_cmd_bytes:      effective largest command.
  * @queue_depth:        effective queue depth per ring (1 for psync and threadpool;
  *                      kmod: the module's max_inflight tunable for the namespace,
- *                      while its stores through uring use the requested depth).
+ *                      stores included; stores through uring, with a kvblk.ko
+ *                      without KVBLK_FEAT_STORE, use the requested depth).
  * @workers:            effective rings or threads.
  * @max_descs:          effective descriptor limit per call.
  * @backend_reason:     why @backend was chosen, NUL-terminated.

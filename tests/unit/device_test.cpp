@@ -276,7 +276,8 @@ TEST_P(DeviceTest, rejected_calls_read_nothing)
 
 /*
  * Stores: write back exactly the bytes that are there (the namespace keeps its pattern for
- * the cases after this one), then load them again. kmod stores go through uring, visibly.
+ * the cases after this one), then load them again. kmod stores go through kvblk.ko when it
+ * writes (KVBLK_FEAT_STORE), else through uring, visibly.
  */
 TEST_P(DeviceTest, store_same_bytes_back)
 {
@@ -292,7 +293,10 @@ TEST_P(DeviceTest, store_same_bytes_back)
 	ASSERT_EQ(kvblk_load_many(dev.get(), d, 2, r, nullptr), 2) << kvblk_last_error();
 	ASSERT_TRUE(ref_->same(a.data(), off, len));
 
-	const kvblk_backend store_by = GetParam().backend == KVBLK_BACKEND_KMOD ? KVBLK_BACKEND_URING : GetParam().backend;
+	const bool kmod_stores = module_features() & KVBLK_FEAT_STORE;
+	const kvblk_backend store_by = GetParam().backend == KVBLK_BACKEND_KMOD && !kmod_stores ?
+					       KVBLK_BACKEND_URING :
+					       GetParam().backend;
 	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
 	kvblk_batch_info bi = new_batch_info();
 	ASSERT_EQ(kvblk_store_many(dev.get(), d, 2, r, &bi), 2) << kvblk_last_error();
@@ -301,7 +305,9 @@ TEST_P(DeviceTest, store_same_bytes_back)
 	kvblk_stats st = get_stats(dev.get());
 	EXPECT_EQ(st.bytes_written, 2 * len);
 	EXPECT_EQ(st.batches_by_backend[store_by], 1u);
-	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 0u);
+	if (store_by != KVBLK_BACKEND_KMOD) {
+		EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 0u);
+	}
 
 	d[0].addr = uint64_t(uintptr_t(b.data()));
 	d[1].addr = uint64_t(uintptr_t(b.data() + len));
@@ -311,7 +317,140 @@ TEST_P(DeviceTest, store_same_bytes_back)
 	EXPECT_TRUE(pattern_ok(b.data(), off, len));
 	EXPECT_TRUE(pattern_ok(b.data() + len, off + 2 * len, len));
 	st = get_stats(dev.get());
-	EXPECT_EQ(st.batches_by_backend[GetParam().backend], GetParam().backend == KVBLK_BACKEND_KMOD ? 1u : 2u);
+	EXPECT_EQ(st.batches_by_backend[GetParam().backend], store_by == GetParam().backend ? 2u : 1u);
+}
+
+/*
+ * kmod stores through kvblk.ko (KVBLK_FEAT_STORE), byte-exact: other bytes than the namespace
+ * holds, from a registered buffer and from plain pointers, synchronous and submitted; each
+ * read back equal, the bytes around them (canaries) unchanged; then the namespace's own bytes
+ * are stored back. The uring fallback (a module without the feature) still stores.
+ */
+class KmodStoreTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		REQUIRE_DEVICE();
+		REQUIRE_KMOD();
+		if (!(module_features() & KVBLK_FEAT_STORE))
+			GTEST_SKIP() << "this kvblk.ko does not write (KVBLK_FEAT_STORE)";
+		path_ = env("KVBLK_TEST_DEVICE");
+	}
+
+	DevPtr open_kmod()
+	{
+		return open_dev(path_, make_opts(KVBLK_BACKEND_KMOD, 0, 0, 0, KVBLK_OPEN_WRITE));
+	}
+
+	std::string path_;
+};
+
+TEST_F(KmodStoreTest, store_then_load_equal)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	const kvblk_dev_info info = get_info(dev.get());
+	EXPECT_NE(std::string(info.backend_reason).find("stores through kvblk.ko"), std::string::npos)
+		<< info.backend_reason;
+	const uint64_t lbs = info.logical_block_size;
+	/* [base, base + span): three objects with gaps (canaries) between and around them. */
+	const uint64_t span = 2 * MiB, base = info.capacity - 8 * MiB;
+	const uint64_t off[3] = {base + lbs, base + 256 * KiB, base + MiB + 3 * lbs};
+	const uint64_t len[3] = {8 * lbs, 256 * KiB + lbs, 512 * KiB};
+	Reference ref(path_);
+	AlignedBuf orig(span), src(span), back(span);
+	kvblk_desc whole = plain_desc(base, span, orig.data(), 9);
+	kvblk_result r[3];
+	ASSERT_EQ(kvblk_load_many(dev.get(), &whole, 1, r, nullptr), 1) << kvblk_last_error();
+	ASSERT_TRUE(ref.same(orig.data(), base, span));
+
+	for (int pass = 0; pass < 3; pass++) {
+		for (uint64_t i = 0; i < span; i++)
+			src.data()[i] = uint8_t(~orig.data()[i] + pass);
+		uint32_t id = 0;
+		kvblk_desc d[3];
+		if (pass == 1) {
+			ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, src.data(), span, &id), 0)
+				<< kvblk_last_error();
+		}
+		for (int k = 0; k < 3; k++)
+			d[k] = pass == 1 ? buf_desc(off[k], len[k], id, off[k] - base, k) :
+					   plain_desc(off[k], len[k], src.data() + (off[k] - base), k);
+		ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+		kvblk_batch_info bi = new_batch_info();
+		if (pass == 2) {
+			uint64_t ticket = 0;
+			kvblk_submit_opts so;
+			kvblk_submit_opts_init(&so, sizeof(so));
+			so.flags = KVBLK_SUBMIT_STORE;
+			so.results = r;
+			ASSERT_EQ(kvblk_submit(dev.get(), d, 3, &so, &ticket), 0) << kvblk_last_error();
+			ASSERT_EQ(kvblk_wait(dev.get(), ticket, -1, &bi), 3) << kvblk_last_error();
+		} else {
+			ASSERT_EQ(kvblk_store_many(dev.get(), d, 3, r, &bi), 3) << kvblk_last_error();
+		}
+		EXPECT_EQ(bi.backend, uint32_t(KVBLK_BACKEND_KMOD)) << "pass " << pass;
+		const kvblk_stats st = get_stats(dev.get());
+		EXPECT_EQ(st.bytes_written, len[0] + len[1] + len[2]);
+		EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 1u);
+		EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_URING], 0u);
+		if (pass == 1) {
+			ASSERT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+		}
+
+		/* What the device holds now: the stored ranges from src, the rest as it was. */
+		std::vector<uint8_t> want(orig.data(), orig.data() + span);
+		for (int k = 0; k < 3; k++)
+			std::memcpy(want.data() + (off[k] - base), src.data() + (off[k] - base), len[k]);
+		ASSERT_TRUE(ref.same(want.data(), base, span)) << "pass " << pass;
+		std::memset(back.data(), 0, span);
+		whole.addr = uint64_t(uintptr_t(back.data()));
+		ASSERT_EQ(kvblk_load_many(dev.get(), &whole, 1, r, nullptr), 1) << kvblk_last_error();
+		whole.addr = uint64_t(uintptr_t(orig.data()));
+		EXPECT_EQ(std::memcmp(back.data(), want.data(), span), 0) << "pass " << pass;
+	}
+
+	/* The namespace's own bytes back (the cases after this one read its pattern). */
+	kvblk_desc all = plain_desc(base, span, orig.data(), 10);
+	ASSERT_EQ(kvblk_store_many(dev.get(), &all, 1, r, nullptr), 1) << kvblk_last_error();
+	ASSERT_EQ(kvblk_flush(dev.get(), KVBLK_TARGET_ALL, 0), 0) << kvblk_last_error();
+	ASSERT_TRUE(ref.same(orig.data(), base, span));
+	EXPECT_TRUE(pattern_ok(orig.data(), base, span));
+}
+
+/* A module without KVBLK_FEAT_STORE (the bit hidden): stores through uring, as before. */
+TEST_F(KmodStoreTest, without_the_feature_stores_through_uring)
+{
+	kvblk::testing::Seams s;
+	s.kmod_no_store = true;
+	SeamGuard g(s);
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	EXPECT_NE(std::string(get_info(dev.get()).backend_reason).find("stores through uring"), std::string::npos)
+		<< get_info(dev.get()).backend_reason;
+	const uint64_t lbs = get_info(dev.get()).logical_block_size;
+	const uint64_t off = get_info(dev.get()).capacity - 8 * MiB;
+	AlignedBuf a(4 * lbs);
+	kvblk_desc d = plain_desc(off, 4 * lbs, a.data(), 1);
+	kvblk_result r{};
+	ASSERT_EQ(kvblk_load_many(dev.get(), &d, 1, &r, nullptr), 1) << kvblk_last_error();
+	kvblk_batch_info bi = new_batch_info();
+	ASSERT_EQ(kvblk_store_many(dev.get(), &d, 1, &r, &bi), 1) << kvblk_last_error();
+	EXPECT_EQ(bi.backend, uint32_t(KVBLK_BACKEND_URING));
+}
+
+/* A read-only open stays read-only: no store, whatever the module can do. */
+TEST_F(KmodStoreTest, read_only_open_does_not_store)
+{
+	DevPtr dev = open_dev(path_, make_opts(KVBLK_BACKEND_KMOD));
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	EXPECT_FALSE(get_info(dev.get()).flags & KVBLK_INFO_WRITABLE);
+	const uint64_t lbs = get_info(dev.get()).logical_block_size;
+	AlignedBuf a(lbs);
+	kvblk_desc d = plain_desc(0, lbs, a.data(), 1);
+	kvblk_result r{};
+	kvblk_batch_info bi = new_batch_info();
+	EXPECT_EQ(kvblk_store_many(dev.get(), &d, 1, &r, &bi), -EBADF);
 }
 
 INSTANTIATE_TEST_SUITE_P(Nvme, DeviceTest, ::testing::ValuesIn(kCases),

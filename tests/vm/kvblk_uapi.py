@@ -102,6 +102,9 @@ ENGINE_BIO = 2
 ENGINE_FILE = 3
 ATTACH_SIZE_VER2 = 104
 ATTACH_SIZE_VER3 = 112  # + engines: every engine that may serve the target
+LOAD_F_STORE = 1 << 0
+LOAD_F_DURABLE = 1 << 1
+FEAT_STORE = 1 << 9
 
 # Every constant above, by its C name (the host test compares each with the header).
 CONSTANTS = {
@@ -118,6 +121,9 @@ CONSTANTS = {
     "KVBLK_ENGINE_FILE": ENGINE_FILE,
     "KVBLK_ATTACH_SIZE_VER2": ATTACH_SIZE_VER2,
     "KVBLK_ATTACH_SIZE_VER3": ATTACH_SIZE_VER3,
+    "KVBLK_LOAD_F_STORE": LOAD_F_STORE,
+    "KVBLK_LOAD_F_DURABLE": LOAD_F_DURABLE,
+    "KVBLK_FEAT_STORE": FEAT_STORE,
 }
 
 NODE = "/dev/kvblk"
@@ -169,11 +175,12 @@ class Batch:
         self.descs = ctypes.create_string_buffer(descs, len(descs))
         self.results = ctypes.create_string_buffer(DESC_RESULT.size * self.nr)
 
-    def load(self, ctx):
-        """KVBLK_IOC_LOAD_MANY on @ctx: (the ioctl's return, statuses, struct kvblk_load_many
-        as written back). OSError when the call fails as a whole."""
+    def load(self, ctx, flags=0):
+        """KVBLK_IOC_LOAD_MANY on @ctx with KVBLK_LOAD_F_* @flags (0: a load): (the ioctl's
+        return, statuses, struct kvblk_load_many as written back). OSError when the call
+        fails as a whole."""
         lm = bytearray(LOAD_MANY.pack(
-            nr_descs=self.nr, desc_bytes=IO_DESC.size, descs=ctypes.addressof(self.descs),
+            flags=flags, nr_descs=self.nr, desc_bytes=IO_DESC.size, descs=ctypes.addressof(self.descs),
             results=ctypes.addressof(self.results), result_bytes=DESC_RESULT.size))
         ret = fcntl.ioctl(ctx.fd, IOC_LOAD_MANY, lm, True)
         st = [DESC_RESULT.unpack(self.results.raw, DESC_RESULT.size * i)["status"]

@@ -9,6 +9,7 @@
 #include "sysfs.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -20,11 +21,14 @@ namespace kvblkctl {
 namespace {
 
 /* The counter files of stats/, in the order they are printed. */
-constexpr std::array<std::string_view, 12> kCounters{
+constexpr std::array<std::string_view, 13> kCounters{
 	"batches",	    "batches_interrupted", "objects",	       "objects_failed",
-	"commands",	    "bytes",		   "errors_io",	       "errors_media",
-	"errors_transport", "errors_other",	   "inflight",	       "inflight_peak",
+	"commands",	    "bytes",		   "bytes_written",    "errors_io",
+	"errors_media",	    "errors_transport",	   "errors_other",     "inflight",
+	"inflight_peak",
 };
+/* Counters a kvblk.ko without stores (KVBLK_FEAT_STORE) lacks: read as 0 there. */
+constexpr std::string_view kSinceStores = "bytes_written";
 constexpr std::array<std::string_view, 2> kHists{ "cmd_latency_us", "batch_latency_us" };
 
 struct Sample {
@@ -49,6 +53,8 @@ int read_sample(const std::string &disk, Sample &s, std::string &err)
 		std::uint64_t v = 0;
 		std::string p = dir + "/" + std::string(c);
 		int ret = read_u64(p, v);
+		if (ret == -ENOENT && c == kSinceStores)
+			ret = 0;
 		if (ret) {
 			err = p + ": " + errstr(ret);
 			return ret;
@@ -208,8 +214,8 @@ int run_stats(const Globals &g, const StatsOpts &o)
 		const Sample &s = now[i];
 		std::printf("%s\n", s.disk.c_str());
 		for (std::size_t c = 0; c < kCounters.size(); c++) {
-			if (kCounters[c] == "bytes")
-				std::printf("  %-20s %s\n", "bytes",
+			if (kCounters[c] == "bytes" || kCounters[c] == "bytes_written")
+				std::printf("  %-20s %s\n", std::string(kCounters[c]).c_str(),
 					    human_bytes(s.counters[c]).c_str());
 			else
 				std::printf("  %-20s %llu\n", std::string(kCounters[c]).c_str(),

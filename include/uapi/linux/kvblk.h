@@ -442,6 +442,12 @@ struct kvblk_io_desc {
  *            -ENODATA (file engine) the read came back short: the file
  *            was truncated while the batch ran; the object's bytes are
  *            not reported;
+ *            -ENOSPC (file engine, a store) the file system had no space
+ *            or quota left to fill a hole of the file;
+ *            -ENODATA (file engine, a store) the write came back short
+ *            (the file was truncated while the batch ran, or the file
+ *            system stopped early): part of the object may have been
+ *            written;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
@@ -450,10 +456,12 @@ struct kvblk_io_desc {
  *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG, -EXDEV,
- *            -ESTALE).
+ *            -ESTALE; for a store also -EBADF, -EROFS, -EOPNOTSUPP).
+ *            For a store, a failed object's bytes on the device are
+ *            undefined (some of its commands may have been written).
  * @reserved: set to 0 by the kernel.
  * @bytes:    bytes that landed: @length on success, 0 otherwise (an object
- *            is reported whole or not at all).
+ *            is reported whole or not at all); for a store, bytes written.
  */
 struct kvblk_desc_result {
 	__s32 status;
@@ -461,13 +469,24 @@ struct kvblk_desc_result {
 	__u64 bytes;
 };
 
-/* kvblk_load_many.flags */
-#define KVBLK_LOAD_F_ALL	0ULL
+/*
+ * kvblk_load_many.flags (KVBLK_FEAT_STORE; see "Stores" below)
+ * @KVBLK_LOAD_F_STORE:   the batch writes: device <- memory. Every descriptor
+ *                        of the batch stores its buffer range at its offset.
+ * @KVBLK_LOAD_F_DURABLE: with KVBLK_LOAD_F_STORE only: an object succeeds
+ *                        only once its bytes are on stable media (-EINVAL
+ *                        without KVBLK_LOAD_F_STORE).
+ */
+#define KVBLK_LOAD_F_STORE	(1U << 0)
+#define KVBLK_LOAD_F_DURABLE	(1U << 1)
+#define KVBLK_LOAD_F_ALL	(KVBLK_LOAD_F_STORE | KVBLK_LOAD_F_DURABLE)
 
 /**
  * struct kvblk_load_many - ioctl(KVBLK_IOC_LOAD_MANY)
  * @size:        in: sizeof(struct kvblk_load_many).
- * @flags:       in: must be 0.
+ * @flags:       in: 0 (a load), or KVBLK_LOAD_F_STORE, optionally with
+ *               KVBLK_LOAD_F_DURABLE (a store: see "Stores" below). Any
+ *               other bit, or KVBLK_LOAD_F_DURABLE alone: -EINVAL.
  * @nr_descs:    in: descriptors in @descs; 1 .. the max_descs tunable
  *               (default 4096, at most 65536).
  * @desc_bytes:  in: sizeof(struct kvblk_io_desc) as the caller knows it; >= 40
@@ -481,7 +500,8 @@ struct kvblk_desc_result {
  *               The kernel writes the first 16 bytes of each result.
  * @bad_index:   out: index of the first rejected descriptor when the call
  *               fails with -EINVAL, -ERANGE, -E2BIG, -EXDEV or -ESTALE
- *               because of one; -1 otherwise.
+ *               because of one, or (stores) -EBADF, -EROFS or -EOPNOTSUPP;
+ *               -1 otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch when one
  *               engine served every descriptor; KVBLK_ENGINE_MIXED when
@@ -491,7 +511,8 @@ struct kvblk_desc_result {
  *               says which).
  * @nr_cmds:     out: commands issued for the batch: NVMe Read commands
  *               (PRP engine), bios before the block layer split them
- *               (KVBLK_ENGINE_BIO), direct-I/O reads (KVBLK_ENGINE_FILE).
+ *               (KVBLK_ENGINE_BIO), direct-I/O reads or writes
+ *               (KVBLK_ENGINE_FILE).
  * @elapsed_ns:  out: CLOCK_MONOTONIC ns from first submission to last completion.
  * @reserved:    must be 0.
  * @engines:     out: the engines that served the batch's objects, a bit
@@ -735,6 +756,82 @@ struct kvblk_uring_cmd {
 };
 
 #define KVBLK_URING_CMD_LOAD_MANY	_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_uring_cmd)
+
+/*
+ * ---- Stores (KVBLK_FEAT_STORE) ----
+ *
+ * KVBLK_IOC_LOAD_MANY (and KVBLK_URING_CMD_LOAD_MANY, which shares the
+ * batch) with KVBLK_LOAD_F_STORE in kvblk_load_many.flags writes: each
+ * descriptor's bytes [buf_offset, buf_offset + length) of its registered
+ * buffer go to [offset, offset + length) of its target. Everything else is
+ * the load's: the descriptors, their checks (alignment, the target's live
+ * end: -ERANGE), the results, the output fields, the per-object status and
+ * the whole-call errors. A program built before this flag existed passes
+ * 0 and is unaffected.
+ *
+ * Engines: the block-layer engines write. KVBLK_ENGINE_BIO issues
+ * REQ_OP_WRITE bios over the buffer's pinned pages; the block device's
+ * page cache over each object's range is written back and invalidated
+ * before its first bio and invalidated again when the batch ends, as for
+ * pwrite(O_DIRECT). KVBLK_ENGINE_FILE issues direct-I/O kiocbs through the
+ * file's own ->write_iter, under the file system's freeze protection, as
+ * io_uring and aio do; the file system keeps its page cache coherent.
+ * The PRP engine (NVMe Read passthrough) does not write.
+ *
+ * Files are not extended: a store must lie inside the file's size when
+ * the batch starts (else -ERANGE, as a load); preallocate the file
+ * (fallocate(), ftruncate()) first. Holes inside the file are filled
+ * (the file system allocates them).
+ *
+ * Overlap: a store's sources may overlap (they are only read). Its
+ * destinations may not: two descriptors whose device ranges intersect
+ * (same target, or two targets of the same disk or the same file) would
+ * leave bytes that depend on completion order; the lowest index whose
+ * range intersects an earlier one's is rejected with -EINVAL (@bad_index).
+ * Ranges are compared per disk (absolute, partition start included) for
+ * block devices and per inode for files; a file and the block device under
+ * its file system are not compared with each other.
+ *
+ * KVBLK_LOAD_F_DURABLE: an object's status is 0 only once its bytes are on
+ * stable media. KVBLK_ENGINE_BIO sets REQ_FUA on every write bio (the
+ * block layer drops it for a device without a volatile write cache and
+ * emulates it with a flush after the write where the device lacks FUA);
+ * every object is durable by its own commands' completion, so a failed
+ * object never hides behind another's flush, and no command waits for the
+ * whole batch. On NVMe, FUA is a bit of the Write command: no extra
+ * command. KVBLK_ENGINE_FILE sets IOCB_DSYNC on every kiocb: the file
+ * system makes the data and the metadata needed to read it back durable
+ * its own way before the kiocb completes (iomap: a FUA write for a pure
+ * overwrite, else a sync of the range and the log), as pwrite() on an
+ * O_DSYNC fd does. Without the flag, stored bytes may sit in the device's
+ * volatile cache (and a file's new allocations in memory) until a flush:
+ * fsync()/fdatasync() of the target's fd, which is cheaper once after many
+ * stores than DURABLE on each.
+ *
+ * Rights follow the fd, checked for every target a store batch names
+ * before anything is submitted; the first descriptor of a refused target
+ * fails the call and is named by @bad_index (its result carries the
+ * errno, the others -ECANCELED):
+ * -EBADF      the target's fd was not opened for writing (O_RDONLY), or
+ *             was opened with O_APPEND (a write there would go to the
+ *             file's end, not to the descriptor's offset);
+ * -EROFS      the block device is read-only now (BLKROSET, a write-protected
+ *             device: bdev_read_only()), or the file's file system is
+ *             mounted read-only;
+ * -EOPNOTSUPP the target is served by the PRP engine (it reads only; attach
+ *             the same fd again with KVBLK_ATTACH_F_ENGINE_BIO |
+ *             KVBLK_ATTACH_F_ADD_TARGET and name that target), or the
+ *             object's source has no struct pages (CUDA, dma-buf), which
+ *             only the PRP engine of a default-attached nvme-pci namespace
+ *             could reach, or its file has no ->write_iter.
+ * A store batch that names a PRP target therefore fails, whatever its
+ * other targets are: nothing of it is written.
+ *
+ * Counters: /sys/kernel/kvblk/<disk>/stats/bytes counts bytes loaded,
+ * bytes_written bytes stored; the other counters count loads and stores
+ * alike.
+ */
+#define KVBLK_FEAT_STORE	(1ULL << 9)
 
 /*
  * ---- Processes and remapped host buffers (since KVBLK_API_VERSION 2) ----

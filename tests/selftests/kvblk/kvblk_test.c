@@ -1857,9 +1857,17 @@ TEST_F(kvblk_io, load_many_size_long_zero_tail_accepted)
 TEST_F(kvblk_io, load_many_unknown_flag_einval)
 {
 	for (unsigned int bit = 0; bit < 32; bit++) {
+		if ((1u << bit) & KVBLK_LOAD_F_ALL)
+			continue;	/* known: kvblk_store_test */
 		self->lm.flags = 1u << bit;
 		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("flag bit %u", bit);
+		/* Unknown beside a known one too. */
+		self->lm.flags |= KVBLK_LOAD_F_STORE;
+		EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm)) TH_LOG("flag bit %u", bit);
 	}
+	/* KVBLK_LOAD_F_DURABLE only qualifies a store. */
+	self->lm.flags = KVBLK_LOAD_F_DURABLE;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &self->lm));
 	EXPECT_TRUE(all_bytes(self->buf, self->buf_len, FILL));
 }
 

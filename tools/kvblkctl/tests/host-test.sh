@@ -41,7 +41,7 @@ declare -A info=([nsid]=1 [lba_size]=4096 [hw_max_cmd_bytes]=131072 [nr_hw_queue
 	[max_cmd_bytes]=131072 [max_inflight]=128 [max_descs]=4096)
 for f in "${!info[@]}"; do echo "${info[$f]}" >"$N/$f"; done
 declare -A ctr=([batches]=12 [batches_interrupted]=1 [objects]=345 [objects_failed]=2
-	[commands]=6789 [bytes]=123456789012 [errors_io]=3 [errors_media]=4
+	[commands]=6789 [bytes]=123456789012 [bytes_written]=8192 [errors_io]=3 [errors_media]=4
 	[errors_transport]=5 [errors_other]=6 [inflight]=7 [inflight_peak]=64)
 for f in "${!ctr[@]}"; do echo "${ctr[$f]}" >"$N/stats/$f"; done
 hist() { # FILE SEED: 32 lines "<lower bound> <count>" like kvblk.ko's
@@ -107,6 +107,7 @@ jq_check "stats json /dev path and partition" "$("$K" -o json stats /dev/nvme0n1
 out=$("$K" stats nvme0n1)
 grep -q '^  commands             6789$' <<<"$out" && ok "stats: commands line" || bad "stats: $out"
 grep -q '^  bytes                123456789012 (115.0 GiB)$' <<<"$out" && ok "stats: bytes line" || bad "stats: $out"
+grep -q '^  bytes_written        8192 (8.0 KiB)$' <<<"$out" && ok "stats: bytes_written line" || bad "stats: $out"
 # cmd_latency_us: buckets 4..9 hold 29 36 43 50 57 64 (279); bucket 4 (8us) holds 4*7%97+1 = 29, the peak bucket 9 (256us) 9*7%97+1 = 64: full bar
 grep -qE '^ +8us \.\. 16us +29 \|#{19}$' <<<"$out" && ok "stats: histogram bar 8us" || bad "stats: $out"
 grep -qE '^ +256us \.\. 512us +64 \|#{40}$' <<<"$out" && ok "stats: histogram peak bar" || bad "stats: $out"
@@ -393,7 +394,7 @@ check "schema: stats" "$("$K" -o json stats | keys .)" "schema_version,devices"
 check "schema: stats.devices[]" "$("$K" -o json stats nvme0n1 | keys .devices[0])" \
 	"device,counters,cmd_latency_us,batch_latency_us"
 check "schema: stats.devices[].counters" "$("$K" -o json stats nvme0n1 | keys .devices[0].counters)" \
-	"batches,batches_interrupted,objects,objects_failed,commands,bytes,errors_io,errors_media,errors_transport,errors_other,inflight,inflight_peak"
+	"batches,batches_interrupted,objects,objects_failed,commands,bytes,bytes_written,errors_io,errors_media,errors_transport,errors_other,inflight,inflight_peak"
 check "schema: stats histogram" "$("$K" -o json stats nvme0n1 | jq -r '.devices[0].cmd_latency_us | "\(length) \(.[0] | keys_unsorted | join(","))"')" \
 	"32 lower_us,count"
 check "schema: stats.devices[].rates" "$(keys .devices[0].rates <"$T/watch.json")" \
