@@ -25,9 +25,11 @@
  *                       O_RDONLY target still loads
  *   bdev_bounds         past the end: -ERANGE; overlapping device ranges:
  *                       -EINVAL at the later one; overlapping sources: fine
- *   prp_refused         a PRP target: -EOPNOTSUPP, alone and after a
+ *   prp_refused         a target attached with KVBLK_ATTACH_F_ENGINE_PRP:
+ *                       -EOPNOTSUPP, alone and after a
  *                       block-layer target in the same batch; nothing written
- *   nvme_bio_restore    the namespace through the block-layer engine: store,
+ *   nvme_bio_restore    the namespace through the block-layer engine (its
+ *                       default there): store,
  *                       read back, store the original back
  *   files               per file system: a store over data and one into a
  *                       hole, plain and durable, read back (O_DIRECT and
@@ -535,12 +537,14 @@ TEST(prp_refused)
 	ASSERT_EQ(0, rw_path(nvme, false, false, off, before, MIB));
 
 	ASSERT_EQ(0, sctx_open(&c));
-	prp = sctx_add(&c, nvme, O_RDWR, 0);
-	ASSERT_EQ(0, prp);
-	if (c.a[0].engine != KVBLK_ENGINE_PRP) {
+	/* The block-layer engine is the default: PRP only when asked for. */
+	prp = sctx_add(&c, nvme, O_RDWR, KVBLK_ATTACH_F_ENGINE_PRP);
+	if (prp == -EOPNOTSUPP) {
 		sctx_close(&c);
-		SKIP(return, "%s is not served by the PRP engine", nvme);
+		SKIP(return, "%s refuses the PRP engine (see the kernel log)", nvme);
 	}
+	ASSERT_EQ(0, prp);
+	ASSERT_EQ((__u32)KVBLK_ENGINE_PRP, c.a[0].engine);
 	ASSERT_EQ(0, sctx_register(&c));
 	fill(c.mem, BUF_BYTES, 61);
 	d[0] = desc(0, off, MIB, 0, c.buf_id);
@@ -558,7 +562,7 @@ TEST(prp_refused)
 	/* A block-layer target and the PRP one in one store batch: refused at the PRP one. */
 	if (dev) {
 		ASSERT_EQ(0, sctx_open(&c));
-		ASSERT_EQ(0, sctx_add(&c, nvme, O_RDWR, 0));
+		ASSERT_EQ(0, sctx_add(&c, nvme, O_RDWR, KVBLK_ATTACH_F_ENGINE_PRP));
 		ASSERT_EQ(1, sctx_add(&c, dev, O_RDWR, KVBLK_ATTACH_F_ENGINE_BIO));
 		ASSERT_EQ((__u32)KVBLK_ENGINE_PRP, c.a[0].engine);
 		ASSERT_EQ(0, sctx_register(&c));
