@@ -76,9 +76,10 @@ clean:
 #                boot each variant on one kernel (default 6.1, this machine's), run its cases
 #   make vmtest-matrix [KERNELS="6.1 6.12 7.2"] [CASES=..] [VARIANTS=..]
 #   make vmtest-fuzz [KERNEL=..] [FUZZ_ARGS="--seed N --iterations N ..."]
+#   make vmtest-debug [CASES=..] [VARIANTS=..] [FUZZ_ARGS=..]   the debug kernel (below)
 #                the suite on each kernel (6.12, 7.2: Debian trixie/sid in build/kroots/)
 #   make vmshell [VARIANT=lba4k] [KERNEL=..]         interactive shell in a test VM
-.PHONY: deps-vm vmtest vmtest-matrix vmtest-fuzz vmshell vmtest-install
+.PHONY: deps-vm vmtest vmtest-matrix vmtest-fuzz vmtest-debug vmshell vmtest-install
 KERNELS ?= 6.1 6.12 7.2
 
 deps-vm:
@@ -95,6 +96,17 @@ vmtest-matrix: deps-vm
 vmtest-fuzz: deps-vm
 	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--iterations 30000 --kills 1000 --closes 1000)' \
 	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --cases '^fuzz$$' --variants '$(or $(VARIANTS),lba4k,iommu)'
+
+# The debug kernel's leg: Debian's 6.1 source with KASAN, kmemleak, lockdep, atomic-sleep
+# checks, debug objects, DMA-API debugging and fault injection (tests/vm/kernels/mkdebug.sh
+# builds it once into build/kroots/debug, about an hour on 2 cores); the suite on the lba4k
+# and iommu variants, a kmemleak scan after every case, then the fuzzer under fault injection
+# (tests/vm/debug.list). Any report fails the case. Hours under TCG: not in make check.
+vmtest-debug: deps-vm
+	@$(DEPS) debug
+	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),lba4k,iommu)'
+	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--iterations 20000 --kills 1000 --closes 1000)' \
+	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh --manifest tests/vm/debug.list --variants '$(or $(VARIANTS),lba4k,iommu)'
 
 # The packages of `make deb` installed with apt in a guest (writable overlay over its root),
 # kvblk.ko built there by DKMS, loaded, used by a user of the kvblk group, purged.

@@ -13,7 +13,8 @@
 #
 # Files it writes in $KVBLK_VM_RESULTS: started (guest uptime when the runner
 # began), cases/NAME.rc ("rc<TAB>seconds<TAB>status", status ok|timeout|hung),
-# cases/NAME.d/ (the case's scratch folder), dmesg.txt, done.
+# cases/NAME.d/ (the case's scratch folder; kmemleak.txt where a scan found
+# leaks), dmesg.txt, done.
 set -u
 # guest-init.sh exported the run's settings (guest.env) into our environment.
 res=$KVBLK_VM_RESULTS
@@ -24,6 +25,23 @@ kmsg() { echo "kvblk-vm: $*" >/dev/kmsg; }
 mkdir -p "$res/cases"
 cut -d' ' -f1 /proc/uptime >"$res/started"
 kmsg "runner started, variant $KVBLK_VM_VARIANT"
+
+# Where the kernel has kmemleak (the debug kernel): a scan after each case,
+# before its END line, so that kmemleak's "N new suspected memory leaks" line
+# fails that case (run-suite.sh), its report kept in cases/NAME.d/kmemleak.txt;
+# then the reported objects are cleared. What the boot left is cleared before
+# the first case. Objects younger than 5 s are not reported yet: they show at
+# the next scan, and the last case gets a final one 6 s after it ends.
+leak=/sys/kernel/debug/kmemleak
+[ -w "$leak" ] || leak=
+leak_scan() {	# report file
+	[ -n "$leak" ] || return 0
+	echo scan >"$leak"
+	cat "$leak" >"$1"
+	[ -s "$1" ] || rm -f "$1"
+	echo clear >"$leak"
+}
+leak_scan /dev/null
 
 while IFS=$'\t' read -r name tmo mods cmd <&3; do
 	[ -n "$name" ] || continue
@@ -51,11 +69,17 @@ while IFS=$'\t' read -r name tmo mods cmd <&3; do
 		case $rc in 124 | 137) status=timeout ;; esac
 	fi
 	t=$((${EPOCHREALTIME/./} - t0))
+	leak_scan "$dir/kmemleak.txt"
+	last=$name
 	kmsg "END $name rc=$rc"
 	printf '%s\t%d.%02d\t%s\n' "$rc" $((t / 1000000)) $((t % 1000000 / 10000)) "$status" \
 		>"$res/cases/$name.rc"
 	dmesg >"$res/dmesg.txt"
 done 3<"$res/cases.tsv"
+if [ -n "$leak" ] && [ -n "${last:-}" ]; then
+	sleep 6
+	leak_scan "$res/cases/$last.d/kmemleak-final.txt"
+fi
 
 sync
 sleep 0.2

@@ -27,6 +27,9 @@ vm_kroots_dir() {
 #   "" | host | 6.1 | bookworm   this machine's /boot and /lib/modules (default)
 #   trixie | 6.12                 Debian trixie's kernel, in build/kroots/trixie
 #   sid | 7.2                     Debian sid's kernel, in build/kroots/sid
+#   debug                         Debian's 6.1 source with KASAN, lockdep, kmemleak...
+#                                 (kernels/mkdebug.sh), in build/kroots/debug; the
+#                                 userland is this machine's, as for host
 # The numbers are the series each release carried when this was written; the
 # root holds whatever its release ships (the suite prints the version).
 # vm_kernel_select sets VM_KREL (host, trixie or sid) and VM_KROOT (the
@@ -37,7 +40,8 @@ vm_kernel_select() {
 	'' | host | 6.1 | bookworm) VM_KREL=host ;;
 	trixie | 6.12) VM_KREL=trixie ;;
 	sid | 7.2) VM_KREL=sid ;;
-	*) vm_die "KVBLK_VM_KERNEL='$KVBLK_VM_KERNEL': want host|6.1|bookworm, 6.12|trixie or 7.2|sid" ;;
+	debug) VM_KREL=debug ;;
+	*) vm_die "KVBLK_VM_KERNEL='$KVBLK_VM_KERNEL': want host|6.1|bookworm, 6.12|trixie, 7.2|sid or debug" ;;
 	esac
 	VM_KROOT=
 	[ $VM_KREL = host ] || VM_KROOT=$(vm_kroots_dir)/$VM_KREL
@@ -56,12 +60,17 @@ vm_in_kroot() {
 }
 
 # Prints the kernel version the guest boots. A chroot kernel: the one in
-# $VM_KROOT, whose root is made first when missing (kernels/mkroot.sh). The
+# $VM_KROOT, whose root is made first when missing (kernels/mkroot.sh; the
+# debug kernel: kernels/mkdebug.sh, which builds it the first time). The
 # host's: $KVBLK_VM_KVER, else the newest /boot/vmlinuz-<ver> whose modules
 # are installed in /lib/modules/<ver>.
 vm_kernel_version() {
 	local v best=
 	[ -n "${VM_KREL:-}" ] || vm_kernel_select
+	if [ "$VM_KREL" = debug ]; then
+		"$VM_DIR/kernels/mkdebug.sh" || vm_die "no debug kernel"
+		return
+	fi
 	if [ -n "$VM_KROOT" ]; then
 		"$VM_DIR/kernels/mkroot.sh" "$VM_KREL" || vm_die "no $VM_KREL kernel root"
 		return

@@ -37,7 +37,9 @@ while [ $# -gt 0 ]; do
 done
 
 # Kernel messages that fail the case during which they appear.
-BAD_RE='BUG:|WARNING:|Oops|lockdep|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:'
+# kmemleak's line after a scan (guest-run.sh scans after each case where the
+# kernel has it) and the DMA-API checker's at a driver's unbind count as well.
+BAD_RE='BUG:|WARNING:|Oops|lockdep|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:|suspected memory leak|pending DMA allocations'
 ORDER=(lba4k lba512 mdts-small iommu blkdebug)
 
 vm_kernel_select
@@ -196,7 +198,8 @@ build_one() {	# id dir make-args...
 # nvidia-p2p, dma-buf exporters). The host's kernel: built in place. A chroot
 # kernel (KVBLK_VM_KERNEL): built inside its root by its release's compiler,
 # from a copy of the folders and include/ in $KBUILD (the repository's layout;
-# conftest.sh runs there again, for that kernel), so builds never collide.
+# conftest.sh runs there again, for that kernel), so builds never collide. The
+# debug kernel: the same copy, built by this machine's compiler against its tree.
 read -ra module_dirs <<<"${KVBLK_VM_MODULE_DIRS:-kmod tests/kmod-exporters}"
 # The copy lives under the root, one folder per checkout (kroots may be shared
 # by several worktrees through KVBLK_VM_KROOTS: one folder for all of them
@@ -218,6 +221,11 @@ build_modules() {	# dir
 	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 		--exclude='.*.cmd' --exclude=conftest.h --exclude=conftest.mk --exclude=modules.order \
 		--exclude=Module.symvers --exclude='.tmp*' "$REPO/$d/" "$KBUILD/$d/"
+	if [ "$VM_KREL" = debug ]; then	# this machine's compiler, the kernel's tree
+		KVBLK_BUILD_KERNEL=1 build_one "${d##*/}" "$KBUILD/$d" KVER="$kver" \
+			KDIR="$VM_KROOT/lib/modules/$kver/build" || ok=$?
+		return $ok
+	fi
 	KVBLK_BUILD_KERNEL=1 KVBLK_BUILD_ROOT=$VM_KROOT build_one "${d##*/}" "${KBUILD#"$VM_KROOT"}/$d" \
 		KVER="$kver" KDIR="/lib/modules/$kver/build" || ok=$?
 	return $ok

@@ -28,8 +28,14 @@
  * first, so `--seed N` repeats a failing run); the interleaving of threads
  * is not.
  *
+ * --fail-inject: the fuzz threads (and the children they fork) set their
+ * /proc/thread-self/make-it-fail, so that the kernel's fault injection with
+ * task-filter (failslab, fail_page_alloc, fail_make_request, configured by
+ * the caller: tests/vm/cases/fault-inject.sh) fails their allocations and
+ * bios, and only theirs: the storms and the final checks run without it.
+ *
  * Usage: kvblk_fuzz [--seed N] [--iterations N] [--threads N] [--kills N]
- *                   [--closes N] [DEVICE]
+ *                   [--closes N] [--fail-inject] [DEVICE]
  * DEVICE (default $KVBLK_TEST_DEVICE, else /dev/nvme0n1) holds the VM
  * pattern and is only read. Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk or
  * device).
@@ -84,6 +90,7 @@ static uint64_t g_capacity;	/* of g_dev, bytes */
 static uint64_t g_seed;
 static atomic_int g_ctx[NR_CTX];
 static atomic_ulong g_ops, g_ok, g_children, g_loaded;
+static bool g_fail_inject;	/* --fail-inject */
 static unsigned char *g_none;	/* NONE_SPAN bytes of PROT_NONE */
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -432,6 +439,26 @@ struct fuzzer {
 	unsigned long iterations;
 };
 
+/*
+ * Marks (or unmarks) the calling thread for the kernel's fault injection with
+ * task-filter. Children forked afterwards inherit the mark. Returns 0, or -1
+ * with a message when the kernel has no fault injection.
+ */
+static int make_it_fail(bool on)
+{
+	int fd = open("/proc/thread-self/make-it-fail", O_WRONLY | O_CLOEXEC);
+	int ret = -1;
+
+	if (fd >= 0) {
+		ret = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
+		close(fd);
+	}
+	if (ret)
+		fprintf(stderr, "FAIL: --fail-inject: /proc/thread-self/make-it-fail: %s (a kernel without CONFIG_FAULT_INJECTION?)\n",
+			strerror(errno));
+	return ret;
+}
+
 static void *fuzz_main(void *arg)
 {
 	struct fuzzer *f = arg;
@@ -441,6 +468,9 @@ static void *fuzz_main(void *arg)
 	ar.results = mmap(NULL, RESULTS_SPAN, PROT_READ | PROT_WRITE,
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (ar.results == MAP_FAILED)
+		return NULL;
+	/* After the arena's own setup: from here on this thread may fail. */
+	if (g_fail_inject && make_it_fail(true))
 		return NULL;
 	op_remap(&s, &ar);
 	for (unsigned long i = 0; i < f->iterations; i++)
@@ -742,6 +772,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, 't' },
 		{ "kills", required_argument, NULL, 'k' },
 		{ "closes", required_argument, NULL, 'c' },
+		{ "fail-inject", no_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
 	unsigned long iterations = 2000, threads = 4, kills = 200, closes = 200;
@@ -759,8 +790,9 @@ int main(int argc, char **argv)
 		case 't': threads = strtoul(optarg, NULL, 0); break;
 		case 'k': kills = strtoul(optarg, NULL, 0); break;
 		case 'c': closes = strtoul(optarg, NULL, 0); break;
+		case 'f': g_fail_inject = true; break;
 		default:
-			fprintf(stderr, "usage: %s [--seed N] [--iterations N] [--threads N] [--kills N] [--closes N] [DEVICE]\n",
+			fprintf(stderr, "usage: %s [--seed N] [--iterations N] [--threads N] [--kills N] [--closes N] [--fail-inject] [DEVICE]\n",
 				argv[0]);
 			return 2;
 		}
@@ -776,8 +808,8 @@ int main(int argc, char **argv)
 		printf("SKIP: %s or %s missing\n", KVBLK_NODE, g_dev);
 		return 4;
 	}
-	printf("kvblk_fuzz --seed 0x%016" PRIx64 " --iterations %lu --threads %lu --kills %lu --closes %lu %s\n",
-	       g_seed, iterations, threads, kills, closes, g_dev);
+	printf("kvblk_fuzz --seed 0x%016" PRIx64 " --iterations %lu --threads %lu --kills %lu --closes %lu%s %s\n",
+	       g_seed, iterations, threads, kills, closes, g_fail_inject ? " --fail-inject" : "", g_dev);
 	fflush(stdout);
 	s = g_seed | 1;
 	kmsg = kmsg_open();

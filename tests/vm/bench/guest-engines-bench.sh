@@ -13,7 +13,8 @@
 #   (kvblk: 1 MiB objects, 16 per LOAD_MANY call, tests/kmod-smoke/kmod_bench,
 #   its first batch checked against pread). KVBLK_BENCH_REPEAT interleaved
 #   rounds, medians. CPU s/GB: the leg's process, user + system (getrusage for
-#   kmod_bench, fio's usr_cpu + sys_cpu).
+#   kmod_bench, fio's usr_cpu + sys_cpu). Then (KVBLK_BENCH_PERF=1, the default,
+#   where the guest has perf) one system-wide perf profile per kvblk.ko engine.
 # Output: engines-table.txt and the raw lines in $KVBLK_VM_CASE_DIR.
 . "$(dirname "$0")/../cases/lib.sh"
 set +e
@@ -82,6 +83,29 @@ for r in $(seq "$repeat"); do
 		done
 	done
 done
+
+if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
+	# Where each engine's CPU goes: one system-wide profile of a whole kmod_bench
+	# run per engine on the namespace (and the block-layer engine on md), both vCPUs,
+	# idle included. perf-<target>-<engine>-top.txt: symbols; -dso.txt: kernel,
+	# kvblk.ko and the rest.
+	for t in "${targets[@]}"; do
+		name=${t%%:*} dev=${t#*:}
+		size=$(blockdev --getsize64 "$dev")
+		legs=bio
+		[ "$name" = nvme ] && legs="bio prp"
+		for leg in $legs; do
+			p=$out/perf-$name-$leg
+			perf record -q -a -g -o "$p.data" -- \
+				"$kb" -e "$leg" "$dev" "$size" 1048576 16 "$secs" >"$p-run.txt" 2>&1
+			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -n 50 >"$p-top.txt"
+			perf report -i "$p.data" --no-children --sort dso -g none --stdio 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
+			rm -f "$p.data"
+		done
+	done
+fi
 
 python3 - "$out/engines-raw.txt" "$qd" "$cmd" "$secs" "$repeat" <<'PY' | tee "$out/engines-table.txt"
 import statistics, sys

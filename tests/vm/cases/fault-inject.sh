@@ -1,0 +1,87 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# kvblk.ko under the kernel's fault injection (the debug kernel's leg:
+# tests/vm/debug.list, `make vmtest-debug`; kernels/debug.config has the
+# knobs). Two steps, each ending with every injection off again:
+#
+# 1. I/O timeouts (fail_io_timeout on the data namespace): the completion of
+#    KVBLK_FAULT_TIMEOUTS (2) commands is dropped, as if the device had lost
+#    them, while kmod_smoke loads random batches through the block-layer
+#    engine; the nvme driver's timeout handling (abort, then a controller
+#    reset; queue io_timeout lowered to 5 s) gets them back and the block
+#    layer retries them, so every byte must still equal pread's. The run must
+#    have consumed the injections (else nothing was tested).
+# 2. Allocations and bios (failslab, fail_page_alloc with sleeping
+#    allocations included, fail_make_request on the namespace), restricted
+#    by task-filter to the fuzzer's threads (kvblk_fuzz --fail-inject), with
+#    probability KVBLK_FAULT_PERCENT (2) %: any call may fail, none may crash,
+#    warn, leak a pin or a module reference, and the final batch is exact
+#    (kvblk_fuzz's own checks, after the injection stops for it). Prints how
+#    many failures each kind injected; none injected fails the case.
+# Arguments: passed to kvblk_fuzz (KVBLK_FUZZ_ARGS in the manifest).
+. "$(dirname "$0")/lib.sh"
+
+dbg=/sys/kernel/debug
+fz=build-selftests/kvblk/kvblk_fuzz
+smoke=tests/kmod-smoke/kmod_smoke
+dev=$KVBLK_TEST_DEVICE
+disk=$(basename "$(readlink -f "$dev")")
+[ -d $dbg/failslab ] && [ -d $dbg/fail_io_timeout ] ||
+	skip "no fault injection in this kernel (CONFIG_FAILSLAB, CONFIG_FAIL_IO_TIMEOUT)"
+[ -x "$fz" ] || skip "$fz not built"
+[ -x "$smoke" ] || skip "$smoke not built"
+[ -e /sys/block/$disk/make-it-fail ] || skip "no /sys/block/$disk/make-it-fail"
+big=1000000	# "times": failures left; what a run consumed is what it injected
+
+knobs() {	# attr probability task-filter
+	local d=$dbg/$1
+	echo 0 >"$d/probability"
+	echo 0 >"$d/verbose"	# the stack of every injected failure would read as a kernel report
+	echo 1 >"$d/interval"
+	echo 0 >"$d/space"
+	echo "$3" >"$d/task-filter"
+	[ -e "$d/ignore-gfp-wait" ] && echo N >"$d/ignore-gfp-wait"
+	echo $big >"$d/times"
+	echo "$2" >"$d/probability"
+}
+all_off() {
+	local a
+	for a in failslab fail_page_alloc fail_make_request fail_io_timeout; do
+		echo 0 >"$dbg/$a/probability" 2>/dev/null
+	done
+	echo 0 >/sys/block/$disk/make-it-fail 2>/dev/null
+	echo 0 >/sys/block/$disk/io-timeout-fail 2>/dev/null
+	[ -n "${tmo0:-}" ] && echo "$tmo0" >/sys/block/$disk/queue/io_timeout
+}
+trap all_off EXIT
+injected() { echo $((big - $(cat "$dbg/$1/times"))); }
+
+echo "== step 1: fail_io_timeout on $disk, kmod_smoke through the block-layer engine"
+n=${KVBLK_FAULT_TIMEOUTS:-2}
+tmo0=$(cat /sys/block/$disk/queue/io_timeout)
+echo 5000 >/sys/block/$disk/queue/io_timeout
+knobs fail_io_timeout 0 N
+echo "$n" >$dbg/fail_io_timeout/times
+echo 1 >/sys/block/$disk/io-timeout-fail
+echo 1 >$dbg/fail_io_timeout/probability
+KMOD_SMOKE_ENGINE=bio KMOD_SMOKE_ROUNDS=${KVBLK_FAULT_ROUNDS:-6} "$smoke" "$dev" ||
+	fail "kmod_smoke with $n dropped completions"
+left=$(cat $dbg/fail_io_timeout/times)
+all_off
+[ "$left" = 0 ] || fail "only $((n - left)) of $n completions were dropped: raise KVBLK_FAULT_ROUNDS"
+echo "step 1: $n completions dropped, every object exact"
+
+echo "== step 2: kvblk_fuzz --fail-inject, ${KVBLK_FAULT_PERCENT:-2} % of the fuzz threads' allocations and bios fail"
+for a in failslab fail_page_alloc fail_make_request; do
+	knobs $a "${KVBLK_FAULT_PERCENT:-2}" Y
+done
+echo 1 >/sys/block/$disk/make-it-fail
+# shellcheck disable=SC2068  # the manifest's arguments, split as the shell would
+"$fz" --fail-inject $@ "$dev"
+rc=$?
+counts="failslab $(injected failslab), fail_page_alloc $(injected fail_page_alloc), fail_make_request $(injected fail_make_request)"
+all_off
+echo "step 2: injected $counts"
+[ $rc -eq 0 ] || fail "kvblk_fuzz under fault injection (rc=$rc)"
+[ "$(injected failslab)" -gt 0 ] || fail "no allocation of the fuzz threads failed: the injection did not reach them"
+ok "fault injection: timeouts recovered exactly; fuzzer clean with $counts"
