@@ -34,14 +34,16 @@ kmsg "runner started, variant $KVBLK_VM_VARIANT"
 # the next scan, and the last case gets a final one 6 s after it ends.
 leak=/sys/kernel/debug/kmemleak
 [ -w "$leak" ] || leak=
-leak_scan() {	# report file
+leak_scan() {	# [report file]
 	[ -n "$leak" ] || return 0
 	echo scan >"$leak"
-	cat "$leak" >"$1"
-	[ -s "$1" ] || rm -f "$1"
+	if [ -n "${1:-}" ]; then
+		cat "$leak" >"$1"
+		[ -s "$1" ] || rm -f "$1"
+	fi
 	echo clear >"$leak"
 }
-leak_scan /dev/null
+leak_scan
 
 while IFS=$'\t' read -r name tmo mods cmd <&3; do
 	[ -n "$name" ] || continue

@@ -37,9 +37,11 @@ while [ $# -gt 0 ]; do
 done
 
 # Kernel messages that fail the case during which they appear.
-# kmemleak's line after a scan (guest-run.sh scans after each case where the
-# kernel has it) and the DMA-API checker's at a driver's unbind count as well.
-BAD_RE='BUG:|WARNING:|Oops|lockdep|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:|suspected memory leak|pending DMA allocations'
+# Lockdep's reports start with WARNING: or BUG: (a debug kernel's "RCU lockdep
+# checking is enabled" at boot is no report); kmemleak's line after a scan
+# (guest-run.sh scans after each case where the kernel has it) and the DMA-API
+# checker's at a driver's unbind count as well.
+BAD_RE='BUG:|WARNING:|Oops|lockdep is turned off|DEBUG_LOCKS_WARN_ON|possible circular locking|general protection|KASAN|UBSAN|kernel BUG|Call Trace:|suspected memory leak|pending DMA allocations'
 ORDER=(lba4k lba512 mdts-small iommu blkdebug)
 
 vm_kernel_select
