@@ -541,6 +541,78 @@ TEST_F_TIMEOUT(dmabuf, dmabuf_on_bio_only_target_exdev, 120)
 }
 
 /*
+ * A store from a dma-buf on a default-attached namespace (opened O_RDWR, so
+ * that the fd allows it): only the PRP alternative reaches that memory, and
+ * it reads only, so the batch is refused at that descriptor with
+ * -EOPNOTSUPP (bad_index), the other object -ECANCELED, and nothing reaches
+ * the device.
+ */
+TEST_F_TIMEOUT(dmabuf, store_from_dmabuf_refused, 120)
+{
+	const uint64_t L = self->at.lba_size, len = 1 * MIB;
+	struct kvblk_attach a = { .size = sizeof(a) };
+	struct kvblk_io_desc d[2];
+	struct kvblk_desc_result res[2];
+	struct kvblk_load_many lm;
+	unsigned char *before, *after;
+	__u64 feat = 0;
+	uint32_t id = 0, hid = 0;
+	void *host;
+	int dfd, fd;
+
+	ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_GET_FEATURES, &feat));
+	if (!(feat & KVBLK_FEAT_STORE))
+		SKIP(return, "kvblk.ko without stores");
+	fd = open(test_device(), O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, fd) TH_LOG("open %s: %s", test_device(), strerror(errno));
+	a.bdev_fd = fd;
+	a.flags = KVBLK_ATTACH_F_ADD_TARGET;
+	ASSERT_EQ(0, ioctl(self->kfd, KVBLK_IOC_ATTACH, &a)) TH_LOG("%s", strerror(errno));
+	close(fd);
+	ASSERT_EQ(1U, a.target);
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	ASSERT_EQ((1U << KVBLK_ENGINE_BIO) | (1U << KVBLK_ENGINE_PRP), a.engines)
+		TH_LOG("the PRP engine is not available on %s", test_device());
+	dfd = NEW_DBUF(len, FILL);
+	ASSERT_EQ(0, reg_dmabuf(self->kfd, dfd, 0, len, &id));
+	host = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, host);
+	memset(host, FILL, len);
+	ASSERT_EQ(0, reg_host(self->kfd, host, len, &hid));
+	before = pread_direct(0, 2 * MIB);
+	ASSERT_NE(NULL, before);
+
+	/* A host object first (the bio engine would write it), then the dma-buf one. */
+	d[0] = (struct kvblk_io_desc){ .offset = 1 * MIB, .length = 8 * L, .buf_id = hid,
+				       .target = 1, .tag = 1 };
+	d[1] = (struct kvblk_io_desc){ .offset = 0, .length = 8 * L, .buf_id = id,
+				       .target = 1, .tag = 2 };
+	lm = (struct kvblk_load_many){
+		.size = sizeof(lm),
+		.flags = KVBLK_LOAD_F_STORE,
+		.nr_descs = 2,
+		.desc_bytes = sizeof(d[0]),
+		.descs = (uintptr_t)d,
+		.results = (uintptr_t)res,
+		.result_bytes = sizeof(res[0]),
+	};
+	EXPECT_EQ(-1, ioctl(self->kfd, KVBLK_IOC_LOAD_MANY, &lm));
+	EXPECT_EQ(EOPNOTSUPP, errno);
+	EXPECT_EQ(1, lm.bad_index);
+	EXPECT_EQ(-ECANCELED, res[0].status);
+	EXPECT_EQ(-EOPNOTSUPP, res[1].status);
+	EXPECT_EQ(0ULL, lm.nr_cmds);
+	after = pread_direct(0, 2 * MIB);
+	ASSERT_NE(NULL, after);
+	EXPECT_EQ(0, memcmp(before, after, 2 * MIB)) TH_LOG("a refused store wrote");
+	free(before);
+	free(after);
+	EXPECT_EQ(0, unreg(self->kfd, id));
+	EXPECT_EQ(0, unreg(self->kfd, hid));
+	munmap(host, len);
+}
+
+/*
  * A loop device over a sparse file of @len bytes: its fd (read-only) and
  * path in *path, or -errno. *ctl gets the bound /dev/loopN fd to detach.
  */
