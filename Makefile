@@ -105,7 +105,7 @@ vmtest-fuzz: deps-vm
 vmtest-debug: deps-vm
 	@$(DEPS) debug
 	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),lba4k,iommu)'
-	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--iterations 20000 --kills 1000 --closes 1000)' \
+	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--seconds 600 --kills 1000 --closes 1000)' \
 	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh --manifest tests/vm/debug.list --variants '$(or $(VARIANTS),lba4k,iommu)'
 
 # The packages of `make deb` installed with apt in a guest (writable overlay over its root),

@@ -28,14 +28,25 @@
  * first, so `--seed N` repeats a failing run); the interleaving of threads
  * is not.
  *
- * --fail-inject: the fuzz threads (and the children they fork) set their
- * /proc/thread-self/make-it-fail, so that the kernel's fault injection with
- * task-filter (failslab, fail_page_alloc, fail_make_request, configured by
- * the caller: tests/vm/cases/fault-inject.sh) fails their allocations and
- * bios, and only theirs: the storms and the final checks run without it.
+ * --fail-inject: every call of the fuzz phase into kvblk.ko (each ioctl, and
+ * the open and close of a context) runs with the calling thread's
+ * /proc/thread-self/fail-nth set to a random N in 1..64: the kernel fails
+ * the Nth fault-injection point that this call reaches (an allocation,
+ * failslab and fail_page_alloc; a bio, fail_make_request where the disk's
+ * make-it-fail is set), whatever those attributes' probabilities are
+ * (lib/fault-inject.c, should_fail(); the approach of syzkaller). The call
+ * may fail; it must not crash, warn or leak. Only kvblk's calls are hit: the
+ * fuzzer's own page faults, reads of its binary and the storms and final
+ * checks run without injection. The caller sets the attributes up
+ * (tests/vm/cases/fault-inject.sh: failslab and fail_page_alloc including
+ * sleeping allocations and order 0). A run in which no call reached its Nth
+ * point fails: the injection did not work.
  *
- * Usage: kvblk_fuzz [--seed N] [--iterations N] [--threads N] [--kills N]
- *                   [--closes N] [--fail-inject] [DEVICE]
+ * --seconds N: the fuzz phase runs for N seconds (each thread stops at its
+ * first operation after the deadline) instead of --iterations operations.
+ *
+ * Usage: kvblk_fuzz [--seed N] [--iterations N | --seconds N] [--threads N]
+ *                   [--kills N] [--closes N] [--fail-inject] [DEVICE]
  * DEVICE (default $KVBLK_TEST_DEVICE, else /dev/nvme0n1) holds the VM
  * pattern and is only read. Exit: 0 pass, 1 fail, 4 skip (no /dev/kvblk or
  * device).
@@ -91,6 +102,10 @@ static uint64_t g_seed;
 static atomic_int g_ctx[NR_CTX];
 static atomic_ulong g_ops, g_ok, g_children, g_loaded;
 static bool g_fail_inject;	/* --fail-inject */
+static atomic_ulong g_armed, g_injected;	/* calls run with fail-nth; failed at N */
+static uint64_t g_deadline_ms;	/* --seconds: end of the fuzz phase, else 0 */
+/* --fail-inject: this thread's (or forked child's) /proc/thread-self/fail-nth. */
+static __thread int t_nth_fd = -1;
 static unsigned char *g_none;	/* NONE_SPAN bytes of PROT_NONE */
 
 /* ---- helpers --------------------------------------------------------------- */
@@ -115,6 +130,66 @@ static void fill_random(uint64_t *s, void *p, size_t len)
 
 	for (size_t i = 0; i < len; i++)
 		b[i] = (unsigned char)rnd(s);
+}
+
+/*
+ * --fail-inject: opens the calling task's /proc/thread-self/fail-nth (the
+ * file names the task that opened it, so a forked child opens its own).
+ * Returns 0, or -1 with a message when the kernel has no fault injection.
+ */
+static int nth_open(void)
+{
+	if (t_nth_fd >= 0)
+		close(t_nth_fd);
+	t_nth_fd = open("/proc/thread-self/fail-nth", O_RDWR | O_CLOEXEC);
+	if (t_nth_fd < 0)
+		fprintf(stderr, "FAIL: --fail-inject: /proc/thread-self/fail-nth: %s (a kernel without CONFIG_FAULT_INJECTION?)\n",
+			strerror(errno));
+	return t_nth_fd < 0 ? -1 : 0;
+}
+
+/* Arms fail-nth with 1..64 for the next call into the kernel (--fail-inject). */
+static void nth_arm(uint64_t *s)
+{
+	char v[16];
+	int n;
+
+	if (t_nth_fd < 0)
+		return;
+	n = snprintf(v, sizeof(v), "%u", (unsigned int)below(s, 1u << below(s, 7)) + 1);
+	if (pwrite(t_nth_fd, v, (size_t)n, 0) == n)
+		atomic_fetch_add(&g_armed, 1);
+}
+
+/*
+ * Disarms fail-nth after the call. The file reads 0 when the call reached
+ * its Nth fault-injection point, which then failed (the counter runs down
+ * to 0 there); whatever it reads, it is set to 0 so that nothing else of
+ * this task fails.
+ */
+static void nth_disarm(void)
+{
+	char v[16] = "";
+
+	if (t_nth_fd < 0)
+		return;
+	if (pread(t_nth_fd, v, sizeof(v) - 1, 0) > 0 && atoi(v) == 0)
+		atomic_fetch_add(&g_injected, 1);
+	if (pwrite(t_nth_fd, "0", 1, 0) != 1)
+		fprintf(stderr, "fail-nth: cannot disarm: %s\n", strerror(errno));
+}
+
+/* ioctl() on /dev/kvblk, under fail-nth with --fail-inject. */
+static int kioctl(uint64_t *s, int fd, unsigned long cmd, void *arg)
+{
+	int ret, err;
+
+	nth_arm(s);
+	ret = ioctl(fd, cmd, arg);
+	err = errno;
+	nth_disarm();
+	errno = err;
+	return ret;
 }
 
 /* Prints and counts the new kernel log records that kmsg_next_bad() flags. */
@@ -195,7 +270,7 @@ static int op_attach(uint64_t *s, int kfd)
 	a.size = pick_size(s, sizeof(a));
 	a.flags = below(s, 4) ? 0 : (uint32_t)below(s, 8);
 	a.bdev_fd = below(s, 20) ? bfd : (int32_t)rnd(s);
-	ret = ioctl(kfd, KVBLK_IOC_ATTACH, below(s, 20) ? (void *)&a : (void *)1);
+	ret = kioctl(s, kfd, KVBLK_IOC_ATTACH, below(s, 20) ? (void *)&a : (void *)1);
 	if (bfd >= 0)
 		close(bfd);
 	return ret;
@@ -215,7 +290,7 @@ static int op_register(uint64_t *s, int kfd, struct arena *ar)
 	/* Unmapped: the address it had (registered memory is only ever ours). */
 	r.addr = ar->p ? pick_ptr(s, ar->p + off) : (uint64_t)(uintptr_t)(ar->last + off);
 	r.len = below(s, 4) ? (below(s, (ARENA - off) / 4096) + 1) * 4096 : rnd(s) >> below(s, 64);
-	if (ioctl(kfd, KVBLK_IOC_REGISTER_BUFFER, &r))
+	if (kioctl(s, kfd, KVBLK_IOC_REGISTER_BUFFER, &r))
 		return -errno;
 	ar->reg_fd = kfd;
 	ar->reg_id = r.buf_id;
@@ -253,7 +328,7 @@ static int op_load_valid(uint64_t *s, struct arena *ar)
 	lm.descs = (uintptr_t)d;
 	lm.results = (uintptr_t)ar->results;
 	lm.result_bytes = sizeof(struct kvblk_desc_result);
-	ret = ioctl(ar->reg_fd, KVBLK_IOC_LOAD_MANY, &lm);
+	ret = kioctl(s, ar->reg_fd, KVBLK_IOC_LOAD_MANY, &lm);
 	if (ret > 0)
 		atomic_fetch_add(&g_loaded, (unsigned long)ret);
 	return ret;
@@ -268,7 +343,7 @@ static int op_unregister(uint64_t *s, int kfd)
 		fill_random(s, &u, sizeof(u));
 	u.size = pick_size(s, sizeof(u));
 	u.buf_id = (uint32_t)below(s, 24);
-	return ioctl(kfd, KVBLK_IOC_UNREGISTER_BUFFER, &u);
+	return kioctl(s, kfd, KVBLK_IOC_UNREGISTER_BUFFER, &u);
 }
 
 static int op_load(uint64_t *s, int kfd, struct arena *ar)
@@ -302,7 +377,7 @@ static int op_load(uint64_t *s, int kfd, struct arena *ar)
 	lm.results = pick_ptr(s, ar->results);
 	lm.result_bytes = below(s, 8) ? sizeof(struct kvblk_desc_result) :
 		pick_size(s, sizeof(struct kvblk_desc_result));
-	ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
+	ret = kioctl(s, kfd, KVBLK_IOC_LOAD_MANY, &lm);
 	if (ret > 0)
 		atomic_fetch_add(&g_loaded, (unsigned long)ret);
 	return ret;
@@ -328,7 +403,7 @@ static int op_raw(uint64_t *s, int kfd, struct arena *ar)
 		memcpy(buf + offsetof(struct kvblk_load_many, results), &res, sizeof(res));
 	}
 	cmd = _IOC(dir, KVBLK_IOC_MAGIC, nr, size);
-	return ioctl(kfd, cmd, below(s, 16) ? (void *)buf : (void *)(uintptr_t)pick_ptr(s, buf));
+	return kioctl(s, kfd, cmd, below(s, 16) ? (void *)buf : (void *)(uintptr_t)pick_ptr(s, buf));
 }
 
 static void op_remap(uint64_t *s, struct arena *ar)
@@ -373,6 +448,8 @@ static void op_fork(uint64_t *s, struct arena *ar)
 	if (pid < 0)
 		return;
 	if (pid == 0) {
+		if (g_fail_inject && nth_open())
+			_exit(1);
 		for (int i = 0; i < 40; i++)
 			one_op(&cs, ar, true);
 		_exit(0);
@@ -410,17 +487,25 @@ static void one_op(uint64_t *s, struct arena *ar, bool child)
 	} else if (op < 24) {
 		ret = op_raw(s, pick_ctx(s), ar);
 	} else if (op < 26) {
+		nth_arm(s);
 		fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+		nth_disarm();
 		if (fd >= 0) {
 			int old = atomic_exchange(&g_ctx[slot], fd);
 
-			if (old >= 0)
+			if (old >= 0) {
+				nth_arm(s);
 				close(old);
+				nth_disarm();
+			}
 		}
 	} else if (op < 27) {
 		fd = atomic_exchange(&g_ctx[slot], -1);
-		if (fd >= 0)
+		if (fd >= 0) {
+			nth_arm(s);
 			close(fd);
+			nth_disarm();
+		}
 	} else if (op < 30) {
 		op_remap(s, ar);
 	} else if (!below(s, 4)) {
@@ -439,26 +524,6 @@ struct fuzzer {
 	unsigned long iterations;
 };
 
-/*
- * Marks (or unmarks) the calling thread for the kernel's fault injection with
- * task-filter. Children forked afterwards inherit the mark. Returns 0, or -1
- * with a message when the kernel has no fault injection.
- */
-static int make_it_fail(bool on)
-{
-	int fd = open("/proc/thread-self/make-it-fail", O_WRONLY | O_CLOEXEC);
-	int ret = -1;
-
-	if (fd >= 0) {
-		ret = write(fd, on ? "1" : "0", 1) == 1 ? 0 : -1;
-		close(fd);
-	}
-	if (ret)
-		fprintf(stderr, "FAIL: --fail-inject: /proc/thread-self/make-it-fail: %s (a kernel without CONFIG_FAULT_INJECTION?)\n",
-			strerror(errno));
-	return ret;
-}
-
 static void *fuzz_main(void *arg)
 {
 	struct fuzzer *f = arg;
@@ -469,12 +534,13 @@ static void *fuzz_main(void *arg)
 			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (ar.results == MAP_FAILED)
 		return NULL;
-	/* After the arena's own setup: from here on this thread may fail. */
-	if (g_fail_inject && make_it_fail(true))
+	if (g_fail_inject && nth_open())
 		return NULL;
 	op_remap(&s, &ar);
-	for (unsigned long i = 0; i < f->iterations; i++)
+	for (unsigned long i = 0; g_deadline_ms ? now_ms() < g_deadline_ms : i < f->iterations; i++)
 		one_op(&s, &ar, false);
+	if (t_nth_fd >= 0)
+		close(t_nth_fd);
 	if (ar.p)
 		munmap(ar.p, ARENA);
 	munmap(ar.results, RESULTS_SPAN);
@@ -773,9 +839,10 @@ int main(int argc, char **argv)
 		{ "kills", required_argument, NULL, 'k' },
 		{ "closes", required_argument, NULL, 'c' },
 		{ "fail-inject", no_argument, NULL, 'f' },
+		{ "seconds", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
-	unsigned long iterations = 2000, threads = 4, kills = 200, closes = 200;
+	unsigned long iterations = 2000, threads = 4, kills = 200, closes = 200, seconds = 0;
 	long long pins0, refs0, v;
 	uint64_t t0;
 	struct fuzzer *f;
@@ -791,8 +858,9 @@ int main(int argc, char **argv)
 		case 'k': kills = strtoul(optarg, NULL, 0); break;
 		case 'c': closes = strtoul(optarg, NULL, 0); break;
 		case 'f': g_fail_inject = true; break;
+		case 'S': seconds = strtoul(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: %s [--seed N] [--iterations N] [--threads N] [--kills N] [--closes N] [--fail-inject] [DEVICE]\n",
+			fprintf(stderr, "usage: %s [--seed N] [--iterations N | --seconds N] [--threads N] [--kills N] [--closes N] [--fail-inject] [DEVICE]\n",
 				argv[0]);
 			return 2;
 		}
@@ -808,8 +876,12 @@ int main(int argc, char **argv)
 		printf("SKIP: %s or %s missing\n", KVBLK_NODE, g_dev);
 		return 4;
 	}
-	printf("kvblk_fuzz --seed 0x%016" PRIx64 " --iterations %lu --threads %lu --kills %lu --closes %lu%s %s\n",
-	       g_seed, iterations, threads, kills, closes, g_fail_inject ? " --fail-inject" : "", g_dev);
+	if (seconds)
+		printf("kvblk_fuzz --seed 0x%016" PRIx64 " --seconds %lu", g_seed, seconds);
+	else
+		printf("kvblk_fuzz --seed 0x%016" PRIx64 " --iterations %lu", g_seed, iterations);
+	printf(" --threads %lu --kills %lu --closes %lu%s %s\n",
+	       threads, kills, closes, g_fail_inject ? " --fail-inject" : "", g_dev);
 	fflush(stdout);
 	s = g_seed | 1;
 	kmsg = kmsg_open();
@@ -835,6 +907,8 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	t0 = now_ms();
+	if (seconds)
+		g_deadline_ms = t0 + seconds * 1000;
 	for (int i = 0; i < NR_CTX; i++)
 		atomic_store(&g_ctx[i], open(KVBLK_NODE, O_RDWR | O_CLOEXEC));
 	f = calloc(threads, sizeof(*f));
@@ -857,6 +931,14 @@ int main(int argc, char **argv)
 	printf("fuzz: %lu operations (%lu returned >= 0, %lu objects loaded), %lu forked children, %" PRIu64 " ms\n",
 	       atomic_load(&g_ops), atomic_load(&g_ok), atomic_load(&g_loaded),
 	       atomic_load(&g_children), now_ms() - t0);
+	if (g_fail_inject) {
+		printf("fail-nth: %lu calls armed, %lu failed at their Nth fault-injection point\n",
+		       atomic_load(&g_armed), atomic_load(&g_injected));
+		if (!atomic_load(&g_injected)) {
+			fprintf(stderr, "FAIL: --fail-inject: no call reached its Nth point (failslab and fail_page_alloc set up?)\n");
+			rc = 1;
+		}
+	}
 
 	t0 = now_ms();
 	if (storm_kills(&s, kills))
