@@ -35,9 +35,15 @@
  * failslab and fail_page_alloc; a bio, fail_make_request where the disk's
  * make-it-fail is set), whatever those attributes' probabilities are
  * (lib/fault-inject.c, should_fail(); the approach of syzkaller). The call
- * may fail; it must not crash, warn or leak. Only kvblk's calls are hit: the
- * fuzzer's own page faults, reads of its binary and the storms and final
- * checks run without injection. The caller sets the attributes up
+ * may fail; it must not crash, warn or leak. Mostly kvblk's calls are hit:
+ * fail-nth stays armed from the write that arms it until the one that
+ * disarms it, so a count that the call did not use up also applies to the
+ * few user page faults in between (after a fork, writes to copy-on-write
+ * pages: "VM_FAULT_OOM leaked out to the #PF handler", a retried fault) and
+ * to the system-call exit work, where glibc's restartable-sequences area is
+ * written (a failure there is a SIGSEGV: run with
+ * GLIBC_TUNABLES=glibc.pthread.rseq=0, as fault-inject.sh does). The
+ * storms and the final checks run without injection. The caller sets the attributes up
  * (tests/vm/cases/fault-inject.sh: failslab and fail_page_alloc including
  * sleeping allocations and order 0). A run in which no call reached its Nth
  * point fails: the injection did not work.
