@@ -18,6 +18,10 @@
 # and the fragment) matches; anything else builds again (incrementally: the
 # tree stays).
 #
+# kernels/debug-patches/*.patch are applied to the source first (each patch's
+# header says why: so far only a false positive of the DMA-API checker on
+# cache-coherent machines, as upstream later judged it).
+#
 # Fails when the merged configuration lost a line of the fragment (a symbol
 # that does not exist or whose dependencies are missing in this source).
 # Progress goes to stderr (the build's output to build/debug-kernel/build.log);
@@ -40,7 +44,13 @@ log() { vm_log "debug kernel: $*"; }
 
 [ -r "$tarball" ] || vm_die "no $tarball (scripts/install-deps.sh debug)"
 srcver=$(dpkg-query -W -f='${Version}' linux-source-6.1 2>/dev/null || stat -c %Y "$tarball")
-want="$srcver $(cat "$0" "$fragment" | sha256sum | cut -c1-16)"
+# Patches to the source (kernels/debug-patches/*.patch, -p1, in name order;
+# each says why in its header).
+patches=()
+for p in "$VM_DIR"/kernels/debug-patches/*.patch; do
+	if [ -f "$p" ]; then patches+=("$p"); fi
+done
+want="$srcver $(cat "$0" "$fragment" "${patches[@]}" | sha256sum | cut -c1-16)"
 if [ $force = 0 ] && [ -f "$stamp" ] && [ "$(sed -n 1p "$stamp")" = "$want" ]; then
 	sed -n 2p "$stamp"
 	exit 0
@@ -56,6 +66,23 @@ if [ ! -f "$src/.kvblk-src" ] || [ "$(cat "$src/.kvblk-src")" != "$srcver" ]; th
 	echo "$srcver" >"$src/.kvblk-src"
 fi
 
+# The patches go onto pristine files: what an earlier set touched comes out
+# of the tarball again first (mtime now, so make rebuilds it), so a changed or
+# removed patch never stacks on its old form.
+phash=$(cat "${patches[@]}" </dev/null | sha256sum | cut -c1-16)
+if [ "$(cat "$src/.kvblk-patches" 2>/dev/null)" != "$phash" ]; then
+	if [ -s "$src/.kvblk-patched-files" ]; then
+		mapfile -t old <"$src/.kvblk-patched-files"
+		tar -C "$work" --touch -xf "$tarball" "${old[@]/#/linux-source-6.1/}"
+	fi
+	: >"$src/.kvblk-patched-files"
+	for p in "${patches[@]}"; do
+		log "applying ${p##*/}"
+		sed -n 's#^+++ b/\([^[:space:]]*\).*#\1#p' "$p" >>"$src/.kvblk-patched-files"
+		patch -d "$src" -p1 --forward --quiet <"$p" || vm_die "${p##*/} does not apply to $srcver"
+	done
+	echo "$phash" >"$src/.kvblk-patches"
+fi
 kmake() { make -C "$src" -j"$jobs" LOCALVERSION=-kvblk-debug "$@"; }
 log "configuring: defconfig + kvm_guest.config + $fragment"
 {
