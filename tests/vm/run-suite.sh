@@ -73,6 +73,12 @@ add_case() {	# instance name timeout needs command
 	plan[$inst]+="$2"$'\t'"$3"$'\t'"$4"$'\t'"$5"$'\n'
 }
 
+# Case timeouts times KVBLK_VM_TIMEOUT_SCALE: 3 on the debug kernel (KASAN,
+# lockdep and kmemleak under TCG ran the suite's cases 2-10x slower than
+# 6.1's own, 2026-12-02), else 1.
+tscale=${KVBLK_VM_TIMEOUT_SCALE:-1}
+[ "$VM_KREL" = debug ] && tscale=${KVBLK_VM_TIMEOUT_SCALE:-3}
+[[ $tscale =~ ^[1-9][0-9]*$ ]] || vm_die "KVBLK_VM_TIMEOUT_SCALE: want a positive integer, not '$tscale'"
 lineno=0
 while read -r variants name tmo needs cmd || [ -n "${variants:-}" ]; do
 	lineno=$((lineno + 1))
@@ -92,7 +98,7 @@ while read -r variants name tmo needs cmd || [ -n "${variants:-}" ]; do
 			continue
 		fi
 		for inst in $(wanted_instances "$v"); do
-			add_case "$inst" "$name" "$tmo" "$needs" "$cmd"
+			add_case "$inst" "$name" "$((tmo * tscale))" "$needs" "$cmd"
 		done
 	done
 done <"$manifest"
