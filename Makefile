@@ -99,12 +99,13 @@ vmtest-fuzz: deps-vm
 
 # The debug kernel's leg: Debian's 6.1 source with KASAN, kmemleak, lockdep, atomic-sleep
 # checks, debug objects, DMA-API debugging and fault injection (tests/vm/kernels/mkdebug.sh
-# builds it once into build/kroots/debug, about an hour on 2 cores); the suite on the lba4k
-# and iommu variants, a kmemleak scan after every case, then the fuzzer under fault injection
-# (tests/vm/debug.list). Any report fails the case. Hours under TCG: not in make check.
+# builds it once into build/kroots/debug, about an hour on 2 cores); the suite on the lba4k,
+# iommu and blkdebug (media errors) variants, a kmemleak scan after every case, case timeouts
+# x3, then the fuzzer for 10 minutes under fault injection (tests/vm/debug.list; lba4k and
+# iommu). Any report fails the case. About 2 hours under TCG: not in make check.
 vmtest-debug: deps-vm
 	@$(DEPS) debug
-	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),lba4k,iommu)'
+	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),lba4k,iommu,blkdebug)'
 	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--seconds 600 --kills 1000 --closes 1000)' \
 	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh --manifest tests/vm/debug.list --variants '$(or $(VARIANTS),lba4k,iommu)'
 
