@@ -174,8 +174,8 @@ static void kvblk_batch_free_work(struct work_struct *work)
 {
 	struct kvblk_batch *b = container_of(work, struct kvblk_batch, free_work);
 
-	trace_kvblk_batch_end(b->ns->info.devt, b->id, b->nr_objs, 0, b->nr_cmds,
-			      b->nr_cmds ? b->t_done - b->t_first : 0, -EINTR);
+	trace_kvblk_batch_end(b, 0, b->nr_cmds ? b->t_done - b->t_first : 0,
+			      -EINTR);
 	kvblk_batch_release(b, true);
 }
 
@@ -283,8 +283,7 @@ void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 	cmd->start_ns = now;
 	atomic_inc(&b->pending);
 	kvblk_stats_inflight_inc(&ns->stats);
-	trace_kvblk_cmd_submit(ns->info.devt, b->id, b->objs[cmd->obj].tag,
-			       cmd->obj, cmd->slba, cmd->bytes, hwq);
+	trace_kvblk_cmd_submit(cmd, hwq);
 }
 
 /**
@@ -317,8 +316,7 @@ void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 	this_cpu_inc(ns->stats.pcpu->commands);
 	this_cpu_inc(ns->stats.pcpu->cmd_lat[kvblk_lat_bucket(lat)]);
 	atomic_dec(&ns->stats.inflight);
-	trace_kvblk_cmd_complete(ns->info.devt, b->id, obj->tag, cmd->obj,
-				 cmd->slba, cmd->bytes, hwq, err, lat);
+	trace_kvblk_cmd_complete(cmd, hwq, err, lat);
 
 	kvblk_buf_dma_end(obj->buf);
 	kvblk_slot_put(b, cmd);
@@ -837,7 +835,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 		goto out_reject;
 
 	b->id = atomic64_inc_return(&kvblk_batch_seq);
-	trace_kvblk_batch_start(ns->info.devt, b->id, b->nr_objs, nr_cmds, bytes);
+	trace_kvblk_batch_start(b, nr_cmds, bytes);
 	/* One engine, or several: see kvblk_load_many.engine and .engines. */
 	lm.engines = b->engines;
 	lm.nr_targets = b->nr_tgts;
@@ -926,8 +924,7 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 		if (kvblk_copy_out(b->uarg, lm, sizeof(*lm), b->usize))
 			ret = -EFAULT;
 	}
-	trace_kvblk_batch_end(b->ns->info.devt, b->id, b->nr_objs, lm->nr_ok,
-			      b->nr_cmds, lm->elapsed_ns, ret);
+	trace_kvblk_batch_end(b, lm->nr_ok, lm->elapsed_ns, ret);
 	kvblk_batch_release(b, true);
 	return ret;
 }

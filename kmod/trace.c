@@ -4,5 +4,8 @@
  */
 #include <linux/types.h>
 
+#include "engine.h"
+#include "kvblk.h"
+
 #define CREATE_TRACE_POINTS
 #include "trace.h"

@@ -34,6 +34,17 @@ std::string dev_name(std::uint32_t major, std::uint32_t minor)
 	return std::to_string(major) + ":" + std::to_string(minor);
 }
 
+/* A command event's target, engine and direction, where kvblk.ko traced them. */
+void add_engine_args(Json &args, const TraceEvent &e)
+{
+	if (e.has_tgt)
+		args["tgt"] = e.tgt;
+	if (!e.engine.empty())
+		args["engine"] = e.engine;
+	if (!e.dir.empty())
+		args["dir"] = e.dir;
+}
+
 struct Batch {
 	std::uint64_t start = 0, end = 0;
 	bool has_start = false, has_end = false;
@@ -48,6 +59,7 @@ struct Object {
 	std::uint32_t dev_major = 0, dev_minor = 0;
 	std::uint64_t batch = 0;
 	std::uint32_t obj = 0;
+	const TraceEvent *first = nullptr;	/* its first submission */
 };
 
 struct Command {
@@ -204,6 +216,7 @@ void build_trace(const std::vector<TraceEvent> &in, std::uint64_t lost_events, J
 				o.dev_minor = e->dev_minor;
 				o.batch = e->batch;
 				o.obj = e->obj;
+				o.first = e;
 			} else if (e->tag != o.tag) {
 				s.tag_mismatches++;
 			}
@@ -274,6 +287,8 @@ void build_trace(const std::vector<TraceEvent> &in, std::uint64_t lost_events, J
 					   { "args", { { "name", ref->task + "-" + std::to_string(tid) } } } });
 		}
 		Json args{ { "dev", dev_name(ref->dev_major, ref->dev_minor) }, { "batch", ref->batch } };
+		if (!ref->dir.empty())
+			args["dir"] = ref->dir;
 		if (b.start_ev) {
 			args["descs"] = b.start_ev->descs;
 			args["cmds"] = b.start_ev->cmds;
@@ -285,6 +300,10 @@ void build_trace(const std::vector<TraceEvent> &in, std::uint64_t lost_events, J
 			args["elapsed_ns"] = b.end_ev->elapsed_ns;
 			if (!b.start_ev)
 				args["descs"] = b.end_ev->descs;
+			if (!b.end_ev->engines.empty())
+				args["engines"] = b.end_ev->engines;
+			if (b.end_ev->has_tgts)
+				args["tgts"] = b.end_ev->tgts;
 		}
 		if (!b.has_start || !b.has_end)
 			args["incomplete"] = true;
@@ -311,6 +330,7 @@ void build_trace(const std::vector<TraceEvent> &in, std::uint64_t lost_events, J
 			   { "obj", o.obj },
 			   { "tag", hex(o.tag) },
 			   { "commands", o.cmds } };
+		add_engine_args(args, *o.first);
 		events.push_back({ { "ph", "X" }, { "cat", "object" }, { "name", name }, { "pid", kPidObjects },
 				   { "tid", tid }, { "ts", us(o.first_submit, t0) },
 				   { "dur", us(o.last_complete, t0) - us(o.first_submit, t0) }, { "args", args } });
@@ -336,6 +356,7 @@ void build_trace(const std::vector<TraceEvent> &in, std::uint64_t lost_events, J
 			   { "hwq", sb.hwq },
 			   { "status", cp.status },
 			   { "lat_ns", cp.lat_ns } };
+		add_engine_args(args, sb);
 		events.push_back({ { "ph", "X" }, { "cat", "command" }, { "name", "tag " + hex(sb.tag) },
 				   { "pid", kPidCommands }, { "tid", tid }, { "ts", us(sb.ts_ns, t0) },
 				   { "dur", us(cp.ts_ns, t0) - us(sb.ts_ns, t0) }, { "args", args } });

@@ -95,6 +95,30 @@ bool parse_timestamp(std::string_view s, std::uint64_t &ns)
 	return true;
 }
 
+/* An engine's name as kvblk.ko prints it: lower-case letters and digits. */
+bool engine_word(std::string_view s)
+{
+	if (s.empty())
+		return false;
+	for (char c : s)
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')))
+			return false;
+	return true;
+}
+
+/* "prp|bio": engine names joined by '|'. */
+bool engine_list(std::string_view s)
+{
+	for (;;) {
+		size_t bar = s.find('|');
+		if (!engine_word(s.substr(0, bar)))
+			return false;
+		if (bar == std::string_view::npos)
+			return true;
+		s.remove_prefix(bar + 1);
+	}
+}
+
 ParseResult bad(std::string *err, const std::string &why)
 {
 	if (err)
@@ -210,6 +234,21 @@ ParseResult parse_trace_line(std::string_view line, TraceEvent &ev, std::uint64_
 			ok = parse_int(v, e.status);
 		} else if (k == "lat_ns") {
 			ok = parse_u64(v, e.lat_ns);
+		} else if (k == "dir") {
+			ok = v == "load" || v == "store";
+			e.dir = std::string(v);
+		} else if (k == "engine") {
+			ok = engine_word(v);
+			e.engine = std::string(v);
+		} else if (k == "engines") {
+			ok = engine_list(v);
+			e.engines = std::string(v);
+		} else if (k == "tgt") {
+			ok = parse_uint(v, e.tgt);
+			e.has_tgt = ok;
+		} else if (k == "tgts") {
+			ok = parse_uint(v, e.tgts);
+			e.has_tgts = ok;
 		} /* unknown keys: a newer module; ignored */
 		if (!ok)
 			return bad(err, std::string(name) + ": bad value in '" + std::string(kv) + "'");

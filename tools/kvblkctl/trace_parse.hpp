@@ -5,7 +5,10 @@
  * captured lines.
  *
  * A line looks like (the flags column differs between kernels):
- *   kmod_smoke-212  [001] d..1.  35.123456: kvblk_cmd_submit: dev=259:0 batch=3 tag=0x2a obj=0 slba=8 bytes=131072 hwq=1
+ *   kmod_smoke-212  [001] d..1.  35.123456: kvblk_cmd_submit: dev=259:0 batch=3 dir=load tgt=0 engine=prp tag=0x2a obj=0 slba=8 bytes=131072 hwq=1
+ * Fields are key=value in any order; keys this version does not know are
+ * skipped, and dir, tgt, engine, engines and tgts are absent from the lines
+ * of a kvblk.ko older than them.
  * The ring buffer's overflow notice "CPU:1 [LOST 12 EVENTS]" is reported as
  * lost events.
  */
@@ -35,12 +38,19 @@ struct TraceEvent {
 	std::uint32_t ok = 0;		/* batch_end */
 	std::uint64_t elapsed_ns = 0;	/* batch_end */
 	int ret = 0;			/* batch_end */
+	std::string dir;		/* "load" or "store"; empty when not traced */
+	std::string engines;		/* batch_end: "prp|bio|file" as traced */
+	std::uint32_t tgts = 0;		/* batch_end: targets named */
+	bool has_tgts = false;
 	/* cmd_submit, cmd_complete */
 	std::uint64_t tag = 0;
 	std::uint32_t obj = 0;
 	std::uint64_t slba = 0;
 	std::uint32_t cmd_bytes = 0;
 	std::uint32_t hwq = 0;
+	std::string engine;		/* "prp", "bio", "file"; empty when not traced */
+	std::uint32_t tgt = 0;		/* the command's target */
+	bool has_tgt = false;
 	int status = 0;			/* cmd_complete */
 	std::uint64_t lat_ns = 0;	/* cmd_complete */
 };

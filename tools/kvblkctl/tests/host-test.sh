@@ -366,6 +366,36 @@ printf '  x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 tag=zz\n' >"$
 err=$("$K" trace --input "$T/bad.txt" --out "$T/bad.json" 2>&1 >/dev/null); rc=$?
 check "trace: a line not understood" "$err (rc $rc)" \
 	"kvblkctl: trace: 1 lines not understood, first: kvblk_cmd_submit: bad value in 'tag=zz':   x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 tag=zz (rc 0)"
+# The fields kvblk.ko's events carry since they name the engine: dir, tgt and
+# engine per command, dir per batch, engines and tgts at a batch's end (the
+# format of kmod/trace.h; one batch over a PRP and a block-layer target).
+cat >"$T/trace-engines.txt" <<'EOT'
+      kmod_trace-300     [000] .....    40.000000: kvblk_batch_start: dev=259:0 batch=7 dir=load descs=2 cmds=2 bytes=262144
+      kmod_trace-300     [000] .....    40.000010: kvblk_cmd_submit: dev=259:0 batch=7 dir=load tgt=0 engine=prp tag=0x10 obj=0 slba=0 bytes=131072 hwq=1
+      kmod_trace-300     [000] .....    40.000012: kvblk_cmd_submit: dev=259:0 batch=7 dir=load tgt=1 engine=bio tag=0x11 obj=1 slba=32 bytes=131072 hwq=0
+          <idle>-0       [000] d.h1.    40.000100: kvblk_cmd_complete: dev=259:0 batch=7 dir=load tgt=0 engine=prp tag=0x10 obj=0 slba=0 bytes=131072 hwq=1 status=0 lat_ns=90000
+          <idle>-0       [000] d.s1.    40.000120: kvblk_cmd_complete: dev=259:0 batch=7 dir=load tgt=1 engine=bio tag=0x11 obj=1 slba=32 bytes=131072 hwq=0 status=0 lat_ns=108000
+      kmod_trace-300     [000] .....    40.000130: kvblk_batch_end: dev=259:0 batch=7 dir=load engines=prp|bio tgts=2 descs=2 ok=2 cmds=2 elapsed_ns=120000 ret=2
+EOT
+j=$("$K" -o json trace --input "$T/trace-engines.txt" --out "$T/trace-engines.json"); rc=$?
+check "trace engines: exit" "$rc" 0
+jq_check "trace engines: summary" "$j" '.summary | "\(.batches) \(.objects) \(.commands) \(.completions) \(.unmatched_completions) \(.tag_mismatches)"' \
+	"1 2 2 2 0 0"
+jq_check "trace engines: batch args" "$(cat "$T/trace-engines.json")" \
+	'[.traceEvents[] | select(.cat == "batch") | .args | "\(.dir) \(.engines) \(.tgts)"] | join(",")' "load prp|bio 2"
+jq_check "trace engines: object args" "$(cat "$T/trace-engines.json")" \
+	'[.traceEvents[] | select(.cat == "object") | .args | "\(.tag)=\(.tgt)/\(.engine)/\(.dir)"] | sort | join(" ")' \
+	"0x10=0/prp/load 0x11=1/bio/load"
+jq_check "trace engines: command args" "$(cat "$T/trace-engines.json")" \
+	'[.traceEvents[] | select(.cat == "command") | .args | "\(.tag)=\(.tgt)/\(.engine)/\(.dir)/hwq\(.hwq)"] | sort | join(" ")' \
+	"0x10=0/prp/load/hwq1 0x11=1/bio/load/hwq0"
+# Lines of a kvblk.ko without these fields leave them out of the args.
+jq_check "trace without engine fields: no engine args" "$(cat "$TJ")" \
+	'[.traceEvents[] | select(.ph == "X") | .args | has("engine") or has("dir") or has("engines") or has("tgt")] | any' false
+printf '  x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 dir=sideways tag=0x1\n' >"$T/bad-dir.txt"
+err=$("$K" trace --input "$T/bad-dir.txt" --out "$T/bad.json" 2>&1 >/dev/null); rc=$?
+check "trace: a direction not understood" "$err (rc $rc)" \
+	"kvblkctl: trace: 1 lines not understood, first: kvblk_cmd_submit: bad value in 'dir=sideways':   x-1 [000] ..... 1.0: kvblk_cmd_submit: dev=259:0 batch=1 dir=sideways tag=0x1 (rc 0)"
 # Recording: no tracefs, no kvblk events; the instance is removed on error.
 err=$(KVBLK_TRACEFS=$T/none "$K" trace --seconds 1 --out "$T/x.json" 2>&1); rc=$?
 check "trace without tracefs" "$err (rc $rc)" "kvblkctl: trace: \$KVBLK_TRACEFS=$T/none is not a tracefs (no instances/) (rc 1)"

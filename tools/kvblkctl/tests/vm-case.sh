@@ -13,7 +13,8 @@
 # `crossover --measure` reads the namespace.
 # `probe` loads through kvblk.ko (AUTO) and the namespace's counters move by
 # exactly its commands; `trace -- kmod_smoke` writes a trace whose commands
-# all carry their object's tag and number the counter's delta; ^C ends a
+# all carry their object's tag and number the counter's delta, each a load of
+# target 0 through the bio engine (batches: load, engines bio, 1 target); ^C ends a
 # trace early and its tracefs instance goes; with the module gone, `trace`
 # says so.
 # Finds kvblkctl in $KVBLKCTL, else the newest of build/, build-h1/ and ../build-ctl/.
@@ -176,6 +177,11 @@ expect_eq "trace: commands whose tag is not their object's" "$(jq '
 expect_eq "trace: commands in objects = commands" "$(jq '[.traceEvents[] | select(.cat == "object") | .args.commands] | add' "$TR")" "$ncmd"
 expect_eq "trace: lost events" "$(jq .otherData.lost_events "$TR")" 0
 expect_eq "trace: hwq tracks" "$(jq '[.traceEvents[] | select(.cat == "command") | .args.hwq] | unique | length > 0' "$TR")" true
+# kmod_smoke attaches the namespace without a flag: the bio engine serves every object, loads only.
+expect_eq "trace: commands' target/engine/direction" \
+	"$(jq -r '[.traceEvents[] | select(.cat == "command") | "\(.args.tgt)/\(.args.engine)/\(.args.dir)"] | unique | join(",")' "$TR")" "0/bio/load"
+expect_eq "trace: batches' direction/engines/targets" \
+	"$(jq -r '[.traceEvents[] | select(.cat == "batch") | "\(.args.dir)/\(.args.engines)/\(.args.tgts)"] | unique | join(",")' "$TR")" "load/bio/1"
 expect_eq "trace: counter back to 0" "$(jq '[.traceEvents[] | select(.ph == "C")] | last | .args.commands' "$TR")" 0
 grep -q "^recorded .* $((c1 - c0)) commands" "$KVBLK_VM_CASE_DIR/trace.txt" || fail "trace: summary count"
 grep -q "^checks     0 unmatched completions, 0 incomplete commands, 0 tag mismatches" "$KVBLK_VM_CASE_DIR/trace.txt" ||
