@@ -375,7 +375,8 @@ public:
 	 * target; uring_cmd takes NVMe generic char devices; kmod attaches it to its own kvblk.ko
 	 * context (KVBLK_FEAT_TARGETS) or refuses it; the kmod lanes place it (lane 0's kmod
 	 * backend first). The backend may set @t's max_cmd_bytes, queue_depth and workers to what
-	 * it uses for the target, and t.note to a few words on how it serves it. Called with
+	 * it uses for the target, raise its mem_align (kvblk.ko's buffer alignment), and set
+	 * t.note to a few words on how it serves it. Called with
 	 * no batch naming @id running; may run concurrently with batches on other targets.
 	 */
 	virtual int add_target(uint32_t id, BackendConfig &t) noexcept

@@ -554,13 +554,14 @@ public:
 	int add_target(uint32_t id, BackendConfig &t) noexcept override
 	{
 		const char *path = t.path.c_str();
+		/* Short reasons: the lanes put them in kvblk_dev_info.backend_reason (160 bytes). */
 		if (!(feat_ & KVBLK_FEAT_TARGETS) || no_targets_)
-			return fail(-EOPNOTSUPP, "this kvblk.ko takes one target per context (no KVBLK_FEAT_TARGETS in its "
-						 "features 0x%llx)", ull(no_targets_ ? feat_ & ~KVBLK_FEAT_TARGETS : feat_));
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_TARGETS (features 0x%llx)",
+				    ull(no_targets_ ? feat_ & ~KVBLK_FEAT_TARGETS : feat_));
 		if (t.buffered)
 			return fail(-EOPNOTSUPP, "KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses");
 		if (t.writable && !writer_ && !(feat_ & KVBLK_FEAT_STORE))
-			return fail(-EOPNOTSUPP, "stores to %s: this kvblk.ko does not write (no KVBLK_FEAT_STORE)", path);
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_STORE, and %s is writable", path);
 		KTarget *slot = tgts_.ensure(id);
 		if (!slot)
 			return fail(-ENOMEM, "kmod: out of memory for target %u", id);
@@ -570,24 +571,26 @@ public:
 		a.bdev_fd = t.fd;
 		if (ioctl(ctl_, KVBLK_IOC_ATTACH, &a) != 0) {
 			const int e = errno;
-			return fail(-e, "kvblk.ko refused to add %s to the device's context: %s%s", path,
-				    errno_text(e).c_str(),
-				    e == ENOSPC ? " (a context takes KVBLK_CTX_MAX_TARGETS attaches; removed targets "
-						  "stay attached until kvblk_close())" :
+			return fail(-e, "kvblk.ko refused the attach: %s%s", errno_text(e).c_str(),
+				    e == ENOSPC ? " (KVBLK_CTX_MAX_TARGETS attaches; removed targets stay attached "
+						  "until kvblk_close())" :
 						  " (the kernel log may say more)");
 		}
 		if (a.lba_size == 0 || t.logical_block_size % a.lba_size || a.capacity != t.capacity)
-			return fail(-EOPNOTSUPP,
-				    "kvblk.ko sees %s as %llu bytes of %u-byte blocks, libkvblk as %llu bytes of "
-				    "%u-byte blocks", path, ull(a.capacity), a.lba_size, ull(t.capacity),
-				    t.logical_block_size);
-		if (a.buf_align > t.mem_align || (a.buf_align && t.mem_align % a.buf_align))
-			return fail(-EOPNOTSUPP,
-				    "kvblk.ko needs the destinations of %s aligned to %u bytes, libkvblk checks "
-				    "them against %u", path, a.buf_align, t.mem_align);
+			return fail(-EOPNOTSUPP, "kvblk.ko sees %llu bytes of %u-byte blocks, libkvblk %llu of %u",
+				    ull(a.capacity), a.lba_size, ull(t.capacity), t.logical_block_size);
+		/*
+		 * Destinations: the module wants buf_align (at least 4 through the block layer), the
+		 * file system or block device may have said less (statx dio_mem_align, 1 for some
+		 * devices): the target's mem_align becomes the larger, which libkvblk then checks.
+		 */
+		const uint32_t align = std::max(a.buf_align, t.mem_align);
+		if (a.buf_align & (a.buf_align - 1) || align % t.mem_align || align > page_)
+			return fail(-EOPNOTSUPP, "kvblk.ko's buffer alignment %u does not fit mem_align %u",
+				    a.buf_align, t.mem_align);
 		if (a.max_cmd_bytes < a.lba_size || a.max_cmd_bytes % a.lba_size)
-			return fail(-EOPNOTSUPP, "kvblk.ko reports max_cmd_bytes %u for %s's %u-byte blocks",
-				    a.max_cmd_bytes, path, a.lba_size);
+			return fail(-EOPNOTSUPP, "kvblk.ko reports max_cmd_bytes %u for %u-byte blocks",
+				    a.max_cmd_bytes, a.lba_size);
 		int32_t store = -1;
 		if (t.writable && !writer_) {
 			store = int32_t(a.target);
@@ -612,6 +615,7 @@ public:
 			t.max_cmd_bytes = a.max_cmd_bytes;
 		const bool prp = a.engine == KVBLK_ENGINE_PRP || (a.engines & (1u << KVBLK_ENGINE_PRP));
 		t.queue_depth = queue_depth_;
+		t.mem_align = align;
 		t.note = "target " + std::to_string(a.target) + " of the device's kvblk.ko context, " +
 			 engine_words(a.engine) + " engine" +
 			 (a.engine != KVBLK_ENGINE_PRP && prp ? " (prp for device memory)" : "");

@@ -460,15 +460,17 @@ int place_on_kmod_device(Lanes &lanes, uint32_t id, BackendConfig &t, const Back
 			t.max_cmd_bytes = k.max_cmd_bytes;
 			t.queue_depth = k.queue_depth;
 			t.workers = k.workers;
+			t.mem_align = k.mem_align;
 			*reason = "kmod: " + t.path + " is " + k.note;
 			return 0;
 		}
-		shared = "the device's kvblk.ko context did not take it: " + std::string(last_error());
+		/* Why the device's context did not take it: first, so that it survives truncation. */
+		shared = last_error();
 	}
 	if (t.buffered) {
 		why = "KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses";
 	} else if (!t.blockdev) {
-		why = t.path + " is not a block device and " + shared;
+		why = t.path + " is not a block device (" + shared + ")";
 	} else {
 		BackendConfig k = t;
 		k.queue_depth = base.queue_depth;
@@ -481,10 +483,10 @@ int place_on_kmod_device(Lanes &lanes, uint32_t id, BackendConfig &t, const Back
 			t.max_cmd_bytes = k.max_cmd_bytes;
 			t.queue_depth = k.queue_depth; /* the namespace's max_inflight */
 			t.workers = k.workers;
-			*reason = "kmod: " + t.path + " has a kvblk.ko context of its own (" + k.note + "; " + shared + ")";
+			*reason = "kmod: " + t.path + " has a kvblk.ko context of its own (" + shared + "; " + k.note + ")";
 			return int(lanes.add_lane(std::move(be)));
 		}
-		why = "kvblk.ko cannot serve it: " + std::string(last_error()) + "; " + shared;
+		why = "kvblk.ko cannot serve it: " + std::string(last_error()) + " (" + shared + ")";
 	}
 	*reason = "uring: " + why;
 	BackendConfig u = base;

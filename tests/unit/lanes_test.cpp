@@ -56,7 +56,7 @@ public:
 	int add_target(uint32_t id, BackendConfig &t) noexcept override
 	{
 		if (!takes_targets || id == refuse)
-			return fail(-EOPNOTSUPP, "this kvblk.ko takes one target per context");
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_TARGETS");
 		t.max_cmd_bytes = 1020 * KiB;
 		t.queue_depth = 64;
 		t.note = "target " + std::to_string(100 + id) + " of the device's kvblk.ko context, fake engine";
@@ -356,8 +356,7 @@ TEST_F(LanesTest, kmod_placement_reports_the_uring_lane_of_every_file)
 		EXPECT_EQ(t.workers, 2u);
 		std::string why;
 		EXPECT_EQ(l->target_kind(id, IoDir::read, &why), KVBLK_BACKEND_URING);
-		EXPECT_EQ(why, "uring: test is not a block device and the device's kvblk.ko context did not take it: "
-			       "this kvblk.ko takes one target per context");
+		EXPECT_EQ(why, "uring: test is not a block device (kvblk.ko without KVBLK_FEAT_TARGETS)");
 	}
 	EXPECT_EQ(l->lane_of(1), l->lane_of(2)) << "one uring lane for every file";
 	EXPECT_EQ(l->lane_count(), 2u);
@@ -431,8 +430,7 @@ TEST_F(LanesTest, kmod_placement_keeps_targets_its_context_takes_on_lane_zero)
 	EXPECT_EQ(l->lane_of(2), 1u);
 	why.clear();
 	EXPECT_EQ(l->target_kind(2, IoDir::read, &why), KVBLK_BACKEND_URING);
-	EXPECT_EQ(why, "uring: test is not a block device and the device's kvblk.ko context did not take it: "
-		       "this kvblk.ko takes one target per context");
+	EXPECT_EQ(why, "uring: test is not a block device (kvblk.ko without KVBLK_FEAT_TARGETS)");
 	EXPECT_EQ(fake->attached, std::set<uint32_t>{1});
 
 	/* A batch over 0, 1 and 2: lane 0 gets 0's and 1's objects in one run(), the uring lane 2's. */
