@@ -386,6 +386,8 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
  * is one KVBLK_IOC_LOAD_MANY (through kvblk_submit(), one io_uring command per
  * max_descs descriptors), reported and counted once as kmod; a file's last
  * block cut short by its end (KVBLK_DESC_UNALIGNED) is read with pread(2).
+ * Such a target's mem_align is at least kvblk.ko's buffer alignment for it
+ * (4 through the block layer) where the device or file system said less.
  * Targets that context does not take (KVBLK_OPEN_BUFFERED, a kvblk.ko without
  * KVBLK_FEAT_TARGETS or that refuses the attach) are served as before: a
  * block device that kvblk.ko attaches by a kvblk.ko context of its own, files
