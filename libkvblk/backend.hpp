@@ -49,7 +49,8 @@ enum class IoDir : uint8_t { read, write };
  * @fd:          the object's target, opened by the library (O_DIRECT unless buffered): host
  *               backends read and write this fd, so one batch spans any number of targets.
  * @target:      the target id (kvblk_desc.target); backends that keep per-target state
- *               (uring_cmd's namespace id, the kmod lanes) look it up by this.
+ *               (uring_cmd's namespace id, kmod's kvblk.ko target index, the kmod lanes)
+ *               look it up by this.
  * @min_length:  0: all @length bytes must move. Otherwise a read may end early at the end of
  *               the file once @min_length bytes are in: a read that comes back short (0
  *               bytes included) with the object's bytes in reaching object offset
@@ -371,7 +372,11 @@ public:
 	 * Target @id (>= 1) was added: @t describes it (t.fd opened by the library, which also
 	 * closes it after remove_target()). Return 0 to serve its objects (they carry t.fd in
 	 * IoObject.fd), or -errno with kvblk_last_error() set to refuse it. Host backends take any
-	 * target; uring_cmd takes NVMe generic char devices; the kmod lanes place it. Called with
+	 * target; uring_cmd takes NVMe generic char devices; kmod attaches it to its own kvblk.ko
+	 * context (KVBLK_FEAT_TARGETS) or refuses it; the kmod lanes place it (lane 0's kmod
+	 * backend first). The backend may set @t's max_cmd_bytes, queue_depth and workers to what
+	 * it uses for the target, raise its mem_align (kvblk.ko's buffer alignment), and set
+	 * t.note to a few words on how it serves it. Called with
 	 * no batch naming @id running; may run concurrently with batches on other targets.
 	 */
 	virtual int add_target(uint32_t id, BackendConfig &t) noexcept

@@ -22,10 +22,29 @@
 // and a DMA map per call and counts against RLIMIT_MEMLOCK while the call runs; an object
 // whose range cannot be registered fails with that errno (-ENOMEM for the memlock limit).
 //
+// Several targets: when the module reports KVBLK_FEAT_TARGETS, add_target() attaches each
+// target added to the device (kvblk_add_target(): a block device of any kind, a regular file;
+// opened by libkvblk O_DIRECT, O_RDWR when KVBLK_OPEN_WRITE) to this same context with
+// KVBLK_ATTACH_F_ADD_TARGET and no engine flag, checked as start() checks target 0 (geometry,
+// alignment, command size). A KTarget per libkvblk target id maps it to the module's index
+// (kvblk_attach.target) for loads and to its store-capable attach for stores (the same index,
+// or a second block-layer attach of its fd when the PRP engine serves it), so one batch over
+// any mix of targets is one set of descriptors: one KVBLK_IOC_LOAD_MANY per max_descs, or one
+// KVBLK_URING_CMD_LOAD_MANY per max_descs through the ring, and per-object results map back
+// as for one target. Per object, what the module would refuse for the whole call stays out
+// of it: device memory on a target without the PRP engine fails that object (-EOPNOTSUPP;
+// the module says -EXDEV for the call), and a file's last block cut short by its end
+// (IoObject.min_length, which the module refuses as past the end) is read with pread(2) on
+// the calling thread. kvblk.ko has no detach: remove_target() forgets the target here, the
+// module keeps it attached until the context closes (KVBLK_CTX_MAX_TARGETS attaches in all).
+// A refusal (an older module, KVBLK_OPEN_BUFFERED, the module's own) is returned with its
+// reason: the lanes (lanes.hpp) then serve that target as before.
+//
 // Splitting: by default objects go to the module whole and it splits them at its
 // max_cmd_bytes (the attach's value, reported as kvblk_dev_info.max_cmd_bytes). A smaller
 // kvblk_open_opts.max_cmd_bytes is honoured by handing the module one descriptor per
-// command. A call larger than the module's max_descs is sent as several ioctls in turn.
+// command (per target: each has its own attach's value). A call larger than the module's
+// max_descs is sent as several ioctls in turn.
 //
 // Device memory: CUDA ranges and dma-bufs are registered with the module when it reports
 // KVBLK_FEAT_MEM_CUDA / KVBLK_FEAT_MEM_DMABUF (loads into them are P2P through the PRP
@@ -66,8 +85,10 @@
 // every batch goes through run() on the dispatch thread (KVBLK_ASYNC_THREAD), as before.
 #include "backend.hpp"
 #include "kmod_ring.hpp"
-#include "sysfs.hpp"
 #include "last_error.hpp"
+#include "positional_io.hpp"
+#include "sysfs.hpp"
+#include "target_slots.hpp"
 #include "testing.hpp"
 
 #include <algorithm>
@@ -132,11 +153,52 @@ std::string memlock_text()
 	return std::to_string((unsigned long long)rl.rlim_cur >> 10) + " KiB";
 }
 
-/* A buffer id's kvblk.ko registration: @kid (0: none) and where the buffer starts in it. */
+/*
+ * A buffer id's kvblk.ko registration: @kid (0: none), where the buffer starts in it, and its
+ * enum kvblk_mem_kind.
+ */
 struct KernelBuf {
 	uint32_t kid = 0;
 	uint64_t delta = 0;
+	int kind = KVBLK_MEM_HOST;
 };
+
+/**
+ * struct KTarget - a libkvblk target that this backend's kvblk.ko context serves.
+ * @live:   served here (target 0 from start(), added targets from add_target()).
+ * @load:   its kvblk.ko target index (kvblk_attach.target), named by its load descriptors.
+ * @store:  the kvblk.ko target its stores name (its own index, or a second block-layer
+ *          attach of its fd when the PRP engine serves it), -1: no stores through kvblk.ko.
+ * @split:  > 0: one descriptor per command of this size (a max_cmd_bytes below kvblk.ko's).
+ * @cmd:    its largest command (kvblk_get_target_info().max_cmd_bytes).
+ * @prp:    the PRP engine serves it (default or alternative): memory without struct pages
+ *          (CUDA, dma-buf) reaches it.
+ * @bdev:   a block device (the bio engine takes P2PDMA pages on a queue that takes them).
+ */
+struct KTarget {
+	bool live = false;
+	uint32_t load = 0;
+	int32_t store = -1;
+	uint64_t split = 0;
+	uint64_t cmd = 0;
+	bool prp = false;
+	bool bdev = false;
+};
+
+/* Words for enum kvblk_engine @e. */
+std::string engine_words(uint32_t e)
+{
+	switch (e) {
+	case KVBLK_ENGINE_PRP:
+		return "prp";
+	case KVBLK_ENGINE_BIO:
+		return "block-layer";
+	case KVBLK_ENGINE_FILE:
+		return "block-layer (file)";
+	default:
+		return "engine " + std::to_string(e);
+	}
+}
 
 /* A page range registered for one call, and the objects it carries. */
 struct TempRange {
@@ -156,7 +218,6 @@ struct TempRange {
  */
 struct KernelBatch {
 	uint32_t flags = 0;	/* kvblk_load_many.flags: 0, or KVBLK_LOAD_F_STORE */
-	uint32_t target = 0;	/* the kvblk.ko target every descriptor names */
 	std::vector<kvblk_io_desc> descs;
 	std::vector<uint32_t> owner;
 	std::vector<kvblk_desc_result> res;
@@ -170,8 +231,11 @@ struct KernelBatch {
 			cur = st;
 	}
 
-	/* Descriptors for object @i of @b into kvblk.ko buffer @kid at @buf_offset (@split: see KmodBackend). */
-	void add_descs(const Batch &b, uint32_t i, uint32_t kid, uint64_t buf_offset, uint64_t split)
+	/*
+	 * Descriptors for object @i of @b on kvblk.ko target @target into kvblk.ko buffer @kid at
+	 * @buf_offset (@split: see KmodBackend).
+	 */
+	void add_descs(const Batch &b, uint32_t i, uint32_t target, uint32_t kid, uint64_t buf_offset, uint64_t split)
 	{
 		const IoObject &o = b.objects[i];
 		const uint64_t piece = split ? split : kMaxDescBytes;
@@ -421,12 +485,11 @@ public:
 				    a.max_cmd_bytes, a.lba_size);
 
 		/* The module splits at its own size; a smaller one asked for is one descriptor per command. */
-		if (cfg.max_cmd_bytes < a.max_cmd_bytes) {
-			split_ = cfg.max_cmd_bytes;
-		} else {
-			split_ = 0;
+		uint64_t split = 0;
+		if (cfg.max_cmd_bytes < a.max_cmd_bytes)
+			split = cfg.max_cmd_bytes;
+		else
 			cfg.max_cmd_bytes = a.max_cmd_bytes;
-		}
 
 		const std::string sys = "/sys/kernel/kvblk/" + whole_disk_name(st.st_rdev);
 		kernel_descs_ = uint32_t(std::min<uint64_t>(read_sysfs_u64(sys + "/max_descs"), UINT32_MAX));
@@ -435,6 +498,9 @@ public:
 		const uint32_t store_qd = cfg.queue_depth;
 		if (uint64_t inflight = read_sysfs_u64(sys + "/max_inflight"))
 			cfg.queue_depth = uint32_t(std::min<uint64_t>(inflight, UINT32_MAX));
+		queue_depth_ = cfg.queue_depth;
+		eagain_retries_ = cfg.eagain_retries;
+		no_targets_ = s && s->kmod_no_targets;
 
 		if (cfg.writable) {
 			std::string why;
@@ -468,7 +534,110 @@ public:
 			   (engine ? std::string(engine) : "engine " + std::to_string(a.engine)) +
 			   " engine" + (prp_too ? " (prp for device memory)" : "") + async + store_note_;
 		page_ = uint64_t(sysconf(_SC_PAGESIZE));
+		KTarget *t0 = tgts_.ensure(0);
+		if (!t0)
+			return fail(-ENOMEM, "kmod: out of memory for the target table");
+		*t0 = KTarget{true, a.target, store_target_, split, cfg.max_cmd_bytes, true, true};
 		return 0;
+	}
+
+	/*
+	 * Target @id added to the device: attach its fd to this context (KVBLK_ATTACH_F_ADD_TARGET,
+	 * no engine flag: the module picks, as for target 0), with the checks start() makes of
+	 * target 0, so that its objects go in the same KVBLK_IOC_LOAD_MANY calls as everyone's.
+	 * Refused (-errno, the reason in kvblk_last_error(); the lanes then serve it as before):
+	 * a kvblk.ko without KVBLK_FEAT_TARGETS, KVBLK_OPEN_BUFFERED, a writable target when
+	 * kvblk.ko cannot store and the device has no uring writer, the module's refusal, a
+	 * geometry or alignment libkvblk would not check objects against. A target attached and
+	 * then refused here stays attached in the module, unused, until the device closes.
+	 */
+	int add_target(uint32_t id, BackendConfig &t) noexcept override
+	{
+		const char *path = t.path.c_str();
+		/* Short reasons: the lanes put them in kvblk_dev_info.backend_reason (160 bytes). */
+		if (!(feat_ & KVBLK_FEAT_TARGETS) || no_targets_)
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_TARGETS (features 0x%llx)",
+				    ull(no_targets_ ? feat_ & ~KVBLK_FEAT_TARGETS : feat_));
+		if (t.buffered)
+			return fail(-EOPNOTSUPP, "KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses");
+		if (t.writable && !writer_ && !(feat_ & KVBLK_FEAT_STORE))
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_STORE, and %s is writable", path);
+		KTarget *slot = tgts_.ensure(id);
+		if (!slot)
+			return fail(-ENOMEM, "kmod: out of memory for target %u", id);
+		kvblk_attach a{};
+		a.size = sizeof(a);
+		a.flags = KVBLK_ATTACH_F_ADD_TARGET;
+		a.bdev_fd = t.fd;
+		if (ioctl(ctl_, KVBLK_IOC_ATTACH, &a) != 0) {
+			const int e = errno;
+			return fail(-e, "kvblk.ko refused the attach: %s%s", errno_text(e).c_str(),
+				    e == ENOSPC ? " (KVBLK_CTX_MAX_TARGETS attaches; removed targets stay attached "
+						  "until kvblk_close())" :
+						  " (the kernel log may say more)");
+		}
+		if (a.lba_size == 0 || t.logical_block_size % a.lba_size || a.capacity != t.capacity)
+			return fail(-EOPNOTSUPP, "kvblk.ko sees %llu bytes of %u-byte blocks, libkvblk %llu of %u",
+				    ull(a.capacity), a.lba_size, ull(t.capacity), t.logical_block_size);
+		/*
+		 * Destinations: the module wants buf_align (at least 4 through the block layer), the
+		 * file system or block device may have said less (statx dio_mem_align, 1 for some
+		 * devices): the target's mem_align becomes the larger, which libkvblk then checks.
+		 */
+		const uint32_t align = std::max(a.buf_align, t.mem_align);
+		if (a.buf_align & (a.buf_align - 1) || align % t.mem_align || align > page_)
+			return fail(-EOPNOTSUPP, "kvblk.ko's buffer alignment %u does not fit mem_align %u",
+				    a.buf_align, t.mem_align);
+		if (a.max_cmd_bytes < a.lba_size || a.max_cmd_bytes % a.lba_size)
+			return fail(-EOPNOTSUPP, "kvblk.ko reports max_cmd_bytes %u for %u-byte blocks",
+				    a.max_cmd_bytes, a.lba_size);
+		int32_t store = -1;
+		if (t.writable && !writer_) {
+			store = int32_t(a.target);
+			if (a.engine == KVBLK_ENGINE_PRP) {
+				/* The PRP engine only reads: the same fd once more, through the block layer. */
+				kvblk_attach w{};
+				w.size = sizeof(w);
+				w.flags = KVBLK_ATTACH_F_ENGINE_BIO | KVBLK_ATTACH_F_ADD_TARGET;
+				w.bdev_fd = t.fd;
+				if (ioctl(ctl_, KVBLK_IOC_ATTACH, &w) != 0) {
+					const int e = errno;
+					return fail(-e, "kvblk.ko refused the block-layer attach of %s for stores: %s", path,
+						    errno_text(e).c_str());
+				}
+				store = int32_t(w.target);
+			}
+		}
+		uint64_t split = 0;
+		if (t.max_cmd_bytes < a.max_cmd_bytes)
+			split = t.max_cmd_bytes; /* asked for: one descriptor per command */
+		else
+			t.max_cmd_bytes = a.max_cmd_bytes;
+		const bool prp = a.engine == KVBLK_ENGINE_PRP || (a.engines & (1u << KVBLK_ENGINE_PRP));
+		t.queue_depth = queue_depth_;
+		t.mem_align = align;
+		t.note = "target " + std::to_string(a.target) + " of the device's kvblk.ko context, " +
+			 engine_words(a.engine) + " engine" +
+			 (a.engine != KVBLK_ENGINE_PRP && prp ? " (prp for device memory)" : "");
+		if (t.writable)
+			t.note += writer_ ? ", stores through uring" :
+				  store == int32_t(a.target) ? ", stores through kvblk.ko" :
+							       ", stores through kvblk.ko's block-layer engine (target " +
+								       std::to_string(store) + ")";
+		*slot = KTarget{true, a.target, store, split, t.max_cmd_bytes, prp, t.blockdev};
+		added_.store(true, std::memory_order_relaxed);
+		return 0;
+	}
+
+	/*
+	 * kvblk.ko has no detach: the module keeps the target attached (and its file open) until
+	 * the context closes with the device; libkvblk forgets it, so no descriptor names it again
+	 * (the library refuses its id until it is handed out again, to a new attach).
+	 */
+	void remove_target(uint32_t id) noexcept override
+	{
+		if (id && id < KVBLK_MAX_TARGETS && tgts_.get(id).live)
+			tgts_[id] = KTarget{};
 	}
 
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_KMOD; }
@@ -480,12 +649,8 @@ public:
 
 	int run(Batch &b) noexcept override
 	{
-		if (b.dir == IoDir::write) {
-			if (writer_)
-				return writer_->run(b);
-			if (store_target_ < 0)
-				return fail(-EBADF, "kmod: stores need KVBLK_OPEN_WRITE");
-		}
+		if (b.dir == IoDir::write && writer_)
+			return writer_->run(b);
 		try {
 			return load(b);
 		} catch (const std::bad_alloc &) {
@@ -512,7 +677,7 @@ public:
 			return false;
 		for (uint32_t i = 0; i < b.count; i++) {
 			const uint32_t id = b.objects[i].buf_id;
-			if (id == KVBLK_BUF_NONE || !bufs_[id].kid)
+			if (id == KVBLK_BUF_NONE || !bufs_[id].kid || b.objects[i].min_length)
 				return false;
 		}
 		return true;
@@ -536,7 +701,6 @@ public:
 			j = std::make_unique<NativeJob>();
 			j->b = &b;
 			j->k.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
-			j->k.target = b.dir == IoDir::write ? uint32_t(store_target_) : 0;
 			j->ring = ring_.get();
 			j->kernel_descs = &kernel_descs_;
 			j->ctl = ctl_;
@@ -544,7 +708,17 @@ public:
 			for (uint32_t i = 0; i < b.count; i++) {
 				const IoObject &o = b.objects[i];
 				const KernelBuf &kb = bufs_[o.buf_id];
-				j->k.add_descs(b, i, kb.kid, kb.delta + o.buf_offset, split_);
+				uint32_t target = 0;
+				uint64_t split = 0;
+				if (const int32_t st = route(b, i, &target, &split))
+					j->k.note_status(i, st);
+				else
+					j->k.add_descs(b, i, target, kb.kid, kb.delta + o.buf_offset, split);
+			}
+			if (j->k.descs.empty()) { /* every object refused here: nothing for the module */
+				j->k.write_results(b);
+				b.sink->batch_done(0);
+				return;
 			}
 			j->k.res.resize(j->k.descs.size());
 			std::vector<KmodRingCmd *> calls;
@@ -581,7 +755,7 @@ public:
 		if (end - start <= kMaxRegBytes)
 			err = register_range(start, end, &kid);
 		if (err == 0) {
-			bufs_[id] = KernelBuf{kid, uint64_t(uintptr_t(base)) - start};
+			bufs_[id] = KernelBuf{kid, uint64_t(uintptr_t(base)) - start, KVBLK_MEM_HOST};
 			return r;
 		}
 		if (err == -EFAULT) { /* the range, not a limit: registration fails */
@@ -647,7 +821,7 @@ public:
 			return fail(-e, "kmod: kvblk.ko refused to register %s [0x%llx, +%llu): %s (the kernel log "
 					"may say more)", what, ull(addr), ull(reg_len), errno_text(e).c_str());
 		}
-		bufs_[id] = KernelBuf{reg.buf_id, 0};
+		bufs_[id] = KernelBuf{reg.buf_id, 0, int(reg.kind)};
 		return 0;
 	}
 
@@ -787,15 +961,30 @@ private:
 	{
 		const uint32_t n = b.count;
 		k_.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
-		k_.target = b.dir == IoDir::write ? uint32_t(store_target_) : 0;
 		k_.status.assign(n, 0);
 		range_of_.assign(n, -1);
+		target_of_.resize(n);
+		split_of_.resize(n);
+
+		/*
+		 * Each object's kvblk.ko target; objects refused here (kNotSent) or read with pread
+		 * (kPread: a file's last block, cut short by its end, which kvblk.ko refuses whole).
+		 */
+		for (uint32_t i = 0; i < n; i++) {
+			if (b.objects[i].min_length && b.dir == IoDir::read) {
+				range_of_[i] = kPread;
+			} else if (const int32_t st = route(b, i, &target_of_[i], &split_of_[i])) {
+				k_.note_status(i, st);
+				range_of_[i] = kNotSent;
+			}
+		}
+		read_ends(b);
 
 		/* Plain pointers (and buffers kvblk.ko refused): merge their pages into ranges. */
 		spans_.clear();
 		for (uint32_t i = 0; i < n; i++) {
 			const IoObject &o = b.objects[i];
-			if (o.buf_id != KVBLK_BUF_NONE && bufs_[o.buf_id].kid)
+			if (range_of_[i] != -1 || (o.buf_id != KVBLK_BUF_NONE && bufs_[o.buf_id].kid))
 				continue;
 			const uint64_t a = uint64_t(uintptr_t(o.mem)) & ~(page_ - 1);
 			const uint64_t e = (uint64_t(uintptr_t(o.mem)) + o.length + page_ - 1) & ~(page_ - 1);
@@ -831,16 +1020,17 @@ private:
 			for (uint32_t i = 0; i < n; i++) {
 				const IoObject &o = b.objects[i];
 				const int32_t r = range_of_[i];
-				if (r < 0) {
+				if (r == -1) {
 					if (p == 0)
-						k_.add_descs(b, i, bufs_[o.buf_id].kid, bufs_[o.buf_id].delta + o.buf_offset,
-							     split_);
-				} else if (size_t(r) >= r0 && size_t(r) < r1) {
+						k_.add_descs(b, i, target_of_[i], bufs_[o.buf_id].kid,
+							     bufs_[o.buf_id].delta + o.buf_offset, split_of_[i]);
+				} else if (r >= 0 && size_t(r) >= r0 && size_t(r) < r1) {
 					const TempRange &tr = ranges_[size_t(r)];
 					if (tr.err)
 						k_.note_status(i, tr.err);
 					else
-						k_.add_descs(b, i, tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start, split_);
+						k_.add_descs(b, i, target_of_[i], tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start,
+							     split_of_[i]);
 				}
 			}
 			if (alive && !k_.descs.empty())
@@ -855,6 +1045,68 @@ private:
 		return 0;
 	}
 
+	/*
+	 * The KTarget of libkvblk target @id. A backend no target was added to serves one target
+	 * whatever the id (a lane of its own for a block device the device's context did not
+	 * take, lanes.hpp): its target 0.
+	 */
+	const KTarget &slot_of(uint32_t id) const noexcept
+	{
+		return added_.load(std::memory_order_relaxed) ? tgts_.get(id) : tgts_.get(0);
+	}
+
+	/* range_of_ for objects that get no descriptor: refused by route(), or read by read_ends(). */
+	static constexpr int32_t kNotSent = -2;
+	static constexpr int32_t kPread = -3;
+
+	/*
+	 * Where object @i of @b goes: its kvblk.ko target (*target) and descriptor size (*split),
+	 * or the -errno it ends with, unsent: -ENOENT a target this context does not serve,
+	 * -EBADF a store to a target without a store-capable attach, -EOPNOTSUPP device memory
+	 * that the target's engines cannot reach (an added target without the PRP engine: on
+	 * another NVMe PCI function, a file, another block device; kvblk.ko would refuse the
+	 * whole call with -EXDEV).
+	 */
+	int32_t route(const Batch &b, uint32_t i, uint32_t *target, uint64_t *split) const noexcept
+	{
+		const IoObject &o = b.objects[i];
+		const KTarget &t = slot_of(o.target);
+		if (!t.live)
+			return -ENOENT;
+		if (b.dir == IoDir::write && t.store < 0)
+			return -EBADF;
+		if (o.target && o.buf_id != KVBLK_BUF_NONE && bufs_[o.buf_id].kid) {
+			const int kind = bufs_[o.buf_id].kind;
+			const bool reach = kind == KVBLK_MEM_HOST || t.prp || (kind == KVBLK_MEM_P2PDMA && t.bdev);
+			if (!reach) {
+				set_last_error("kmod: target %u has no engine of kvblk.ko that reaches device memory "
+					       "(no PRP engine: another NVMe PCI function, a file or another block "
+					       "device): its objects in buffer %u fail with EOPNOTSUPP",
+					       o.target, o.buf_id);
+				return -EOPNOTSUPP;
+			}
+		}
+		*target = b.dir == IoDir::write ? uint32_t(t.store) : t.load;
+		*split = t.split;
+		return 0;
+	}
+
+	/* The objects marked kPread: pread(2) on the object's own fd, each on this thread. */
+	void read_ends(Batch &b) noexcept
+	{
+		std::atomic<uint64_t> inflight{0}, peak{0};
+		for (uint32_t i = 0; i < b.count; i++) {
+			if (range_of_[i] != kPread)
+				continue;
+			const IoObject &o = b.objects[i];
+			const PositionalIo pio{b.dir, KVBLK_BACKEND_KMOD, std::max<uint64_t>(slot_of(o.target).cmd, 4096),
+					       eagain_retries_, testing::active(), &inflight, &peak};
+			uint64_t valid = 0;
+			const int32_t st = b.cancelled() ? -ECANCELED : move_object(pio, o, i, &b.counters, &valid);
+			k_.note_status(i, st);
+		}
+	}
+
 	struct Span {
 		uint64_t start;
 		uint64_t end;
@@ -864,7 +1116,11 @@ private:
 	int ctl_ = -1;
 	__u64 feat_ = 0;	/* KVBLK_IOC_GET_FEATURES */
 	uint64_t page_ = 4096;
-	uint64_t split_ = 0;		/* > 0: one kernel descriptor per command of this size */
+	uint32_t queue_depth_ = 0;	/* target 0's disk's max_inflight: every batch's cap */
+	uint32_t eagain_retries_ = 0;
+	bool no_targets_ = false;	/* the kmod_no_targets seam */
+	TargetSlots<KTarget> tgts_;	/* the targets served here, by libkvblk target id */
+	std::atomic<bool> added_{false};	/* add_target() took one: objects name their KTarget */
 	std::atomic<uint32_t> kernel_descs_{kDefaultKernelDescs};	/* run() and start() lower it */
 	std::unique_ptr<Backend> writer_;	/* stores through uring (no KVBLK_FEAT_STORE) */
 	int store_target_ = -1;		/* stores through kvblk.ko: its target index */
@@ -874,7 +1130,9 @@ private:
 
 	/* run()'s per-batch state, kept between batches. */
 	KernelBatch k_;
-	std::vector<int32_t> range_of_;
+	std::vector<int32_t> range_of_;	/* a TempRange, -1 (registered buffer), kNotSent, kPread */
+	std::vector<uint32_t> target_of_;
+	std::vector<uint64_t> split_of_;
 	std::vector<Span> spans_;
 	std::vector<TempRange> ranges_;
 };

@@ -286,6 +286,7 @@ void Lanes::remove_target(uint32_t id) noexcept
 		Placement &p = placement_[id];
 		const uint32_t lane = p.lane;
 		p = Placement{};
+		lanes_[lane]->be->remove_target(id);
 		lanes_[lane]->targets--;
 		if (lane) {
 			targets_off_lane0_--;
@@ -445,16 +446,31 @@ int Lanes::split_and_run(Batch &b, std::vector<std::shared_ptr<Lane>> &lanes)
 
 namespace {
 
-/* The kmod device's placement: a kmod lane per attachable namespace, else the uring lane. */
+/*
+ * The kmod device's placement: lane 0 when its kvblk.ko context takes the target (one call
+ * for every target), else a kmod lane per block device kvblk.ko attaches, else the uring lane.
+ */
 int place_on_kmod_device(Lanes &lanes, uint32_t id, BackendConfig &t, const BackendConfig &base,
 			 std::string *reason)
 {
-	(void)id;
-	std::string why;
+	std::string why, shared;
+	if (!t.buffered) {
+		BackendConfig k = t;
+		if (lanes.lane(0).add_target(id, k) == 0) {
+			t.max_cmd_bytes = k.max_cmd_bytes;
+			t.queue_depth = k.queue_depth;
+			t.workers = k.workers;
+			t.mem_align = k.mem_align;
+			*reason = "kmod: " + t.path + " is " + k.note;
+			return 0;
+		}
+		/* Why the device's context did not take it: first, so that it survives truncation. */
+		shared = last_error();
+	}
 	if (t.buffered) {
 		why = "KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses";
 	} else if (!t.blockdev) {
-		why = t.path + " is not a block device";
+		why = t.path + " is not a block device (" + shared + ")";
 	} else {
 		BackendConfig k = t;
 		k.queue_depth = base.queue_depth;
@@ -467,10 +483,10 @@ int place_on_kmod_device(Lanes &lanes, uint32_t id, BackendConfig &t, const Back
 			t.max_cmd_bytes = k.max_cmd_bytes;
 			t.queue_depth = k.queue_depth; /* the namespace's max_inflight */
 			t.workers = k.workers;
-			*reason = "kmod: " + t.path + " has a kvblk.ko context of its own (" + k.note + ")";
+			*reason = "kmod: " + t.path + " has a kvblk.ko context of its own (" + shared + "; " + k.note + ")";
 			return int(lanes.add_lane(std::move(be)));
 		}
-		why = "kvblk.ko cannot serve it: " + std::string(last_error());
+		why = "kvblk.ko cannot serve it: " + std::string(last_error()) + " (" + shared + ")";
 	}
 	*reason = "uring: " + why;
 	BackendConfig u = base;

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Lanes: one device served by several backends. A kmod device reads its own namespace
-// through kvblk.ko; a PCIe NVMe namespace added with kvblk_add_target() gets a kvblk.ko
-// context of its own (its own kmod backend), and any other target is served by one uring
-// backend shared by all of them. Each backend is a lane; every target belongs to one lane.
+// through kvblk.ko (lane 0). A target added with kvblk_add_target() goes first to lane 0's
+// backend (Backend::add_target()): a kvblk.ko with several targets per context
+// (KVBLK_FEAT_TARGETS) attaches it to lane 0's own context, so it stays on lane 0 and a batch
+// over such targets is never split (one kvblk.ko call, or one io_uring command per max_descs
+// descriptors). Only what lane 0 refuses (KVBLK_OPEN_BUFFERED, a kvblk.ko without the
+// feature, the module's refusal; the reason is kept) gets a lane: a block device kvblk.ko
+// attaches gets a kvblk.ko context of its own (its own kmod backend), and any other target is
+// served by one uring backend shared by all of them. Each backend is a lane; every target
+// belongs to one lane; removing a target tells its lane's backend (remove_target()).
 //
 // A batch is split by lane. The lanes run at once: lane 0 on the calling thread, every other
 // lane with work on a persistent thread of its own; the batch is over when all are done.
@@ -108,10 +114,12 @@ private:
 };
 
 /*
- * The lanes of a kmod device: @kmod (target 0) on lane 0; a block device added later gets a
- * kmod lane of its own when kvblk.ko attaches to it (a PCIe NVMe namespace), everything else
- * (files, other block devices, KVBLK_OPEN_BUFFERED, namespaces the module refuses) goes to
- * one shared uring lane made from @base's queue depth, workers and retries.
+ * The lanes of a kmod device: @kmod (target 0) on lane 0, and every target added later that
+ * @kmod's own kvblk.ko context takes (KmodBackend::add_target()); of the others, a block
+ * device gets a kmod lane of its own when kvblk.ko attaches to it, everything else (files,
+ * KVBLK_OPEN_BUFFERED, devices the module refuses) goes to one shared uring lane made from
+ * @base's queue depth, workers and retries. kvblk_get_target_info()'s backend_reason says
+ * which, and why the context did not take it.
  */
 std::unique_ptr<Backend> make_kmod_lanes(std::unique_ptr<Backend> kmod, const BackendConfig &base);
 

@@ -5,6 +5,7 @@
 #include "last_error.hpp"
 #include "struct_size.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <new>
@@ -58,6 +59,8 @@ int add_opened(kvblk_dev *dev, const char *fn, std::unique_ptr<TargetEntry> e, u
 		close_target(&t);
 		return ret;
 	}
+	/* A backend may need destinations aligned more strictly than the target said (kvblk.ko). */
+	t.mem_align = std::max(t.mem_align, cfg.mem_align);
 	e->max_cmd_bytes = cfg.max_cmd_bytes;
 	e->queue_depth = cfg.queue_depth;
 	e->workers = cfg.workers;

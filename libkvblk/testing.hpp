@@ -57,6 +57,9 @@ struct CommandInfo {
  *                     their batches on the dispatch thread, as with a module without it.
  * @kmod_no_store:     kmod devices opened after this ignore KVBLK_FEAT_STORE and store
  *                     through a uring backend on the same fd, as with a module without it.
+ * @kmod_no_targets:   kmod devices opened after this ignore KVBLK_FEAT_TARGETS for the targets
+ *                     added to them: every one goes to a lane (a kvblk.ko context of its own,
+ *                     or uring), as with a module without it.
  * @kmod_ring_hold:    while it points to true, the kmod ring (kmod_ring.cpp) leaves its
  *                     queue alone: commands queued meanwhile stay there (kvblk_cancel()
  *                     finds them not issued). The ring looks again when it is woken.
@@ -75,6 +78,7 @@ struct Seams {
 	const char *kmod_node = nullptr;
 	bool kmod_no_uring_cmd = false;
 	bool kmod_no_store = false;
+	bool kmod_no_targets = false;
 	const std::atomic<bool> *kmod_ring_hold = nullptr;
 	uint32_t uring_overcommit = 0;
 	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;

@@ -328,7 +328,8 @@ struct kvblk_dev_info {
  *                      device, ended with the last); no thread per device.
  *                      Loads into plain pointers (KVBLK_BUF_NONE, or a buffer
  *                      kvblk.ko did not register), batches naming targets
- *                      served by other lanes and staged CUDA batches go to a
+ *                      the device's kvblk.ko context does not serve (see
+ *                      kvblk_add_target()) and staged CUDA batches go to a
  *                      dispatch thread as below, created for the device when
  *                      the first such batch comes. kvblk_cancel() ends the
  *                      kvblk.ko batches not yet handed to the kernel; one
@@ -374,13 +375,27 @@ int kvblk_get_info(kvblk_dev *dev, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;
  * in flight together. Each target has its own logical block size, memory
  * alignment and capacity (kvblk_get_target_info()); descriptors are checked
  * against their own target's. uring/threadpool/psync devices read every
- * target through their own rings or threads; a kmod device serves an added
- * block device that kvblk.ko attaches (an NVMe namespace through its PRP
- * engine; md, dm, loop, null_blk... through its block-layer engine) through
- * its own kvblk.ko context, and files (and devices kvblk.ko refuses) through
- * the uring backend (the backend that served each part is counted
- * in stats.batches_by_backend). A uring_cmd device takes NVMe generic char
- * devices only.
+ * target through their own rings or threads. A kmod device whose kvblk.ko
+ * takes several targets per context (KVBLK_FEAT_TARGETS) attaches every added
+ * block device (an NVMe namespace, a partition, md, dm, loop, null_blk...) and
+ * regular file to its own kvblk.ko context (KVBLK_ATTACH_F_ADD_TARGET, with
+ * the rights @flags ask: O_RDWR for KVBLK_OPEN_WRITE): the block-layer
+ * engine serves it (an nvme-pci namespace of the same controller also gets
+ * the PRP engine for device memory; device memory on any other added target
+ * fails at its objects with -EOPNOTSUPP), and a batch over any mix of targets
+ * is one KVBLK_IOC_LOAD_MANY (through kvblk_submit(), one io_uring command per
+ * max_descs descriptors), reported and counted once as kmod; a file's last
+ * block cut short by its end (KVBLK_DESC_UNALIGNED) is read with pread(2).
+ * Such a target's mem_align is at least kvblk.ko's buffer alignment for it
+ * (4 through the block layer) where the device or file system said less.
+ * Targets that context does not take (KVBLK_OPEN_BUFFERED, a kvblk.ko without
+ * KVBLK_FEAT_TARGETS or that refuses the attach) are served as before: a
+ * block device that kvblk.ko attaches by a kvblk.ko context of its own, files
+ * and the rest by the uring backend; a batch is then split between them
+ * (the backend that served each part is counted in
+ * stats.batches_by_backend). kvblk_get_target_info()'s backend and
+ * backend_reason say which serves a target and why. A uring_cmd device takes
+ * NVMe generic char devices only.
  * Errors: -EINVAL NULL argument or unknown flag; -ENOSPC KVBLK_MAX_TARGETS
  * reached; the errors of kvblk_open() for @path (-EISDIR a directory,
  * -EOPNOTSUPP (== -ENOTSUP) a FIFO, socket or other file that is not a block
@@ -410,6 +425,13 @@ int kvblk_add_target_fd(kvblk_dev *dev, int fd, uint32_t flags, uint32_t *id) KV
 /**
  * kvblk_remove_target() - close target @id (>= 1; target 0 lives until
  * kvblk_close()) (since 0.3). Its id may be handed out again afterwards.
+ * kvblk.ko has no detach: a target of a kmod device's own kvblk.ko context
+ * (see kvblk_add_target()) stays attached in the module, its file held
+ * open there (a loop device or md array cannot be torn down, a file system
+ * not unmounted) until kvblk_close(); libkvblk no longer names it. Adding it
+ * again attaches it anew; a context takes 4096 attaches in its life
+ * (KVBLK_CTX_MAX_TARGETS), after which added block devices get a kvblk.ko
+ * context of their own and files the uring backend, as above.
  * Errors: -EINVAL @id is 0; -ENOENT no such target; -EBUSY an outstanding
  * batch names it (wait for or reap it first).
  */
@@ -420,9 +442,10 @@ int kvblk_remove_target(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * (since 0.3): backend and backend_reason of the backend that serves it,
  * flags, logical_block_size, mem_align, capacity (now: files are sized
  * again when each batch starts), and that backend's max_cmd_bytes,
- * queue_depth and workers (kmod device: an added namespace reports its
- * kvblk.ko context's max_inflight; a target served by uring, the queue
- * depth and workers the device was opened with).
+ * queue_depth and workers (kmod device: a target of the device's kvblk.ko
+ * context reports target 0's max_inflight, which caps every batch; one with
+ * a kvblk.ko context of its own, that context's max_inflight; a target
+ * served by uring, the queue depth and workers the device was opened with).
  * Errors: those of kvblk_get_info(); -ENOENT no such target.
  */
 int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *info) KVBLK_NOEXCEPT;

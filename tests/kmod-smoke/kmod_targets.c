@@ -6,18 +6,19 @@
  * context's buffers are mapped for A's controller), namespace B of another
  * controller (target 1: without a flag the block-layer engine alone, since
  * the context's memory is mapped for A's PCI function; KVBLK_ATTACH_F_ENGINE_PRP
- * there is refused with -EXDEV) and a regular file (target 2: the file
- * engine). A attached again without a flag after the buffer: the
- * block-layer engine, with the PRP engine for page-less memory. One
- * buffer; then ROUNDS batches of objects interleaved over the three
- * targets, each batch ONE LOAD_MANY, every object at its own target's
+ * there is refused with -EXDEV), a regular file (target 2: the file
+ * engine) and a block device that is no NVMe namespace, a loop device
+ * (target 3: the block-layer engine). A attached again without a flag after
+ * the buffer: the block-layer engine, with the PRP engine for page-less
+ * memory. One buffer; then ROUNDS batches of objects interleaved over the
+ * four targets, each batch ONE LOAD_MANY, every object at its own target's
  * alignment, with canary bytes around every object. Every object must equal
  * pread(O_DIRECT) of its own target's fd (and for A and B the VM's pattern:
  * B's byte b is pattern byte KVBLK_VM_NS2_OFFSET + b, so a read served by
  * the wrong namespace never matches). Each batch reports engine
- * KVBLK_ENGINE_MIXED, engines = PRP|BIO|FILE, nr_targets = 3, and each
+ * KVBLK_ENGINE_MIXED, engines = PRP|BIO|FILE, nr_targets = 4, and each
  * disk's sysfs counters move by exactly its own share: objects, commands,
- * bytes, one batch per disk.
+ * bytes, one batch per disk (the four targets are on four disks).
  * Also: a descriptor past its own target's live end (-ERANGE) or naming a
  * target the context lacks (-EINVAL) fails the call with bad_index, nothing
  * read; descriptors of 40 bytes (0.2) all read target 0; rights are
@@ -26,7 +27,7 @@
  * uses no index; KVBLK_ATTACH_F_ADD_TARGET with a 0.2-sized struct -EINVAL;
  * a second plain attach -EBUSY as in 0.2.
  *
- * usage: kmod_targets DEV_A DEV_B FILE
+ * usage: kmod_targets DEV_A DEV_B FILE DEV_C (DEV_C: not the disk under FILE)
  * Environment: KVBLK_VM_NS2_OFFSET (bytes, K/M/G suffix allowed; default
  * 64M),
  * KMOD_TARGETS_ROUNDS (default 8).
@@ -57,7 +58,7 @@
 #include "smoke_check.h"
 
 #define CANARY 0x5c
-#define NT 3
+#define NT 4
 #define MAX_OBJS 60
 #define BUF_BYTES (48ULL << 20)
 
@@ -299,8 +300,8 @@ int main(int argc, char **argv)
 	unsigned char *buf;
 	int kfd, ret;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: kmod_targets DEV_A DEV_B FILE\n");
+	if (argc != 5) {
+		fprintf(stderr, "usage: kmod_targets DEV_A DEV_B FILE DEV_C\n");
 		return 2;
 	}
 	kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
@@ -321,6 +322,7 @@ int main(int argc, char **argv)
 	t[0].pattern_base = 0;
 	t[1].pattern_base = e ? parse_bytes(e) : 64ULL << 20;
 	t[2].pattern_base = UINT64_MAX;
+	t[3].pattern_base = UINT64_MAX;
 
 	/* Adding a target needs a struct that can carry its index. */
 	ret = attach(kfd, t[0].fd, KVBLK_ATTACH_F_ADD_TARGET, KVBLK_ATTACH_SIZE_VER1, &a);
@@ -374,6 +376,14 @@ int main(int argc, char **argv)
 	ret = attach(kfd, t[2].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a), &t[2].a);
 	CHECK(!ret && t[2].a.target == 2 && t[2].a.engine == KVBLK_ENGINE_FILE,
 	      "add file: %d target %u engine %u", ret, t[2].a.target, t[2].a.engine);
+	ret = attach(kfd, t[3].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a), &t[3].a);
+	CHECK(!ret && t[3].a.target == 3 && t[3].a.engine == KVBLK_ENGINE_BIO &&
+	      t[3].a.engines == 1U << KVBLK_ENGINE_BIO,
+	      "add %s: %d target %u engine %u engines %#x", t[3].path, ret,
+	      t[3].a.target, t[3].a.engine, t[3].a.engines);
+	CHECK(strcmp(t[3].disk, t[2].disk) && strcmp(t[3].disk, t[0].disk) &&
+	      strcmp(t[3].disk, t[1].disk),
+	      "%s is on a disk of another target (%s)", t[3].path, t[3].disk);
 	if (failures)
 		goto out;
 	for (i = 0; i < NT; i++)
@@ -399,7 +409,7 @@ int main(int argc, char **argv)
 		struct kvblk_attach a2;
 
 		ret = attach(kfd, t[0].fd, KVBLK_ATTACH_F_ADD_TARGET, sizeof(a2), &a2);
-		CHECK(!ret && a2.target == 3 && a2.engine == KVBLK_ENGINE_BIO &&
+		CHECK(!ret && a2.target == NT && a2.engine == KVBLK_ENGINE_BIO &&
 		      a2.engines == ((1U << KVBLK_ENGINE_BIO) | (1U << KVBLK_ENGINE_PRP)),
 		      "add A again: %d target %u engine %u engines %#x", ret,
 		      a2.target, a2.engine, a2.engines);
@@ -407,7 +417,7 @@ int main(int argc, char **argv)
 
 	for (i = 0; i < rounds; i++)
 		round_check(kfd, t, reg.buf_id, buf, i);
-	printf("%u batches over A (prp), B (bio) and a file: %s\n", rounds,
+	printf("%u batches over A (prp), B (bio), a file and %s (bio): %s\n", rounds, t[3].path,
 	       failures ? "FAIL" : "ok");
 
 	/* Each descriptor is checked against its own target's live end. */
@@ -426,7 +436,7 @@ int main(int argc, char **argv)
 	      "past B's end: %d bad_index %d status %d/%d", ret, lm.bad_index,
 	      r[0].status, r[1].status);
 	d[1].offset = 0;
-	d[1].target = 4;	/* no such target */
+	d[1].target = NT + 1;	/* no such target (NT is A again) */
 	ret = load(kfd, d, 2, sizeof(d[0]), r, &lm);
 	CHECK(ret == -EINVAL && lm.bad_index == 1 && r[1].status == -EINVAL &&
 	      all_canary(buf, 2 << 20),

@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: MIT
-// Several targets on real namespaces (kvblk_add_target()): a kmod device whose batch is split
-// into lanes (lanes.cpp: an added PCIe NVMe namespace gets a kvblk.ko context of its own, a
-// regular file the shared uring lane), and a uring_cmd device over two generic char devices.
-// They run in the QEMU guest of tests/vm (variant two-ns, tests/vm/cases/libkvblk-targets.sh)
-// and skip elsewhere:
+// Several targets on real namespaces (kvblk_add_target()): a kmod device whose kvblk.ko context
+// takes every added target (KVBLK_FEAT_TARGETS: a batch over all of them is one
+// KVBLK_IOC_LOAD_MANY, counted with the kvblk_batch_start tracepoint and the per-disk sysfs
+// counters); the same device as with a kvblk.ko without KVBLK_FEAT_TARGETS (the
+// kmod_no_targets seam), whose batch is split into lanes (lanes.cpp: an added block device
+// gets a kvblk.ko context of its own, a regular file the shared uring lane); and a uring_cmd
+// device over two generic char devices. They run in the QEMU guest of tests/vm (variant
+// two-ns, tests/vm/cases/libkvblk-targets.sh) and skip elsewhere:
 //
 //   KVBLK_TEST_DEVICE, KVBLK_TEST_NGDEV    namespace A (the data namespace) and its char device
 //   KVBLK_TEST_DEVICE2, KVBLK_TEST_NGDEV2  namespace B, on a second controller
 //   KVBLK_VM_NS2_OFFSET                    B's byte b holds the image pattern of byte OFFSET + b
 //   KVBLK_VM_NS2_BYTES, KVBLK_VM_NS2_LBA   B's capacity and logical block size
 //   KVBLK_TEST_FILE_DIR                    a directory on a file system that takes O_DIRECT
+//   KVBLK_TEST_FILE_DISK                   the disk under KVBLK_TEST_FILE_DIR's file system
+//                                          (kvblk.ko counts a file's batches there), optional
 //   KVBLK_TEST_NONNVME_DEVICE              a block device that is no NVMe namespace (null_blk),
 //                                          served by kvblk.ko's block-layer engine, optional
+//   KVBLK_TEST_LOOP_DEVICE                 a loop device over a file of random bytes, optional
 //   KVBLK_TEST_KMOD=1                      kvblk.ko must be loaded (fail instead of skip)
 //
 // Every object is compared with an O_DIRECT pread(2) of its own target (the block device for
@@ -312,9 +318,21 @@ protected:
 	std::vector<Tgt> tgts_;
 };
 
-/* ------------------------------------------------------------------- kmod lanes */
+/* ------------------------------------------- kmod lanes (a kvblk.ko without KVBLK_FEAT_TARGETS) */
 
-class KmodTargetsTest : public TargetsTest {
+/* A kmod device opened as with a kvblk.ko that takes one target per context. */
+DevPtr open_lanes_dev(const std::string &path, const kvblk_open_opts &o)
+{
+	kvblk::testing::Seams s;
+	s.kmod_no_targets = true;
+	SeamGuard g(s);
+	return open_dev(path, o);
+}
+
+/* The reason a lane gives when the device's context did not take its target (the seam). */
+const char kNotTaken[] = "kvblk.ko without KVBLK_FEAT_TARGETS";
+
+class KmodLanesTargetsTest : public TargetsTest {
 protected:
 	void SetUp() override
 	{
@@ -326,7 +344,7 @@ protected:
 		if (IsSkipped() || HasFatalFailure())
 			return;
 		ASSERT_FALSE(exists(kvblk_sysfs(b_))) << b_ << " is attached to kvblk.ko before the test";
-		dev_ = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD));
+		dev_ = open_lanes_dev(a_, make_opts(KVBLK_BACKEND_KMOD));
 		ASSERT_TRUE(dev_);
 		ASSERT_EQ(get_info(dev_.get()).backend, uint32_t(KVBLK_BACKEND_KMOD));
 		/* A buffer registered before the lanes exist: every lane made later registers it. */
@@ -357,7 +375,7 @@ protected:
 	uint32_t id_b_ = 0, id_f_ = 0;
 };
 
-TEST_F(KmodTargetsTest, target_info_names_each_lane)
+TEST_F(KmodLanesTargetsTest, target_info_names_each_lane)
 {
 	kvblk_dev *dev = dev_.get();
 	const kvblk_dev_info d = get_info(dev);
@@ -373,7 +391,8 @@ TEST_F(KmodTargetsTest, target_info_names_each_lane)
 
 	const kvblk_dev_info &b = tgts_[1].info;
 	EXPECT_EQ(b.backend, uint32_t(KVBLK_BACKEND_KMOD));
-	EXPECT_TRUE(starts_with(b.backend_reason, "kmod: " + b_ + " has a kvblk.ko context of its own (")) << b.backend_reason;
+	EXPECT_TRUE(starts_with(b.backend_reason, "kmod: " + b_ + " has a kvblk.ko context of its own (" + kNotTaken))
+		<< b.backend_reason;
 	EXPECT_TRUE(b.flags & KVBLK_INFO_BLOCKDEV);
 	EXPECT_FALSE(b.flags & KVBLK_INFO_WRITABLE);
 	if (const char *nb = env("KVBLK_VM_NS2_BYTES")) {
@@ -389,7 +408,8 @@ TEST_F(KmodTargetsTest, target_info_names_each_lane)
 
 	const kvblk_dev_info &f = tgts_[2].info;
 	EXPECT_EQ(f.backend, uint32_t(KVBLK_BACKEND_URING));
-	EXPECT_EQ(std::string(f.backend_reason), "uring: " + file_ + " is not a block device");
+	EXPECT_TRUE(starts_with(f.backend_reason, "uring: " + file_ + " is not a block device (" + kNotTaken))
+		<< f.backend_reason;
 	EXPECT_FALSE(f.flags & KVBLK_INFO_BLOCKDEV);
 	EXPECT_FALSE(f.flags & KVBLK_INFO_BUFFERED);
 	EXPECT_EQ(f.capacity, kFileBytes);
@@ -422,7 +442,7 @@ TEST_F(KmodTargetsTest, target_info_names_each_lane)
 
 /* One batch, objects interleaved A, B, file: plain pointers, then the early registered buffer,
  * then a buffer registered after the lanes were made. */
-TEST_F(KmodTargetsTest, interleaved_batch_equals_pread)
+TEST_F(KmodLanesTargetsTest, interleaved_batch_equals_pread)
 {
 	kvblk_dev *dev = dev_.get();
 	const std::set<kvblk_backend> both = {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING};
@@ -469,7 +489,7 @@ TEST_F(KmodTargetsTest, interleaved_batch_equals_pread)
 
 /* kvblk_remove_target(): -EBUSY while an outstanding batch names it; then B's kvblk.ko context
  * is gone, descriptors naming it are refused before anything is read, and it can come back. */
-TEST_F(KmodTargetsTest, remove_target_detaches)
+TEST_F(KmodLanesTargetsTest, remove_target_detaches)
 {
 	kvblk_dev *dev = dev_.get();
 	const std::vector<Obj> objs = plan({0, 1, 2}, 9);
@@ -548,7 +568,7 @@ TEST_F(KmodTargetsTest, remove_target_detaches)
 
 /* kvblk_submit()/kvblk_reap() over multi-target batches: several outstanding at once, one with
  * per-object entries; every entry once, bytes equal pread, each batch counted per backend. */
-TEST_F(KmodTargetsTest, async_batches_over_lanes)
+TEST_F(KmodLanesTargetsTest, async_batches_over_lanes)
 {
 	kvblk_dev *dev = dev_.get();
 	const int efd = kvblk_event_fd(dev);
@@ -639,7 +659,7 @@ TEST_F(KmodTargetsTest, async_batches_over_lanes)
 }
 
 /* More than kvblk.ko takes per ioctl (max_descs, 4096 by default), small objects round robin. */
-TEST_F(KmodTargetsTest, many_small_objects_interleaved)
+TEST_F(KmodLanesTargetsTest, many_small_objects_interleaved)
 {
 	kvblk_dev *dev = dev_.get();
 	const uint32_t n = 6000;
@@ -678,7 +698,7 @@ TEST_F(KmodTargetsTest, many_small_objects_interleaved)
 }
 
 /* KVBLK_DESC_UNALIGNED objects on every lane: exact bytes (buffered pread(2) and the pattern). */
-TEST_F(KmodTargetsTest, unaligned_objects_over_lanes)
+TEST_F(KmodLanesTargetsTest, unaligned_objects_over_lanes)
 {
 	kvblk_dev *dev = dev_.get();
 	const uint64_t shapes[][2] = {{100, 1}, {4095, 2}, {3, 8193}, {5000, 70000}, {0, 4097}, {12345, 300000}};
@@ -723,7 +743,7 @@ TEST_F(KmodTargetsTest, unaligned_objects_over_lanes)
 }
 
 /* The same namespace twice: two kvblk.ko contexts on one namespace object (attached 2, then 1). */
-TEST_F(KmodTargetsTest, same_namespace_twice_by_path_and_fd)
+TEST_F(KmodLanesTargetsTest, same_namespace_twice_by_path_and_fd)
 {
 	kvblk_dev *dev = dev_.get();
 	const int fd = open(b_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -750,7 +770,7 @@ TEST_F(KmodTargetsTest, same_namespace_twice_by_path_and_fd)
 }
 
 /* kvblk_close() with batches outstanding on every lane: they finish, every context goes. */
-TEST_F(KmodTargetsTest, close_with_outstanding_batches)
+TEST_F(KmodLanesTargetsTest, close_with_outstanding_batches)
 {
 	kvblk_dev *dev = dev_.get();
 	std::vector<std::unique_ptr<AlignedBuf>> mems;
@@ -775,7 +795,7 @@ TEST_F(TargetsTest, kmod_lanes_small_max_cmd_bytes)
 	make_file();
 	if (IsSkipped() || HasFatalFailure())
 		return;
-	DevPtr dev = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 2, 16, 8 * KiB));
+	DevPtr dev = open_lanes_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 2, 16, 8 * KiB));
 	ASSERT_TRUE(dev);
 	uint32_t id_b = 0, id_f = 0;
 	ASSERT_EQ(kvblk_add_target(dev.get(), b_.c_str(), 0, &id_b), 0) << kvblk_last_error();
@@ -805,7 +825,7 @@ TEST_F(TargetsTest, kmod_lanes_store_same_bytes_back)
 	make_file();
 	if (IsSkipped() || HasFatalFailure())
 		return;
-	DevPtr dev = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 0, 0, 0, KVBLK_OPEN_WRITE));
+	DevPtr dev = open_lanes_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 0, 0, 0, KVBLK_OPEN_WRITE));
 	ASSERT_TRUE(dev);
 	uint32_t id_b = 0, id_f = 0;
 	ASSERT_EQ(kvblk_add_target(dev.get(), b_.c_str(), KVBLK_OPEN_WRITE, &id_b), 0) << kvblk_last_error();
@@ -845,7 +865,7 @@ TEST_F(TargetsTest, kmod_lanes_store_same_bytes_back)
  * A block device that is no NVMe namespace (null_blk): kvblk.ko's block-layer engine
  * serves it, so it gets a kvblk.ko context of its own (a lane of its own), released on remove.
  */
-TEST_F(KmodTargetsTest, non_nvme_block_device_gets_a_block_layer_context)
+TEST_F(KmodLanesTargetsTest, non_nvme_block_device_gets_a_block_layer_context)
 {
 	const char *other = env("KVBLK_TEST_NONNVME_DEVICE");
 	if (!other)
@@ -872,6 +892,500 @@ TEST_F(KmodTargetsTest, non_nvme_block_device_gets_a_block_layer_context)
 	const std::vector<Obj> f = plan({2, 0}, 6, 14);
 	AlignedBuf m2(span(f));
 	load_and_check(dev, f, m2, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING}, KVBLK_BACKEND_KMOD);
+}
+
+/* ------------------------------------- kmod, every target in the device's kvblk.ko context */
+
+uint64_t read_u64(const std::string &path)
+{
+	const std::string l = read_line(path);
+	return l.empty() ? UINT64_MAX : std::strtoull(l.c_str(), nullptr, 10);
+}
+
+bool put(const std::string &path, const char *text)
+{
+	const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	const ssize_t n = write(fd, text, std::strlen(text));
+	close(fd);
+	return n == ssize_t(std::strlen(text));
+}
+
+/*
+ * kvblk.ko's kvblk_batch_start events while started: one per KVBLK_IOC_LOAD_MANY or
+ * KVBLK_URING_CMD_LOAD_MANY that submitted, with its descriptor count.
+ */
+class BatchTrace {
+public:
+	~BatchTrace() { (void)put(std::string(kT) + "/events/kvblk/kvblk_batch_start/enable", "0"); }
+
+	bool start()
+	{
+		const std::string t = kT;
+		return put(t + "/tracing_on", "0") && put(t + "/trace", "") &&
+		       put(t + "/events/kvblk/kvblk_batch_start/enable", "1") && put(t + "/tracing_on", "1");
+	}
+
+	/* descs= of every kvblk_batch_start since start(), in order. */
+	std::vector<uint32_t> stop()
+	{
+		const std::string t = kT;
+		(void)put(t + "/tracing_on", "0");
+		std::vector<uint32_t> descs;
+		if (FILE *f = std::fopen((t + "/trace").c_str(), "r")) {
+			char line[512];
+			while (std::fgets(line, sizeof(line), f)) {
+				const char *e = std::strstr(line, "kvblk_batch_start:");
+				const char *d = e ? std::strstr(e, " descs=") : nullptr;
+				if (d)
+					descs.push_back(uint32_t(std::strtoul(d + 7, nullptr, 10)));
+			}
+			std::fclose(f);
+		}
+		(void)put(t + "/events/kvblk/kvblk_batch_start/enable", "0");
+		return descs;
+	}
+
+private:
+	static constexpr const char *kT = "/sys/kernel/tracing";
+};
+
+class KmodContextTargetsTest : public TargetsTest {
+protected:
+	void SetUp() override
+	{
+		TargetsTest::SetUp();
+		if (IsSkipped())
+			return;
+		REQUIRE_KMOD();
+		ASSERT_TRUE(module_features() & KVBLK_FEAT_TARGETS) << "this kvblk.ko takes one target per context";
+		make_file();
+		if (IsSkipped() || HasFatalFailure())
+			return;
+		ASSERT_FALSE(exists(kvblk_sysfs(b_))) << b_ << " is attached to kvblk.ko before the test";
+		open_all(0);
+	}
+
+	/*
+	 * The kmod device on A (KVBLK_OPEN_* @flags, @max_cmd_bytes) with B, the file and the
+	 * optional devices added.
+	 */
+	void open_all(uint32_t flags, uint64_t max_cmd_bytes = 0)
+	{
+		dev_ = open_dev(a_, make_opts(KVBLK_BACKEND_KMOD, 0, 0, max_cmd_bytes, flags));
+		ASSERT_TRUE(dev_);
+		ASSERT_EQ(get_info(dev_.get()).backend, uint32_t(KVBLK_BACKEND_KMOD));
+		track(dev_.get(), 0, a_, env("KVBLK_VM_PATTERN_XOR") != nullptr, 0);
+		disks_.push_back(base_name(a_));
+		add(b_, flags & KVBLK_OPEN_WRITE, b_pattern_, b_base_, base_name(b_));
+		const char *fdisk = env("KVBLK_TEST_FILE_DISK");
+		add(file_, flags & KVBLK_OPEN_WRITE, true, kFileBase, fdisk ? fdisk : "");
+		if (const char *loop = env("KVBLK_TEST_LOOP_DEVICE"))
+			add(loop, 0, false, 0, base_name(loop));
+		if (const char *other = env("KVBLK_TEST_NONNVME_DEVICE"))
+			add(other, 0, false, 0, base_name(other));
+	}
+
+	void add(const std::string &path, uint32_t flags, bool pattern, uint64_t base, const std::string &disk)
+	{
+		uint32_t id = 0;
+		ASSERT_EQ(kvblk_add_target(dev_.get(), path.c_str(), flags, &id), 0) << path << ": " << kvblk_last_error();
+		EXPECT_EQ(id, uint32_t(tgts_.size()));
+		track(dev_.get(), id, path, pattern, base);
+		disks_.push_back(disk);
+	}
+
+	/*
+	 * @objs cut to at most their target's max_cmd_bytes each, so that every object is one
+	 * kvblk.ko descriptor (a smaller max_cmd_bytes than the module's is one descriptor per
+	 * command): the module's descriptor counts are then object counts.
+	 */
+	std::vector<Obj> one_desc_each(std::vector<Obj> objs) const
+	{
+		for (Obj &o : objs)
+			o.len = std::min<uint64_t>(o.len, tgts_[o.tgt].info.max_cmd_bytes);
+		return objs;
+	}
+
+	std::vector<size_t> all() const
+	{
+		std::vector<size_t> v;
+		for (size_t i = 0; i < tgts_.size(); i++)
+			v.push_back(i);
+		return v;
+	}
+
+	/* stats/batches and stats/objects of every known disk (UINT64_MAX: no directory). */
+	std::map<std::string, std::pair<uint64_t, uint64_t>> disk_counts() const
+	{
+		std::map<std::string, std::pair<uint64_t, uint64_t>> m;
+		for (const std::string &d : disks_)
+			if (!d.empty())
+				m[d] = {read_u64("/sys/kernel/kvblk/" + d + "/stats/batches"),
+					read_u64("/sys/kernel/kvblk/" + d + "/stats/objects")};
+		return m;
+	}
+
+	/* Every disk that @objs read from counted one batch more and its own objects. */
+	void expect_one_batch_per_disk(const std::vector<Obj> &objs,
+				       const std::map<std::string, std::pair<uint64_t, uint64_t>> &before)
+	{
+		std::map<std::string, uint64_t> objects;
+		for (const Obj &o : objs)
+			if (!disks_[o.tgt].empty())
+				objects[disks_[o.tgt]]++;
+		const auto after = disk_counts();
+		for (const auto &[disk, n] : objects) {
+			SCOPED_TRACE("disk " + disk);
+			ASSERT_NE(after.at(disk).first, UINT64_MAX) << "no kvblk.ko directory";
+			EXPECT_EQ(after.at(disk).first - before.at(disk).first, 1u) << "batches";
+			EXPECT_EQ(after.at(disk).second - before.at(disk).second, n) << "objects";
+		}
+	}
+
+	/* Submit @d, reap its one entry; the entry's status and bytes checked. */
+	void submit_and_reap(const std::vector<kvblk_desc> &d, std::vector<kvblk_result> &res, uint64_t bytes)
+	{
+		kvblk_submit_opts so;
+		kvblk_submit_opts_init(&so, sizeof(so));
+		so.results = res.data();
+		so.user_data = 4242;
+		uint64_t ticket = 0;
+		ASSERT_EQ(kvblk_submit(dev_.get(), d.data(), uint32_t(d.size()), &so, &ticket), 0) << kvblk_last_error();
+		kvblk_cqe cq[2];
+		const int got = kvblk_reap(dev_.get(), cq, 2, 1, int64_t(60) * 1000000000);
+		ASSERT_EQ(got, 1) << kvblk_last_error();
+		EXPECT_EQ(cq[0].ticket, ticket);
+		EXPECT_EQ(cq[0].user_data, 4242u);
+		EXPECT_EQ(cq[0].status, 0);
+		EXPECT_EQ(cq[0].failed, 0u);
+		EXPECT_EQ(cq[0].backend, uint32_t(KVBLK_BACKEND_KMOD));
+		EXPECT_EQ(cq[0].bytes, bytes);
+		for (size_t k = 0; k < d.size(); k++) {
+			EXPECT_EQ(res[k].status, 0) << k;
+			EXPECT_EQ(res[k].tag, d[k].tag) << k;
+		}
+	}
+
+	void TearDown() override
+	{
+		dev_.reset();
+		TargetsTest::TearDown();
+	}
+
+	DevPtr dev_;
+	std::vector<std::string> disks_;	/* per tgts_ entry: its disk's name in /sys/kernel/kvblk, or "" */
+};
+
+TEST_F(KmodContextTargetsTest, target_info_names_the_context)
+{
+	kvblk_dev *dev = dev_.get();
+	const kvblk_dev_info d = get_info(dev);
+	EXPECT_EQ(d.targets, uint32_t(tgts_.size()));
+	const std::string inflight = read_line(kvblk_sysfs(a_) + "/max_inflight");
+	for (size_t k = 1; k < tgts_.size(); k++) {
+		const Tgt &t = tgts_[k];
+		SCOPED_TRACE(t.ref_path);
+		EXPECT_EQ(t.info.backend, uint32_t(KVBLK_BACKEND_KMOD));
+		/* Attached in order: kvblk.ko's target k of the context (no store attaches here). */
+		const std::string want = "kmod: " + t.ref_path + " is target " + std::to_string(k) +
+					 " of the device's kvblk.ko context, " +
+					 (k == 2 ? "block-layer (file) engine" : "block-layer engine");
+		EXPECT_TRUE(starts_with(t.info.backend_reason, want)) << t.info.backend_reason;
+		/* One context: target 0's disk's max_inflight caps every batch. */
+		EXPECT_EQ(std::to_string(t.info.queue_depth), inflight);
+		EXPECT_EQ(t.info.max_cmd_bytes, d.max_cmd_bytes);
+		EXPECT_EQ(t.info.workers, d.workers);
+		if (!disks_[k].empty()) {
+			EXPECT_EQ(read_line("/sys/kernel/kvblk/" + disks_[k] + "/attached"), "1");
+		}
+	}
+	EXPECT_EQ(tgts_[2].info.capacity, kFileBytes);
+	EXPECT_FALSE(tgts_[2].info.flags & KVBLK_INFO_BLOCKDEV);
+	if (const char *lba = env("KVBLK_VM_NS2_LBA")) {
+		EXPECT_EQ(tgts_[1].info.logical_block_size, std::strtoul(lba, nullptr, 10));
+	}
+	EXPECT_EQ(read_line(kvblk_sysfs(a_) + "/attached"), "1");
+
+	/* The page cache is no kvblk.ko's: a buffered target goes to the uring lane, saying so. */
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_add_target(dev, file_.c_str(), KVBLK_OPEN_BUFFERED, &id), 0) << kvblk_last_error();
+	const kvblk_dev_info bu = target_info(dev, id);
+	EXPECT_EQ(bu.backend, uint32_t(KVBLK_BACKEND_URING));
+	EXPECT_STREQ(bu.backend_reason, "uring: KVBLK_OPEN_BUFFERED asks for the page cache, which kvblk.ko bypasses");
+	track(dev, id, file_, true, kFileBase);
+	disks_.push_back("");
+	const std::vector<Obj> objs = plan(all(), 2 * uint32_t(tgts_.size()), 30);
+	AlignedBuf mem(span(objs));
+	load_and_check(dev, objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD, KVBLK_BACKEND_URING}, KVBLK_BACKEND_KMOD);
+}
+
+/*
+ * One batch over A, B, the file (and the loop and null_blk devices when there): one
+ * KVBLK_IOC_LOAD_MANY (one kvblk_batch_start, every descriptor in it; one batch more on every
+ * disk), byte-exact. Then through kvblk_submit()/kvblk_reap(): into a registered buffer (one
+ * io_uring command), and into plain pointers (the dispatch thread's one ioctl).
+ */
+TEST_F(KmodContextTargetsTest, one_call_for_a_mixed_batch)
+{
+	kvblk_dev *dev = dev_.get();
+	const std::vector<Obj> objs = one_desc_each(plan(all(), 4 * uint32_t(tgts_.size()), 21));
+	BatchTrace tr;
+	{
+		SCOPED_TRACE("kvblk_load_many(), plain pointers");
+		AlignedBuf mem(span(objs));
+		const auto before = disk_counts();
+		ASSERT_TRUE(tr.start()) << "tracefs: cannot enable kvblk_batch_start";
+		load_and_check(dev, objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+		EXPECT_EQ(tr.stop(), std::vector<uint32_t>{uint32_t(objs.size())}) << "one call, every descriptor";
+		expect_one_batch_per_disk(objs, before);
+	}
+	AlignedBuf reg(span(objs));
+	uint32_t buf = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev, KVBLK_MEM_HOST, reg.data(), reg.size(), &buf), 0) << kvblk_last_error();
+	{
+		SCOPED_TRACE("kvblk_load_many(), registered buffer");
+		const auto before = disk_counts();
+		ASSERT_TRUE(tr.start());
+		load_and_check(dev, objs, reg, buf, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+		EXPECT_EQ(tr.stop(), std::vector<uint32_t>{uint32_t(objs.size())});
+		expect_one_batch_per_disk(objs, before);
+	}
+	for (const uint32_t id : {buf, uint32_t(KVBLK_BUF_NONE)}) {
+		SCOPED_TRACE(id == KVBLK_BUF_NONE ? "kvblk_submit(), plain pointers" : "kvblk_submit(), registered buffer");
+		AlignedBuf plain(span(objs));
+		AlignedBuf &mem = id == KVBLK_BUF_NONE ? plain : reg;
+		std::memset(mem.data(), 0xA5, mem.size());
+		const std::vector<kvblk_desc> d = descs_for(objs, mem, id, 700);
+		std::vector<kvblk_result> res(d.size());
+		ASSERT_EQ(kvblk_reset_stats(dev), 0);
+		const auto before = disk_counts();
+		ASSERT_TRUE(tr.start());
+		submit_and_reap(d, res, bytes(objs));
+		EXPECT_EQ(tr.stop(), std::vector<uint32_t>{uint32_t(objs.size())});
+		expect_one_batch_per_disk(objs, before);
+		check_bytes(objs, mem);
+		const kvblk_stats st = get_stats(dev);
+		EXPECT_EQ(st.batches, 1u);
+		EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 1u);
+		EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_URING], 0u);
+		EXPECT_EQ(st.commands, commands(objs));
+	}
+	EXPECT_EQ(kvblk_unregister_buffer(dev, buf), 0) << kvblk_last_error();
+}
+
+/* More descriptors than kvblk.ko takes per call: max_descs per call, in turn, and nothing else. */
+TEST_F(KmodContextTargetsTest, many_small_objects_in_max_descs_calls)
+{
+	kvblk_dev *dev = dev_.get();
+	const uint32_t n = 6000;
+	const uint64_t len = 4096;
+	const uint64_t per = read_u64(kvblk_sysfs(a_) + "/max_descs");
+	ASSERT_GT(per, 0u);
+	ASSERT_LT(per, n) << "the test wants more objects than one call takes";
+	std::vector<Obj> objs;
+	for (uint32_t k = 0; k < n; k++) {
+		const size_t ti = k % tgts_.size();
+		const uint64_t cap = tgts_[ti].info.capacity;
+		const uint64_t off = (uint64_t(k) * 13 * len) % (cap - len);
+		objs.push_back(Obj{ti, off - off % len, len, kGap + k * len});
+	}
+	AlignedBuf mem(span(objs));
+	const std::vector<kvblk_desc> d = descs_for(objs, mem, KVBLK_BUF_NONE, 0);
+	ASSERT_EQ(kvblk_reset_stats(dev), 0);
+	std::vector<kvblk_result> res(n);
+	BatchTrace tr;
+	ASSERT_TRUE(tr.start());
+	ASSERT_EQ(kvblk_load_many(dev, d.data(), n, res.data(), nullptr), int(n)) << kvblk_last_error();
+	std::vector<uint32_t> want;
+	for (uint64_t left = n; left; left -= std::min<uint64_t>(left, per))
+		want.push_back(uint32_t(std::min<uint64_t>(left, per)));
+	EXPECT_EQ(tr.stop(), want);
+	for (uint32_t k = 0; k < n; k++) {
+		ASSERT_EQ(res[k].status, 0) << k;
+		Tgt &t = tgts_[objs[k].tgt];
+		ASSERT_TRUE(t.ref->same(mem.data() + objs[k].at, objs[k].off, len)) << k;
+	}
+	const kvblk_stats st = get_stats(dev);
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 1u);
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_URING], 0u);
+	EXPECT_EQ(st.commands, n);
+}
+
+/* A max_cmd_bytes below kvblk.ko's: one descriptor per 8 KiB command on every target, one call. */
+TEST_F(KmodContextTargetsTest, small_max_cmd_bytes_on_every_target)
+{
+	dev_.reset();
+	tgts_.clear();
+	disks_.clear();
+	open_all(0, 8 * KiB);
+	if (HasFatalFailure())
+		return;
+	for (const Tgt &t : tgts_) {
+		EXPECT_EQ(t.info.max_cmd_bytes, 8 * KiB) << t.ref_path;
+		EXPECT_EQ(t.info.backend, uint32_t(KVBLK_BACKEND_KMOD)) << t.ref_path;
+	}
+	const std::vector<Obj> objs = plan(all(), 3 * uint32_t(tgts_.size()), 26);
+	AlignedBuf mem(span(objs));
+	BatchTrace tr;
+	ASSERT_TRUE(tr.start());
+	load_and_check(dev_.get(), objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+	const uint64_t descs = commands(objs);
+	ASSERT_LE(descs, read_u64(kvblk_sysfs(a_) + "/max_descs")) << "the test wants one call";
+	EXPECT_EQ(tr.stop(), std::vector<uint32_t>{uint32_t(descs)});
+}
+
+/*
+ * kvblk.ko has no detach: a removed target stays attached in the context (its disk's directory
+ * stays) and libkvblk refuses its id; added again it is a new kvblk.ko target; the device's
+ * close releases them all.
+ */
+TEST_F(KmodContextTargetsTest, remove_target_forgets_it_until_close)
+{
+	kvblk_dev *dev = dev_.get();
+	const std::vector<Obj> objs = plan(all(), 2 * uint32_t(tgts_.size()), 22);
+	AlignedBuf mem(span(objs));
+	const std::vector<kvblk_desc> d = descs_for(objs, mem, KVBLK_BUF_NONE, 1);
+	std::vector<kvblk_result> res(d.size());
+	kvblk_submit_opts so;
+	kvblk_submit_opts_init(&so, sizeof(so));
+	so.results = res.data();
+	uint64_t ticket = 0;
+	ASSERT_EQ(kvblk_submit(dev, d.data(), uint32_t(d.size()), &so, &ticket), 0) << kvblk_last_error();
+	EXPECT_EQ(kvblk_remove_target(dev, 1), -EBUSY);
+	ASSERT_EQ(kvblk_wait(dev, ticket, -1, nullptr), int(d.size())) << kvblk_last_error();
+	check_bytes(objs, mem);
+
+	ASSERT_EQ(kvblk_remove_target(dev, 1), 0) << kvblk_last_error();
+	EXPECT_EQ(read_line(kvblk_sysfs(b_) + "/attached"), "1") << "kvblk.ko keeps B attached until close";
+	kvblk_dev_info gone{};
+	gone.info_size = sizeof(gone);
+	EXPECT_EQ(kvblk_get_target_info(dev, 1, &gone), -ENOENT);
+	expect_unknown_target(dev, 1);
+	{
+		const std::vector<Obj> af = plan({0, 2}, 8, 23);
+		AlignedBuf m(span(af));
+		load_and_check(dev, af, m, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+	}
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_add_target(dev, b_.c_str(), 0, &id), 0) << kvblk_last_error();
+	EXPECT_EQ(id, 1u);
+	const kvblk_dev_info again = target_info(dev, id);
+	EXPECT_TRUE(starts_with(again.backend_reason, "kmod: " + b_ + " is target " + std::to_string(tgts_.size()) +
+							   " of the device's kvblk.ko context"))
+		<< again.backend_reason;
+	EXPECT_EQ(read_line(kvblk_sysfs(b_) + "/attached"), "2");
+	{
+		const std::vector<Obj> ab = plan({1, 0, 2}, 9, 24);
+		AlignedBuf m(span(ab));
+		load_and_check(dev, ab, m, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+	}
+	dev_.reset();
+	EXPECT_FALSE(exists(kvblk_sysfs(b_)));
+	EXPECT_FALSE(exists(kvblk_sysfs(a_)));
+}
+
+/*
+ * A file whose size is no multiple of its block: its last bytes (KVBLK_DESC_UNALIGNED) beside
+ * objects of the namespaces. kvblk.ko refuses a descriptor past a file's end, so the covering
+ * block cut short by the end is read with pread(2); the rest goes to the module.
+ */
+TEST_F(KmodContextTargetsTest, unaligned_file_tail_beside_the_namespaces)
+{
+	kvblk_dev *dev = dev_.get();
+	const std::string odd = file_ + ".odd";
+	const uint64_t size = 3 * MiB - 1000;
+	{
+		const int fd = open(odd.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		ASSERT_GE(fd, 0);
+		std::vector<uint8_t> buf(size);
+		kvblk_pattern_fill(buf.data(), kFileBase, size);
+		ASSERT_EQ(pwrite(fd, buf.data(), size, 0), ssize_t(size));
+		ASSERT_EQ(fsync(fd), 0);
+		close(fd);
+	}
+	uint32_t id = 0;
+	const int ret = kvblk_add_target(dev, odd.c_str(), 0, &id);
+	unlink(odd.c_str()); /* open files stay readable */
+	ASSERT_EQ(ret, 0) << kvblk_last_error();
+	const kvblk_dev_info oi = target_info(dev, id);
+	EXPECT_EQ(oi.backend, uint32_t(KVBLK_BACKEND_KMOD)) << oi.backend_reason;
+	EXPECT_EQ(oi.capacity, size);
+	const uint64_t shapes[][3] = {{id, size - 5000, 5000}, {0, 12345, 70000}, {id, size - 1, 1}, {1, 777, 9000},
+				      {id, 100, 300000}, {2, 4096, 8192}};
+	AlignedBuf mem(16 * MiB);
+	std::vector<kvblk_desc> d;
+	uint64_t at = kGap + 3;
+	for (const auto &sh : shapes) {
+		kvblk_desc x = plain_desc(sh[1], sh[2], mem.data() + at, d.size());
+		x.target = uint32_t(sh[0]);
+		x.flags = KVBLK_DESC_UNALIGNED;
+		d.push_back(x);
+		at += (sh[2] + kGap - 1) / kGap * kGap + kGap + 5;
+	}
+	std::vector<kvblk_result> res(d.size());
+	kvblk_batch_info bi = new_batch_info();
+	ASSERT_EQ(kvblk_load_many(dev, d.data(), uint32_t(d.size()), res.data(), &bi), int(d.size())) << kvblk_last_error();
+	EXPECT_EQ(bi.backend, uint32_t(KVBLK_BACKEND_KMOD));
+	for (size_t k = 0; k < d.size(); k++) {
+		SCOPED_TRACE("object " + std::to_string(k));
+		EXPECT_EQ(res[k].status, 0);
+		EXPECT_EQ(res[k].bytes, d[k].length);
+		const std::string path = d[k].target == id ? odd : tgts_[d[k].target].ref_path;
+		std::vector<uint8_t> want(d[k].length);
+		if (d[k].target == id) {
+			kvblk_pattern_fill(want.data(), kFileBase + d[k].offset, d[k].length);
+		} else {
+			const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+			ASSERT_GE(fd, 0) << path;
+			EXPECT_EQ(pread(fd, want.data(), want.size(), off_t(d[k].offset)), ssize_t(want.size()));
+			close(fd);
+		}
+		EXPECT_EQ(std::memcmp(reinterpret_cast<const void *>(uintptr_t(d[k].addr)), want.data(), want.size()), 0);
+	}
+}
+
+/*
+ * Stores on a writable device with writable targets: one call over every target (kvblk.ko
+ * with KVBLK_FEAT_STORE; else the device's uring writer, as before), the same bytes back.
+ */
+TEST_F(KmodContextTargetsTest, stores_name_each_target)
+{
+	dev_.reset();
+	tgts_.clear();
+	disks_.clear();
+	open_all(KVBLK_OPEN_WRITE);
+	if (HasFatalFailure())
+		return;
+	kvblk_dev *dev = dev_.get();
+	const std::vector<Obj> objs = plan({0, 1, 2}, 9, 25);
+	AlignedBuf mem(span(objs));
+	load_and_check(dev, objs, mem, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+	const std::vector<kvblk_desc> d = descs_for(objs, mem, KVBLK_BUF_NONE, 1);
+	std::vector<kvblk_result> res(d.size());
+	ASSERT_EQ(kvblk_reset_stats(dev), 0);
+	const bool kmod_stores = module_features() & KVBLK_FEAT_STORE;
+	BatchTrace tr;
+	ASSERT_TRUE(tr.start());
+	kvblk_batch_info bi = new_batch_info();
+	ASSERT_EQ(kvblk_store_many(dev, d.data(), uint32_t(d.size()), res.data(), &bi), int(d.size()))
+		<< kvblk_last_error();
+	EXPECT_EQ(tr.stop().size(), kmod_stores ? 1u : 0u);
+	EXPECT_EQ(bi.backend, uint32_t(kmod_stores ? KVBLK_BACKEND_KMOD : KVBLK_BACKEND_URING));
+	const kvblk_stats st = get_stats(dev);
+	EXPECT_EQ(st.bytes_written, bytes(objs));
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], kmod_stores ? 1u : 0u);
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_URING], kmod_stores ? 0u : 1u);
+	AlignedBuf back(span(objs));
+	load_and_check(dev, objs, back, KVBLK_BUF_NONE, {KVBLK_BACKEND_KMOD}, KVBLK_BACKEND_KMOD);
+	/* A target added without KVBLK_OPEN_WRITE refuses stores: the whole call, nothing written. */
+	uint32_t ro = 0;
+	ASSERT_EQ(kvblk_add_target(dev, b_.c_str(), 0, &ro), 0) << kvblk_last_error();
+	kvblk_desc w = d[1];
+	w.target = ro;
+	kvblk_result r{};
+	EXPECT_EQ(kvblk_store_many(dev, &w, 1, &r, nullptr), -EBADF);
 }
 
 /* ------------------------------------------------------ uring_cmd, two namespaces */

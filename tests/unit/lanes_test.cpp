@@ -7,6 +7,7 @@
 #include "test_util.hpp"
 
 #include "libkvblk/lanes.hpp"
+#include "libkvblk/last_error.hpp"
 
 #include <atomic>
 #include <set>
@@ -19,12 +20,17 @@ namespace {
 
 constexpr uint64_t kBytes = 64 * KiB;
 
-/* "kvblk.ko" for the test: reads with pread, takes device memory (host memory in disguise). */
+/*
+ * "kvblk.ko" for the test: reads with pread, takes device memory (host memory in disguise).
+ * Added targets: refused as by a kvblk.ko without KVBLK_FEAT_TARGETS, unless @takes_targets
+ * (then every one but @refuse is "attached to its context" as kvblk.ko target 100 + id).
+ */
 class FakeKmod final : public Backend {
 public:
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_KMOD; }
 	int run(Batch &b) noexcept override
 	{
+		runs++;
 		threads.insert(std::this_thread::get_id());
 		for (uint32_t i = 0; i < b.count; i++) {
 			if (b.cancelled()) {	/* as psync and kvblk.ko: what is not issued yet ends */
@@ -47,9 +53,24 @@ public:
 		checks++;
 		return id == stale_id ? -ESTALE : 0;
 	}
+	int add_target(uint32_t id, BackendConfig &t) noexcept override
+	{
+		if (!takes_targets || id == refuse)
+			return fail(-EOPNOTSUPP, "kvblk.ko without KVBLK_FEAT_TARGETS");
+		t.max_cmd_bytes = 1020 * KiB;
+		t.queue_depth = 64;
+		t.note = "target " + std::to_string(100 + id) + " of the device's kvblk.ko context, fake engine";
+		attached.insert(id);
+		return 0;
+	}
+	void remove_target(uint32_t id) noexcept override { removed.insert(id); }
 	std::set<std::thread::id> threads;
 	uint32_t stale_id = UINT32_MAX;
 	int checks = 0;
+	int runs = 0;
+	bool takes_targets = false;
+	uint32_t refuse = UINT32_MAX;
+	std::set<uint32_t> attached, removed;
 };
 
 BackendConfig config_of(int fd, uint64_t size)
@@ -335,7 +356,7 @@ TEST_F(LanesTest, kmod_placement_reports_the_uring_lane_of_every_file)
 		EXPECT_EQ(t.workers, 2u);
 		std::string why;
 		EXPECT_EQ(l->target_kind(id, IoDir::read, &why), KVBLK_BACKEND_URING);
-		EXPECT_EQ(why, "uring: test is not a block device");
+		EXPECT_EQ(why, "uring: test is not a block device (kvblk.ko without KVBLK_FEAT_TARGETS)");
 	}
 	EXPECT_EQ(l->lane_of(1), l->lane_of(2)) << "one uring lane for every file";
 	EXPECT_EQ(l->lane_count(), 2u);
@@ -350,6 +371,85 @@ TEST_F(LanesTest, kmod_placement_reports_the_uring_lane_of_every_file)
 	EXPECT_EQ(r[1].status, 0);
 	EXPECT_EQ(b.counters.commands, 2 * ((kBytes + KVBLK_DEFAULT_MAX_CMD_BYTES - 1) / KVBLK_DEFAULT_MAX_CMD_BYTES));
 	EXPECT_EQ(b.counters.served_by, 1u << KVBLK_BACKEND_URING);
+}
+
+/*
+ * A kmod device whose kvblk.ko context takes added targets (KVBLK_FEAT_TARGETS): they stay on
+ * lane 0, whose backend gets a batch over all of them whole (one run(), no lane thread), and
+ * report what it said; a target it refuses still gets the uring lane, saying why; removing a
+ * target tells the backend that served it.
+ */
+TEST_F(LanesTest, kmod_placement_keeps_targets_its_context_takes_on_lane_zero)
+{
+	BackendConfig base = config_of(fds_[0], 4 * kBytes);
+	base.max_cmd_bytes = 512 * KiB;
+	base.queue_depth = 16;
+	auto k = std::make_unique<FakeKmod>();
+	FakeKmod *fake = k.get();
+	fake->takes_targets = true;
+	fake->refuse = 2;
+	std::unique_ptr<Backend> lanes = make_kmod_lanes(std::move(k), base);
+	auto *l = static_cast<Lanes *>(lanes.get());
+	BackendConfig t1 = config_of(fds_[1], 4 * kBytes);
+	t1.max_cmd_bytes = base.max_cmd_bytes;
+	ASSERT_EQ(l->add_target(1, t1), 0) << kvblk_last_error();
+	EXPECT_EQ(t1.max_cmd_bytes, 1020 * KiB) << "the context's own command size";
+	EXPECT_EQ(t1.queue_depth, 64u);
+	EXPECT_EQ(l->lane_of(1), 0u);
+	EXPECT_EQ(l->lane_count(), 1u) << "no lane made for a target the context took";
+	std::string why;
+	EXPECT_EQ(l->target_kind(1, IoDir::read, &why), KVBLK_BACKEND_KMOD);
+	EXPECT_EQ(why, "kmod: test is target 101 of the device's kvblk.ko context, fake engine");
+
+	/* Objects of targets 0 and 1 interleaved: one run() of lane 0 on this thread, the whole batch. */
+	constexpr uint32_t kN = 8;
+	AlignedBuf dst(kN * kBytes);
+	std::vector<IoObject> objs;
+	std::vector<kvblk_result> res(kN);
+	for (uint32_t i = 0; i < kN; i++) {
+		objs.push_back(obj(i % 2, (i / 2) * kBytes, dst.data() + i * kBytes));
+		res[i] = kvblk_result{0, 0, 0, i};
+	}
+	Batch b{IoDir::read, objs.data(), kN, res.data(), {}};
+	EXPECT_TRUE(l->can_start(b)) << "lane 0's own decision: nothing to split";
+	ASSERT_EQ(l->run(b), 0);
+	for (uint32_t i = 0; i < kN; i++) {
+		SCOPED_TRACE(i);
+		EXPECT_EQ(res[i].status, 0);
+		EXPECT_EQ(std::memcmp(dst.data() + i * kBytes, expected_bytes((i / 2) * kBytes, kBytes, kBytes).data(), kBytes), 0);
+	}
+	EXPECT_EQ(fake->runs, 1);
+	EXPECT_EQ(fake->threads, std::set<std::thread::id>{std::this_thread::get_id()});
+	EXPECT_EQ(b.counters.served_by, 0u) << "one backend served it: counted as the device's";
+	EXPECT_EQ(b.counters.commands, kN);
+
+	/* Target 2 refused by the context: the uring lane, and the reason names the refusal. */
+	BackendConfig t2 = config_of(fds_[2], 4 * kBytes);
+	t2.max_cmd_bytes = base.max_cmd_bytes;
+	ASSERT_EQ(l->add_target(2, t2), 0) << kvblk_last_error();
+	EXPECT_EQ(l->lane_of(2), 1u);
+	why.clear();
+	EXPECT_EQ(l->target_kind(2, IoDir::read, &why), KVBLK_BACKEND_URING);
+	EXPECT_EQ(why, "uring: test is not a block device (kvblk.ko without KVBLK_FEAT_TARGETS)");
+	EXPECT_EQ(fake->attached, std::set<uint32_t>{1});
+
+	/* A batch over 0, 1 and 2: lane 0 gets 0's and 1's objects in one run(), the uring lane 2's. */
+	for (uint32_t i = 0; i < kN; i++)
+		objs[i] = obj(i % 3, (i / 3) * kBytes, dst.data() + i * kBytes);
+	Batch b2{IoDir::read, objs.data(), kN, res.data(), {}};
+	EXPECT_FALSE(l->can_start(b2));
+	ASSERT_EQ(l->run(b2), 0);
+	for (uint32_t i = 0; i < kN; i++)
+		EXPECT_EQ(res[i].status, 0) << i;
+	EXPECT_EQ(fake->runs, 2);
+	EXPECT_EQ(b2.counters.served_by, (1u << KVBLK_BACKEND_KMOD) | (1u << KVBLK_BACKEND_URING));
+
+	/* Removal reaches the backend that served the target; the uring lane goes with its last one. */
+	l->remove_target(1);
+	EXPECT_EQ(fake->removed, std::set<uint32_t>{1});
+	l->remove_target(2);
+	EXPECT_EQ(fake->removed, std::set<uint32_t>{1}) << "target 2 was the uring lane's";
+	EXPECT_FALSE(l->lane_exists(1));
 }
 
 } // namespace
