@@ -48,18 +48,17 @@ disk=$(basename "$(readlink -f "$dev")")
 [ -e /sys/block/$disk/make-it-fail ] || skip "no /sys/block/$disk/make-it-fail"
 big=1000000	# "times": failures left; what a run consumed is what it injected
 
-knobs() {	# attr probability task-filter
+knobs() {	# attr: set up with probability 0 (nothing fails until armed), no task filter
 	local d=$dbg/$1
 	echo 0 >"$d/probability"
 	echo 0 >"$d/verbose"	# the stack of every injected failure would read as a kernel report
 	echo 1 >"$d/interval"
 	echo 0 >"$d/space"
-	echo "$3" >"$d/task-filter"
+	echo N >"$d/task-filter"
 	[ -e "$d/ignore-gfp-wait" ] && echo N >"$d/ignore-gfp-wait"
 	[ -e "$d/ignore-gfp-highmem" ] && echo N >"$d/ignore-gfp-highmem"
 	[ -e "$d/min-order" ] && echo 0 >"$d/min-order"
 	echo $big >"$d/times"
-	echo "$2" >"$d/probability"
 }
 all_off() {
 	local a
@@ -79,7 +78,7 @@ if [ "$n" -gt 0 ]; then
 	echo "== step 1: fail_io_timeout on $disk, kmod_smoke through the block-layer engine"
 	read -r tmo0 </sys/block/$disk/queue/io_timeout
 	echo "${KVBLK_FAULT_IO_TIMEOUT_MS:-30000}" >/sys/block/$disk/queue/io_timeout
-	knobs fail_io_timeout 0 N
+	knobs fail_io_timeout
 	echo "$n" >$dbg/fail_io_timeout/times
 	echo 1 >/sys/block/$disk/io-timeout-fail
 	echo 1 >$dbg/fail_io_timeout/probability
@@ -95,7 +94,7 @@ fi
 
 echo "== step 2: kvblk_fuzz --fail-inject: the Nth fault-injection point of each call into kvblk.ko fails"
 for a in failslab fail_page_alloc fail_make_request; do
-	knobs $a 0 N	# probability 0: only fail-nth fails anything
+	knobs $a	# probability 0: only fail-nth fails anything
 done
 echo 1 >/sys/block/$disk/make-it-fail
 # glibc's rseq area is written when each system call returns, while fail-nth
