@@ -283,7 +283,7 @@ void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 	cmd->start_ns = now;
 	atomic_inc(&b->pending);
 	kvblk_stats_inflight_inc(&ns->stats);
-	trace_kvblk_cmd_submit(cmd, hwq);
+	trace_kvblk_cmd_submit(cmd, hwq, 0, 0);
 }
 
 /**

@@ -112,43 +112,12 @@ TRACE_EVENT(kvblk_batch_end,
 		  __entry->elapsed_ns, __entry->ret)
 );
 
-TRACE_EVENT(kvblk_cmd_submit,
-	TP_PROTO(const struct kvblk_cmd *cmd, u32 hwq),
-	TP_ARGS(cmd, hwq),
-	TP_STRUCT__entry(
-		__field(dev_t, dev)
-		__field(u64, batch)
-		__field(u8, store)
-		__field(u8, engine)
-		__field(u32, tgt)
-		__field(u64, tag)
-		__field(u32, obj)
-		__field(u64, slba)
-		__field(u32, bytes)
-		__field(u32, hwq)
-	),
-	TP_fast_assign(
-		const struct kvblk_obj *o = &cmd->b->objs[cmd->obj];
-
-		__entry->dev = o->bt->t->ns->info.devt;
-		__entry->batch = cmd->b->id;
-		__entry->store = cmd->b->store;
-		__entry->engine = o->bt->engine->id;
-		__entry->tgt = o->bt->t->index;
-		__entry->tag = o->tag;
-		__entry->obj = cmd->obj;
-		__entry->slba = cmd->slba;
-		__entry->bytes = cmd->bytes;
-		__entry->hwq = hwq;
-	),
-	TP_printk("dev=%u:%u batch=%llu dir=%s tgt=%u engine=%s tag=0x%llx obj=%u slba=%llu bytes=%u hwq=%u",
-		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->batch,
-		  kvblk_show_dir(__entry->store), __entry->tgt,
-		  kvblk_show_engine(__entry->engine), __entry->tag,
-		  __entry->obj, __entry->slba, __entry->bytes, __entry->hwq)
-);
-
-TRACE_EVENT(kvblk_cmd_complete,
+/*
+ * One class for both command events, so that their fields cannot drift
+ * apart (kvblkctl trace pairs them by these fields): kvblk_cmd_submit
+ * passes status 0 and lat_ns 0 and does not print them.
+ */
+DECLARE_EVENT_CLASS(kvblk_cmd,
 	TP_PROTO(const struct kvblk_cmd *cmd, u32 hwq, int status, u64 lat_ns),
 	TP_ARGS(cmd, hwq, status, lat_ns),
 	TP_STRUCT__entry(
@@ -187,6 +156,23 @@ TRACE_EVENT(kvblk_cmd_complete,
 		  kvblk_show_engine(__entry->engine), __entry->tag,
 		  __entry->obj, __entry->slba, __entry->bytes, __entry->hwq,
 		  __entry->status, __entry->lat_ns)
+);
+
+/* Submission: the class's fields, status and lat_ns 0 and not printed. */
+DEFINE_EVENT_PRINT(kvblk_cmd, kvblk_cmd_submit,
+	TP_PROTO(const struct kvblk_cmd *cmd, u32 hwq, int status, u64 lat_ns),
+	TP_ARGS(cmd, hwq, status, lat_ns),
+	TP_printk("dev=%u:%u batch=%llu dir=%s tgt=%u engine=%s tag=0x%llx obj=%u slba=%llu bytes=%u hwq=%u",
+		  MAJOR(__entry->dev), MINOR(__entry->dev), __entry->batch,
+		  kvblk_show_dir(__entry->store), __entry->tgt,
+		  kvblk_show_engine(__entry->engine), __entry->tag,
+		  __entry->obj, __entry->slba, __entry->bytes, __entry->hwq)
+);
+
+/* Completion: @status 0 or -errno, @lat_ns from submission to completion. */
+DEFINE_EVENT(kvblk_cmd, kvblk_cmd_complete,
+	TP_PROTO(const struct kvblk_cmd *cmd, u32 hwq, int status, u64 lat_ns),
+	TP_ARGS(cmd, hwq, status, lat_ns)
 );
 
 #endif /* _KVBLK_TRACE_H */
