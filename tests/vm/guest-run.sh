@@ -14,7 +14,7 @@
 # Files it writes in $KVBLK_VM_RESULTS: started (guest uptime when the runner
 # began), cases/NAME.rc ("rc<TAB>seconds<TAB>status", status ok|timeout|hung),
 # cases/NAME.d/ (the case's scratch folder; kmemleak.txt where a scan found
-# leaks), dmesg.txt, done.
+# leaks), dmesg.txt, current (the case that runs now), done.
 set -u
 # guest-init.sh exported the run's settings (guest.env) into our environment.
 res=$KVBLK_VM_RESULTS
@@ -51,6 +51,7 @@ while IFS=$'\t' read -r name tmo mods cmd <&3; do
 	dir=$res/cases/$name.d
 	mkdir -p "$dir"
 	export KVBLK_VM_CASE=$name KVBLK_VM_CASE_DIR=$dir KVBLK_VM_CASE_TIMEOUT=$tmo
+	echo "$name" >"$res/current"	# run-vm.sh watches it: a guest stuck in a case
 	kmsg "START $name"
 	t0=${EPOCHREALTIME/./}	# microseconds, without a fork (~0.1 s each here)
 	timeout -k 5 "$tmo" bash -c "$cmd" </dev/null >"$res/cases/$name.log" 2>&1 &

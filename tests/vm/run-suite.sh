@@ -368,6 +368,45 @@ for inst in "${instances[@]}"; do
 		vm_rc=0
 		"$VM_DIR/run-vm.sh" --run-dir "$dir" --timeout "$budget" "$inst" || vm_rc=$?
 	fi
+	# A case that stopped the guest (no result: stuck past its timeout, which
+	# run-vm.sh says in DIR/stuck, or a crash) costs only itself: the cases
+	# after it run in a fresh boot, at most KVBLK_VM_RESUME (default 2) more
+	# boots. Each boot's console and kernel log are kept as *.bootN.*, and
+	# DIR/stopped.tsv names each stopped case, how and where its console is.
+	cp "$dir/cases.tsv" "$dir/cases.all.tsv"
+	boots=1
+	: >"$dir/stopped.tsv"
+	while [ -f "$dir/started" ] && [ $boots -le "${KVBLK_VM_RESUME:-2}" ]; do
+		stopped='' rest='' nrest=0 rbudget=${KVBLK_VM_BOOT_TIMEOUT:-120}
+		while IFS=$'\t' read -r name tmo mods cmd; do
+			[ -f "$dir/cases/$name.rc" ] && continue
+			if [ -z "$stopped" ]; then
+				stopped=$name
+				continue
+			fi
+			rest+="$name"$'\t'"$tmo"$'\t'"$mods"$'\t'"$cmd"$'\n'
+			nrest=$((nrest + 1))
+			rbudget=$((rbudget + tmo + 20))
+		done <"$dir/cases.tsv"
+		[ -n "$stopped" ] && [ $nrest -gt 0 ] || break
+		how=stopped
+		[ "$(cat "$dir/stuck" 2>/dev/null)" = "$stopped" ] && how=stuck
+		split_dmesg "$dir"
+		nb=$boots	# this boot's number (a boot retried above was boot 1)
+		[ -n "$retried" ] && nb=$((boots + 1))
+		for f in console.log dmesg.txt qemu.log; do
+			[ -f "$dir/$f" ] && mv "$dir/$f" "$dir/${f%.*}.boot$nb.${f##*.}"
+		done
+		printf '%s\t%s\t%s\n' "$stopped" "$how" "$dir/console.boot$nb.log" >>"$dir/stopped.tsv"
+		words="stopped during"
+		[ $how = stuck ] && words="was stuck past the timeout of"
+		echo "   VM: the guest $words $stopped (console: $dir/console.boot$nb.log): booting again for the $nrest case(s) after it"
+		rm -f "$dir/started" "$dir/done" "$dir/stuck" "$dir/current"
+		printf '%s' "$rest" >"$dir/cases.tsv"
+		boots=$((boots + 1))
+		vm_rc=0
+		"$VM_DIR/run-vm.sh" --run-dir "$dir" --timeout "$rbudget" "$inst" || vm_rc=$?
+	done
 	split_dmesg "$dir"
 	read -r wall waited <"$dir/vm.times" 2>/dev/null || wall='?' waited=0.0
 	line="   VM: $wall s wall"
@@ -395,9 +434,19 @@ for inst in "${instances[@]}"; do
 		id=$inst/$name
 		rcf=$dir/cases/$name.rc log=$dir/cases/$name.log
 		if [ ! -f "$rcf" ]; then
-			if [ -z "$died" ] && [ -f "$dir/started" ]; then
+			how=$(awk -F'\t' -v c="$name" '$1 == c { print $2 "\t" $3 }' "$dir/stopped.tsv")
+			if [ -n "$how" ]; then
+				words="stopped during this case"
+				[ "$(cut -f1 <<<"$how")" = stuck ] && words="was stuck past this case's timeout; the host stopped it"
+				verdict FAIL "$id" "" "no result: the guest $words (later cases ran in a fresh boot); console: $(cut -f2 <<<"$how")"
+				tail -n 30 "$(cut -f2 <<<"$how")" 2>/dev/null | indent
+			elif [ -z "$died" ] && [ -f "$dir/started" ]; then
 				died=$name
-				verdict FAIL "$id" "" "no result: the guest stopped during this case (qemu rc $vm_rc)"
+				if [ "$(cat "$dir/stuck" 2>/dev/null)" = "$name" ]; then
+					verdict FAIL "$id" "" "no result: the guest was stuck past this case's timeout; the host stopped it"
+				else
+					verdict FAIL "$id" "" "no result: the guest stopped during this case (qemu rc $vm_rc)"
+				fi
 				tail -n 30 "$dir/console.log" 2>/dev/null | indent
 			else
 				if [ -n "$died" ]; then
@@ -426,7 +475,7 @@ for inst in "${instances[@]}"; do
 			verdict FAIL "$id" "$secs" "exit status $rc; log: $log"
 			failure_excerpt "$log" | indent
 		fi
-	done <"$dir/cases.tsv"
+	done <"$dir/cases.all.tsv"
 done
 
 summary="$npass passed, $nfail failed"

@@ -184,7 +184,15 @@ pid=$!
 # seconds. Sid's 7.2 under TCG once sat idle there for 9 minutes (its timers
 # stalled: "rcu_preempt kthread timer wakeup didn't happen"): stop such a
 # guest after KVBLK_VM_DONE_GRACE seconds; every result is already written.
+# A case whose result has not come KVBLK_VM_STUCK_GRACE seconds (default 60
+# plus a quarter of its timeout) after its own timeout and the guest's
+# watchdog (15 s) ran out has a guest that no longer runs its runner (the
+# debug kernel once spun both vCPUs for 30 minutes with nothing on the
+# console): stop QEMU and name the case in DIR/stuck, so that run-suite.sh
+# can boot again for the cases after it instead of waiting for the VM's
+# whole budget.
 (
+	cur='' since=0 n=0
 	while kill -0 $pid 2>/dev/null; do
 		if [ -f "$run_dir/done" ]; then
 			sleep "${KVBLK_VM_DONE_GRACE:-30}"
@@ -192,6 +200,20 @@ pid=$!
 			echo "run-vm.sh: the guest finished but did not power off; stopping QEMU" >>"$run_dir/qemu.log"
 			kill -TERM $pid 2>/dev/null
 			exit 0
+		fi
+		if [ $((++n % 5)) = 0 ] && [ -f "$run_dir/current" ]; then
+			last=$(cat "$run_dir/current")	# guest-run.sh: the case it started last
+			[ "$last" = "$cur" ] || { cur=$last since=$SECONDS; }
+			if [ -n "$cur" ] && [ ! -f "$run_dir/cases/$cur.rc" ]; then
+				tmo=$(awk -F'\t' -v c="$cur" '$1 == c { print $2 }' "$run_dir/cases.tsv")
+				limit=$((${tmo:-600} + 15 + ${KVBLK_VM_STUCK_GRACE:-$((60 + ${tmo:-600} / 4))}))
+				if [ $((SECONDS - since)) -gt "$limit" ]; then
+					echo "$cur" >"$run_dir/stuck"
+					echo "run-vm.sh: case $cur has no result $limit s after it started: the guest is stuck; stopping QEMU" >>"$run_dir/qemu.log"
+					kill -TERM $pid 2>/dev/null
+					exit 0
+				fi
+			fi
 		fi
 		sleep 1
 	done
