@@ -198,6 +198,27 @@ static int kioctl(uint64_t *s, int fd, unsigned long cmd, void *arg)
 	return ret;
 }
 
+/* open() of /dev/kvblk, under fail-nth with --fail-inject. */
+static int kopen(uint64_t *s)
+{
+	int fd, err;
+
+	nth_arm(s);
+	fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
+	err = errno;
+	nth_disarm();
+	errno = err;
+	return fd;
+}
+
+/* close() of a context (its release runs here), under fail-nth with --fail-inject. */
+static void kclose(uint64_t *s, int fd)
+{
+	nth_arm(s);
+	close(fd);
+	nth_disarm();
+}
+
 /* Prints and counts the new kernel log records that kmsg_next_bad() flags. */
 static int kmsg_scan(int fd)
 {
@@ -493,25 +514,17 @@ static void one_op(uint64_t *s, struct arena *ar, bool child)
 	} else if (op < 24) {
 		ret = op_raw(s, pick_ctx(s), ar);
 	} else if (op < 26) {
-		nth_arm(s);
-		fd = open(KVBLK_NODE, O_RDWR | O_CLOEXEC);
-		nth_disarm();
+		fd = kopen(s);
 		if (fd >= 0) {
 			int old = atomic_exchange(&g_ctx[slot], fd);
 
-			if (old >= 0) {
-				nth_arm(s);
-				close(old);
-				nth_disarm();
-			}
+			if (old >= 0)
+				kclose(s, old);
 		}
 	} else if (op < 27) {
 		fd = atomic_exchange(&g_ctx[slot], -1);
-		if (fd >= 0) {
-			nth_arm(s);
-			close(fd);
-			nth_disarm();
-		}
+		if (fd >= 0)
+			kclose(s, fd);
 	} else if (op < 30) {
 		op_remap(s, ar);
 	} else if (!below(s, 4)) {
