@@ -129,7 +129,10 @@ fi
 # (identify_cpu) made generic KASAN report a "wild-memory-access" at a valid
 # direct-map address (ff11...) in handle_edge_irq, as if it computed the
 # shadow's bounds for 4-level paging (1 boot of 3, 2026-12-02; no module loaded).
-[ "$VM_KREL" = debug ] && append_krel=no5lvl
+# And ignore_loglevel: a guest stuck in the kernel leaves only its console,
+# and "quiet" kept the soft-lockup and RCU-stall reports' stacks off it
+# (2026-12-03: "soft lockup - CPU#0 stuck for 26s! [kvblkctl]" with no stack).
+[ "$VM_KREL" = debug ] && append_krel="no5lvl ignore_loglevel"
 append="console=ttyS0 quiet panic=-1 printk.devkmsg=on tsc=reliable ${append_krel:-} $VM_APPEND ${KVBLK_VM_APPEND:-}"
 read -ra extra <<<"$VM_QEMU_EXTRA ${KVBLK_VM_QEMU_EXTRA:-}"
 # A second controller (serial kvblk1) whose namespace is a window of the same
