@@ -168,8 +168,17 @@ static int kvblk_pci_notify(struct notifier_block *nb, unsigned long action,
 	return NOTIFY_DONE;
 }
 
+/*
+ * Ahead of the bus's other watchers (a higher priority runs first): with
+ * CONFIG_DMA_API_DEBUG, dma-debug's own notifier (kernel/dma/debug.c,
+ * dma_debug_device_change(), registered for the PCI bus at boot) reports
+ * every mapping a device still has when BUS_NOTIFY_UNBOUND_DRIVER comes,
+ * as a leak of the driver just unbound. kvblk's mappings for the function
+ * are gone by the time that check runs.
+ */
 static struct notifier_block kvblk_pci_nb = {
 	.notifier_call = kvblk_pci_notify,
+	.priority = 1,
 };
 
 /**
