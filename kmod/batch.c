@@ -74,6 +74,7 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 	atomic_set(&b->owner, KVBLK_BATCH_WAITING);
 	init_completion(&b->done);
 	init_llist_head(&b->free_list);
+	init_llist_head(&b->events);
 	atomic_set(&b->nr_free, 0);
 	init_waitqueue_head(&b->slot_wq);
 	kvblk_ctx_get(ctx);
@@ -264,6 +265,17 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 	}
 }
 
+/*
+ * One CQE per object: a command of @o completed, or its submission ended;
+ * the last tells uring.c. Any context; @o's status is final then (each
+ * command set it before its fully ordered decrement).
+ */
+static void kvblk_obj_put(struct kvblk_batch *b, struct kvblk_obj *o)
+{
+	if (b->obj_end && atomic_dec_and_test(&o->pending))
+		b->obj_end(b, o);
+}
+
 /**
  * kvblk_cmd_issue() - a command is about to be handed to the device.
  * @b: its batch.
@@ -281,6 +293,8 @@ void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 		b->t_first = now;
 	b->nr_cmds++;
 	cmd->start_ns = now;
+	if (b->obj_end)
+		atomic_inc(&b->objs[cmd->obj].pending);
 	atomic_inc(&b->pending);
 	kvblk_stats_inflight_inc(&ns->stats);
 	trace_kvblk_cmd_submit(cmd, hwq, 0, 0);
@@ -320,6 +334,8 @@ void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 
 	kvblk_buf_dma_end(obj->buf);
 	kvblk_slot_put(b, cmd);
+	/* Before the batch's end, which may free b. */
+	kvblk_obj_put(b, obj);
 	if (atomic_dec_and_test(&b->pending))
 		kvblk_batch_done(b);
 }
@@ -372,6 +388,8 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 		u64 done;
 		u32 len;
 
+		/* Held while its commands go out (kvblk_obj_put()). */
+		atomic_set(&o->pending, 1);
 		for (done = 0; done < o->length; done += len) {
 			len = min_t(u64, o->length - done, o->bt->max_cmd_bytes);
 			/* A killed caller stops submitting at once. */
@@ -391,11 +409,16 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 				break;
 			}
 		}
+		kvblk_obj_put(b, o);
 	}
 	blk_finish_plug(&plug);
-	for (; i < b->nr_objs; i++)
+	for (; i < b->nr_objs; i++) {
 		cmpxchg(&b->objs[i].status, 0,
 			ret == -ENOLINK ? -ENOLINK : -ECANCELED);
+		/* Never submitted: it completed now. */
+		atomic_set(&b->objs[i].pending, 1);
+		kvblk_obj_put(b, &b->objs[i]);
+	}
 	return ret;
 }
 
@@ -878,6 +901,23 @@ void kvblk_batch_submit(struct kvblk_batch *b)
 }
 
 /**
+ * kvblk_obj_sync() - make what an object loaded visible to the CPU.
+ * @o: an object of a batch, every command of it completed with status 0.
+ *
+ * Syncs what the PRP engine's mapping received (nothing for the other
+ * engines), once: before its per-object CQE (uring.c), else when the
+ * batch finishes. Process context.
+ */
+void kvblk_obj_sync(struct kvblk_obj *o)
+{
+	if (o->synced)
+		return;
+	o->synced = true;
+	if (o->bt->engine->dma_mapped)
+		kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+}
+
+/**
  * kvblk_batch_finish() - the end of a batch whose commands all completed.
  * @b: the batch; released here.
  * @ret: 0, or how submission or the wait ended (-EINTR: the caller was
@@ -900,9 +940,7 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 
 		if (o->status)
 			continue;
-		/* Only what the PRP engine's mapping received is synced. */
-		if (o->bt->engine->dma_mapped)
-			kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		kvblk_obj_sync(o);
 		lm->nr_ok++;
 	}
 	lm->nr_cmds = b->nr_cmds;

@@ -381,6 +381,27 @@ void kvblk_probe(struct io_uring_cmd *c)
 }
 EOF
 
+# Multishot commands with provided buffers: io_uring_cmd_buffer_select()
+# and io_uring_mshot_cmd_post_cqe() taking its struct io_br_sel, with
+# IORING_URING_CMD_MULTISHOT (7.2; 6.1 and 6.12 have no way for a command
+# to post more than one CQE). uring.c then offers one CQE per object
+# (KVBLK_URING_F_PER_OBJECT) and GET_FEATURES reports
+# KVBLK_FEAT_URING_PER_OBJECT; without it the flag is -EOPNOTSUPP.
+probe URING_CMD_MSHOT <<'EOF'
+#include <linux/io_uring/cmd.h>
+bool kvblk_probe(struct io_uring_cmd *c, unsigned int f);
+bool kvblk_probe(struct io_uring_cmd *c, unsigned int f)
+{
+	size_t len = 0;
+	struct io_br_sel sel = io_uring_cmd_buffer_select(c, 0, &len, f);
+
+	if (!(c->flags & IORING_URING_CMD_MULTISHOT) || !sel.addr)
+		return false;
+	sel.val = len;
+	return io_uring_mshot_cmd_post_cqe(c, &sel, f);
+}
+EOF
+
 objs=
 for f in "$tmp"/probe_*.c; do
 	objs="$objs $(basename "$f" .c).o"
@@ -431,7 +452,8 @@ fi
 # 6.12 and 7.2), one of the two io_uring_cmd_done() forms and one of the
 # two task-work callback forms. Without it file_operations.uring_cmd stays
 # unset (io_uring answers -EOPNOTSUPP) and GET_FEATURES lacks
-# KVBLK_FEAT_URING_CMD.
+# KVBLK_FEAT_URING_CMD. Its one CQE per object needs URING_CMD_MSHOT too
+# (KVBLK_HAVE_URING_CMD_MSHOT in uring.c, not a part of its own).
 if kconfig CONFIG_IO_URING &&
    { have URING_CMD_CMD || have URING_CMD_SQE; } &&
    { have URING_CMD_DONE_RES2 || have URING_CMD_DONE_3; } &&

@@ -17,6 +17,8 @@ static long kvblk_ioctl_get_features(void __user *uarg)
 		feat |= KVBLK_FEAT_MM_GUARD;
 	if (kvblk_uring_cmd_supported())
 		feat |= KVBLK_FEAT_URING_CMD;
+	if (kvblk_uring_per_object_supported())
+		feat |= KVBLK_FEAT_URING_PER_OBJECT;
 
 	return put_user(feat, (u64 __user *)uarg) ? -EFAULT : 0;
 }

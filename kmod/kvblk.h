@@ -377,6 +377,15 @@ struct kvblk_obj {
 	u64 buf_offset;
 	u64 tag;
 	int status;			/* 0 or first -errno, cmpxchg() */
+	/*
+	 * Only with kvblk_batch.obj_end (one CQE per object, uring.c): its
+	 * commands in flight, + 1 while it is being submitted; its entry on
+	 * kvblk_batch.events once it completed; whether kvblk_obj_sync()
+	 * already synced what the PRP engine's mapping received.
+	 */
+	atomic_t pending;
+	bool synced;
+	struct llist_node done_node;
 };
 
 enum kvblk_batch_owner {
@@ -437,6 +446,15 @@ struct kvblk_batch {
 	 */
 	void (*end)(struct kvblk_batch *b);
 	void *end_data;
+	/*
+	 * One CQE per object (uring.c): called once per object when it
+	 * completed (its last command, or submission failed it), in any
+	 * context, before the batch's end. @events and @end_node are uring.c's:
+	 * completed objects and the batch's end, for its task work.
+	 */
+	void (*obj_end)(struct kvblk_batch *b, struct kvblk_obj *o);
+	struct llist_head events;
+	struct llist_node end_node;
 	/*
 	 * Command slots: at most max_inflight commands in flight. end_io puts
 	 * a slot on @free_list (lock-free) and counts it in @nr_free; the
@@ -600,6 +618,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg);
 void kvblk_batch_submit(struct kvblk_batch *b);
 long kvblk_batch_finish(struct kvblk_batch *b, long ret);
+void kvblk_obj_sync(struct kvblk_obj *o);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
 
 /*
@@ -614,9 +633,24 @@ static inline bool kvblk_uring_cmd_supported(void)
 {
 	return true;
 }
+
+/* Multishot commands with provided buffers (KVBLK_URING_F_PER_OBJECT). */
+static inline bool kvblk_uring_per_object_supported(void)
+{
+#ifdef KVBLK_HAVE_URING_CMD_MSHOT
+	return true;
+#else
+	return false;
+#endif
+}
 #else
 #define kvblk_uring_cmd NULL
 static inline bool kvblk_uring_cmd_supported(void)
+{
+	return false;
+}
+
+static inline bool kvblk_uring_per_object_supported(void)
 {
 	return false;
 }

@@ -14,11 +14,25 @@
  * task work elsewhere (the task exited: a kernel worker), nothing is
  * written (kvblk_ctx_owner() is false there) and the CQE says -EINTR.
  *
+ * One CQE per object (KVBLK_URING_F_PER_OBJECT, a multishot SQE with a
+ * provided buffer group): batch.c calls kvblk_uring_obj_end() when each
+ * object completed, in any context; it and the batch's end only put a node
+ * on the batch's event list (lock-free), and whoever finds the list empty
+ * queues the task work, so completions that arrive before the task runs
+ * it are posted in one run. The task work takes the whole list, posts a
+ * record and a CQE (IORING_CQE_F_MORE) per object in completion order,
+ * and ends the batch when it reaches the end node, always the last one
+ * added: the batch's last completion comes after each object's. A new
+ * event while the task work runs queues it again (io_uring took the
+ * request off its list before calling it).
+ *
  * Kernel differences (compat.h, conftest.sh): the header (6.1
  * <linux/io_uring.h>, later <linux/io_uring/cmd.h>), where the command
- * area is, io_uring_cmd_done()'s arguments and the task-work callback's.
- * Built only when conftest.sh sets KVBLK_WITH_URING_CMD (kmod/Kbuild);
- * kvblk.h has the stubs otherwise.
+ * area is, io_uring_cmd_done()'s arguments and the task-work callback's;
+ * multishot commands with provided buffers (io_uring_cmd_buffer_select(),
+ * io_uring_mshot_cmd_post_cqe(): 7.2, URING_CMD_MSHOT) for one CQE per
+ * object. Built only when conftest.sh sets KVBLK_WITH_URING_CMD
+ * (kmod/Kbuild); kvblk.h has the stubs otherwise.
  */
 #include <linux/fs.h>
 #include <linux/uaccess.h>
@@ -34,6 +48,8 @@
 /* What the command keeps in io_uring_cmd::pdu while its batch runs. */
 struct kvblk_uring_pdu {
 	struct kvblk_batch *b;
+	u16 buf_group;		/* per object: the records' buffer group */
+	bool stopped;		/* per object: no more CQEs for this batch */
 };
 
 static struct kvblk_uring_pdu *kvblk_uring_pdu(struct io_uring_cmd *ioucmd)
@@ -78,24 +94,127 @@ static void kvblk_uring_finish(struct io_uring_cmd *ioucmd,
 	kvblk_uring_done(ioucmd, ret, issue_flags);
 }
 
+#ifdef KVBLK_HAVE_URING_CMD_MSHOT
+/*
+ * Task work: the record and CQE of object @o. The first object that finds
+ * no usable buffer, or whose CQE io_uring could not post, stops the stream
+ * for the rest of the batch (see the uapi header): the records posted are
+ * exactly those the program received.
+ */
+static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
+			     unsigned int issue_flags)
+{
+	struct kvblk_uring_pdu *pdu = kvblk_uring_pdu(ioucmd);
+	struct kvblk_batch *b = pdu->b;
+	struct kvblk_uring_obj rec = {
+		.index = o - b->objs,
+		.status = o->status,
+		.tag = o->tag,
+		.bytes = o->status ? 0 : o->length,
+	};
+	struct io_br_sel sel;
+	size_t len = 0, n;
+
+	BUILD_BUG_ON(sizeof(rec) != KVBLK_URING_OBJ_SIZE_VER0);
+	/* Not the caller's address space (the task exited): write nothing. */
+	if (pdu->stopped || !kvblk_ctx_owner(b->ctx)) {
+		pdu->stopped = true;
+		return;
+	}
+	sel = io_uring_cmd_buffer_select(ioucmd, pdu->buf_group, &len,
+					 issue_flags);
+	if (sel.val < 0 || !sel.addr) {
+		pdu->stopped = true;	/* -ENOBUFS: none selected */
+		return;
+	}
+	n = min(len, sizeof(rec));
+	if (!o->status)
+		kvblk_obj_sync(o);
+	if (len < KVBLK_URING_OBJ_SIZE_VER0 || copy_to_user(sel.addr, &rec, n)) {
+		/* 0: the buffer goes back unused, no CQE, the request not failed. */
+		sel.val = 0;
+		io_uring_mshot_cmd_post_cqe(ioucmd, &sel, issue_flags);
+		pdu->stopped = true;
+		return;
+	}
+	sel.val = n;
+	/* true: the CQE was not posted (CQ overflow without memory). */
+	if (io_uring_mshot_cmd_post_cqe(ioucmd, &sel, issue_flags))
+		pdu->stopped = true;
+}
+
+static bool kvblk_uring_per_object(struct io_uring_cmd *ioucmd)
+{
+	return ioucmd->flags & IORING_URING_CMD_MULTISHOT;
+}
+#else
+static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
+			     unsigned int issue_flags)
+{
+}
+
+static bool kvblk_uring_per_object(struct io_uring_cmd *ioucmd)
+{
+	return false;
+}
+#endif
+
+/*
+ * Task work: every object completed since the last run, in completion
+ * order, then, once its end node came, the batch's end.
+ */
+static void kvblk_uring_run(struct io_uring_cmd *ioucmd,
+			    unsigned int issue_flags)
+{
+	struct kvblk_batch *b = kvblk_uring_pdu(ioucmd)->b;
+	struct llist_node *n, *next;
+
+	n = llist_reverse_order(llist_del_all(&b->events));
+	for (; n; n = next) {
+		next = n->next;
+		if (n == &b->end_node) {
+			/* The last node ever added; b is released here. */
+			kvblk_uring_finish(ioucmd, issue_flags);
+			return;
+		}
+		kvblk_uring_post(ioucmd, container_of(n, struct kvblk_obj,
+						      done_node), issue_flags);
+	}
+}
+
 #ifdef KVBLK_HAVE_URING_CMD_TW_REQ
 static void kvblk_uring_tw(struct io_tw_req tw_req, io_tw_token_t tw)
 {
-	kvblk_uring_finish(io_uring_cmd_from_tw(tw_req),
-			   IO_URING_CMD_TASK_WORK_ISSUE_FLAGS);
+	kvblk_uring_run(io_uring_cmd_from_tw(tw_req),
+			IO_URING_CMD_TASK_WORK_ISSUE_FLAGS);
 }
 #else
 static void kvblk_uring_tw(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 {
-	kvblk_uring_finish(ioucmd, issue_flags);
+	kvblk_uring_run(ioucmd, issue_flags);
 }
 #endif
+
+/* An event for the task work, queued by whoever finds the list empty. */
+static void kvblk_uring_event(struct kvblk_batch *b, struct llist_node *n)
+{
+	if (llist_add(n, &b->events))
+		io_uring_cmd_complete_in_task(b->end_data, kvblk_uring_tw);
+}
 
 /* The batch's last completion: any context. */
 static void kvblk_uring_end(struct kvblk_batch *b)
 {
-	io_uring_cmd_complete_in_task(b->end_data, kvblk_uring_tw);
+	kvblk_uring_event(b, &b->end_node);
 }
+
+#ifdef KVBLK_HAVE_URING_CMD_MSHOT
+/* Completion of an object (batch.c): any context. */
+static void kvblk_uring_obj_end(struct kvblk_batch *b, struct kvblk_obj *o)
+{
+	kvblk_uring_event(b, &o->done_node);
+}
+#endif
 
 /**
  * kvblk_uring_cmd() - file_operations.uring_cmd of /dev/kvblk.
@@ -105,10 +224,11 @@ static void kvblk_uring_end(struct kvblk_batch *b)
  * Context: the submitting task, or io_uring's worker or SQPOLL thread (its
  * address space); may sleep (see the uapi header).
  *
- * Return: -EIOCBQUEUED, the CQE following when the batch ends; or the
- * CQE's error now: as for KVBLK_IOC_LOAD_MANY, and -EBADFD, -ENOTTY,
- * -EINVAL, -EOPNOTSUPP as "Asynchronous batches through io_uring" in
- * include/uapi/linux/kvblk.h says.
+ * Return: -EIOCBQUEUED, the CQE following when the batch ends (and, with
+ * KVBLK_URING_F_PER_OBJECT, one before it per object); or the CQE's error
+ * now: as for KVBLK_IOC_LOAD_MANY, and -EBADFD, -ENOTTY, -EINVAL,
+ * -EOPNOTSUPP as "Asynchronous batches through io_uring" and "One CQE per
+ * object" in include/uapi/linux/kvblk.h say.
  */
 int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 {
@@ -125,8 +245,17 @@ int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 		return -EOPNOTSUPP;
 	/* The SQE is shared with user space: one copy, then only that. */
 	memcpy(&cmd, kvblk_uring_sqe_cmd(ioucmd), sizeof(cmd));
-	if (cmd.flags || cmd.reserved)
+	if ((cmd.flags & ~KVBLK_URING_F_ALL) || cmd.reserved)
 		return -EINVAL;
+	/* A multishot SQE (with buffer select) if and only if per object. */
+	if (cmd.flags & KVBLK_URING_F_PER_OBJECT) {
+		if (!kvblk_uring_per_object_supported())
+			return -EOPNOTSUPP;
+		if (!kvblk_uring_per_object(ioucmd))
+			return -EINVAL;
+	} else if (kvblk_uring_per_object(ioucmd)) {
+		return -EINVAL;
+	}
 
 	b = kvblk_batch_prepare(ctx, u64_to_user_ptr(cmd.load_many));
 	if (IS_ERR(b))
@@ -134,6 +263,14 @@ int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 	b->end = kvblk_uring_end;
 	b->end_data = ioucmd;
 	kvblk_uring_pdu(ioucmd)->b = b;
+#ifdef KVBLK_HAVE_URING_CMD_MSHOT
+	if (cmd.flags & KVBLK_URING_F_PER_OBJECT) {
+		b->obj_end = kvblk_uring_obj_end;
+		kvblk_uring_pdu(ioucmd)->buf_group =
+			READ_ONCE(ioucmd->sqe->buf_group);
+		kvblk_uring_pdu(ioucmd)->stopped = false;
+	}
+#endif
 	/* From here the batch ends through kvblk_uring_end(), even if killed. */
 	kvblk_batch_submit(b);
 	return -EIOCBQUEUED;

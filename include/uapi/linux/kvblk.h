@@ -725,9 +725,9 @@ struct kvblk_load_many {
  * (GET_FEATURES lacks KVBLK_FEAT_URING_CMD), or a ring made with
  * IORING_SETUP_IOPOLL where io_uring asks for polled completion (6.1,
  * 6.12; 7.2 runs the batch as on any ring); -ENOTTY another sqe->cmd_op;
- * -EINVAL @flags or @reserved not 0; -EBADFD the ring's task is not in
- * the context's address space (see "Processes and remapped host
- * buffers"); -EFAULT @load_many unreadable; -EINTR the submitting task
+ * -EINVAL an unknown @flags bit, or @reserved not 0; -EBADFD the ring's
+ * task is not in the context's address space (see "Processes and
+ * remapped host buffers"); -EFAULT @load_many unreadable; -EINTR the submitting task
  * was killed during submission, or exited before the batch ended (nothing
  * is written back then; commands in flight still complete into the
  * pinned buffers first).
@@ -736,14 +736,100 @@ struct kvblk_load_many {
  * process exiting, returns once every batch in flight ended); nothing
  * stays pinned or in flight after that. A batch cannot be cancelled
  * (IORING_OP_ASYNC_CANCEL does not find it); it ends when its commands
- * complete. One CQE per batch: there are no per-object CQEs.
+ * complete. One CQE per batch, unless the batch asks for one per object
+ * too (KVBLK_URING_F_PER_OBJECT, below).
  */
 #define KVBLK_FEAT_URING_CMD	(1ULL << 8)
+
+/*
+ * One CQE per object (KVBLK_URING_F_PER_OBJECT, KVBLK_FEAT_URING_PER_OBJECT)
+ * ----------------------------------------------------------------------
+ * With KVBLK_URING_F_PER_OBJECT in kvblk_uring_cmd.flags, the batch also
+ * posts one CQE per descriptor as that descriptor completes, before its
+ * final CQE. The SQE must then be a multishot command with a provided
+ * buffer group:
+ *
+ *   sqe->uring_cmd_flags  IORING_URING_CMD_MULTISHOT;
+ *   sqe->flags            IOSQE_BUFFER_SELECT (io_uring requires it with
+ *                         IORING_URING_CMD_MULTISHOT and refuses either
+ *                         without the other: -EINVAL);
+ *   sqe->buf_group        the group the records go to (a buffer ring,
+ *                         IORING_REGISTER_PBUF_RING, or buffers of
+ *                         IORING_OP_PROVIDE_BUFFERS), each buffer at least
+ *                         KVBLK_URING_OBJ_SIZE_VER0 bytes.
+ *
+ * Per descriptor, not per object of the caller's: the module knows only
+ * descriptors, so a program that split one object into several
+ * descriptors (libkvblk does above its size limit) gets one CQE for each.
+ * A descriptor completes when every command of it completed, or when it
+ * failed without them (a revoked buffer, a submission stopped by a fatal
+ * signal: -ECANCELED); its per-object CQE then carries:
+ *
+ *   cqe->user_data  the SQE's, as the final CQE's;
+ *   cqe->flags      IORING_CQE_F_MORE | IORING_CQE_F_BUFFER, the buffer id
+ *                   in the upper 16 bits (IORING_CQE_BUFFER_SHIFT);
+ *   cqe->res        the bytes of the record written into that buffer:
+ *                   sizeof(struct kvblk_uring_obj) of the module, or the
+ *                   buffer's length if that is shorter (a module newer than
+ *                   the program writes no more than the buffer holds; an
+ *                   older module writes less than a newer program's struct:
+ *                   fields past @res bytes were not written). Never
+ *                   negative: the descriptor's own status is in the record.
+ *
+ * The record (struct kvblk_uring_obj) names the descriptor by its index
+ * and its tag and carries the status and bytes its entry of the results
+ * array will carry: the same values, as final. Memory the descriptor
+ * loaded is complete and visible to the CPU when its CQE is posted (the
+ * PRP engine's mapping was synced for it); for a store, its bytes were
+ * written (durable with KVBLK_LOAD_F_DURABLE).
+ *
+ * Ordering: per-object CQEs come in completion order, not in index order;
+ * each descriptor gets at most one; every one of them is posted before the
+ * batch's final CQE (no IORING_CQE_F_MORE), which is the same as without
+ * the flag (res: descriptors with status 0, or -errno; results and the
+ * header's output fields written before it). The final CQE and the results
+ * array are always complete and authoritative; per-object CQEs are an
+ * early notice of part of them.
+ *
+ * No buffer left: when a descriptor completes and the group has no buffer
+ * (or one shorter than KVBLK_URING_OBJ_SIZE_VER0, which is given back
+ * unused; or the record cannot be written into it: -EFAULT; or the CQ
+ * ring overflowed and io_uring could not keep the CQE), that descriptor
+ * and every later one of the batch get no per-object CQE: the stream
+ * stops for the rest of the batch, it never resumes, so the descriptors
+ * that got one are exactly those whose records arrived, and the others
+ * are known from the results array once the final CQE came. A program
+ * that counts per-object CQEs and finds fewer than nr_descs at the final
+ * CQE had buffers run out. A batch rejected before submission (the final
+ * CQE's res is its -errno: a bad descriptor, -ENOMEM, ...) posts no
+ * per-object CQE at all; one whose final CQE says -EINTR (the task was
+ * killed while submitting, or exited) may have posted some before, and
+ * those records are right, but no more come and nothing else is written.
+ *
+ * Records are written and CQEs posted by the submitting task (io_uring
+ * task work), never from the completion interrupt: completions that
+ * arrive together are posted together, in one run of that task's work,
+ * when the task next runs task work (returning to user space, waiting in
+ * io_uring_enter(); with IORING_SETUP_DEFER_TASKRUN only when it waits
+ * for CQEs).
+ *
+ * Errors (the only CQE, res): -EOPNOTSUPP the module was built for a
+ * kernel whose io_uring has no multishot commands with provided buffers
+ * (GET_FEATURES lacks KVBLK_FEAT_URING_PER_OBJECT: 6.1, 6.12); -EINVAL
+ * KVBLK_URING_F_PER_OBJECT on an SQE without IORING_URING_CMD_MULTISHOT,
+ * or IORING_URING_CMD_MULTISHOT without KVBLK_URING_F_PER_OBJECT; then
+ * those of any batch. Teardown is as without the flag.
+ */
+#define KVBLK_FEAT_URING_PER_OBJECT	(1ULL << 10)
+
+/* kvblk_uring_cmd.flags: one CQE per descriptor too (see above). */
+#define KVBLK_URING_F_PER_OBJECT	(1U << 0)
+#define KVBLK_URING_F_ALL		KVBLK_URING_F_PER_OBJECT
 
 /**
  * struct kvblk_uring_cmd - the SQE command area of KVBLK_URING_CMD_LOAD_MANY
  * @load_many: user pointer to a struct kvblk_load_many.
- * @flags:     must be 0.
+ * @flags:     KVBLK_URING_F_* (0: one CQE per batch); unknown bits -EINVAL.
  * @reserved:  must be 0.
  *
  * Fixed at 16 bytes (a 64-byte SQE's command area); new options come as
@@ -754,6 +840,30 @@ struct kvblk_uring_cmd {
 	__u32 flags;
 	__u32 reserved;
 };
+
+/**
+ * struct kvblk_uring_obj - the record of a per-object CQE
+ * @index:    the descriptor's index in the batch (0 .. nr_descs - 1).
+ * @status:   0 or -errno, as kvblk_desc_result.status of that index.
+ * @tag:      the descriptor's kvblk_io_desc.tag, copied.
+ * @bytes:    as kvblk_desc_result.bytes: the descriptor's length on
+ *            success, 0 otherwise.
+ * @reserved: 0; later fields come here and after (see cqe->res for how
+ *            many bytes were written).
+ *
+ * Written by the kernel into a provided buffer; a buffer must hold at
+ * least KVBLK_URING_OBJ_SIZE_VER0 bytes, and the kernel writes
+ * min(buffer length, its own sizeof) bytes (cqe->res).
+ */
+struct kvblk_uring_obj {
+	__u32 index;
+	__s32 status;
+	__u64 tag;
+	__u64 bytes;
+	__u64 reserved;
+};
+
+#define KVBLK_URING_OBJ_SIZE_VER0	32
 
 #define KVBLK_URING_CMD_LOAD_MANY	_IOWR(KVBLK_IOC_MAGIC, 0x10, struct kvblk_uring_cmd)
 

@@ -179,13 +179,7 @@ static bool gpu_settled(const struct kvblk_fake_gpu_stats *base,
 static int load(int kfd, struct kvblk_io_desc *d, struct kvblk_desc_result *res,
 		uint32_t n, struct kvblk_load_many *lm)
 {
-	memset(lm, 0, sizeof(*lm));
-	lm->size = sizeof(*lm);
-	lm->nr_descs = n;
-	lm->desc_bytes = sizeof(*d);
-	lm->descs = (uintptr_t)d;
-	lm->results = (uintptr_t)res;
-	lm->result_bytes = sizeof(*res);
+	lm_init(lm, d, res, n);
 	return ioctl(kfd, KVBLK_IOC_LOAD_MANY, lm) < 0 ? -errno : 0;
 }
 

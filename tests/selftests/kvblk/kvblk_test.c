@@ -177,18 +177,6 @@ static void unreg_init(struct kvblk_buf_unreg *u, __u32 buf_id)
 	u->buf_id = buf_id;
 }
 
-static void lm_init(struct kvblk_load_many *lm, struct kvblk_io_desc *descs,
-		    struct kvblk_desc_result *res, __u32 nr)
-{
-	memset(lm, 0, sizeof(*lm));
-	lm->size = sizeof(*lm);
-	lm->nr_descs = nr;
-	lm->desc_bytes = sizeof(struct kvblk_io_desc);
-	lm->descs = (__u64)(uintptr_t)descs;
-	lm->results = (__u64)(uintptr_t)res;
-	lm->result_bytes = sizeof(struct kvblk_desc_result);
-}
-
 static int do_ioctl(int fd, unsigned long req, void *arg)
 {
 	return ioctl(fd, req, arg);

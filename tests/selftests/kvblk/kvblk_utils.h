@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <linux/capability.h>
+#include <linux/kvblk.h>
 
 #define KVBLK_NODE		"/dev/kvblk"
 #define DEFAULT_TEST_DEVICE	"/dev/nvme0n1"
@@ -32,6 +33,26 @@ static inline const char *test_device(void)
 
 	return d && *d ? d : DEFAULT_TEST_DEVICE;
 }
+
+/*
+ * A LOAD_MANY header (every input field; outputs 0) for @n descriptors @d,
+ * results into @res (kvblk_test's, shared since the uring test needed it).
+ * Not with the 0.2 header kvblk_abi02_test builds against (its descriptor
+ * is struct kvblk_desc, and it predates KVBLK_DESC_SIZE_VER1).
+ */
+#ifdef KVBLK_DESC_SIZE_VER1
+static inline void lm_init(struct kvblk_load_many *lm, struct kvblk_io_desc *d,
+			   struct kvblk_desc_result *res, __u32 n)
+{
+	memset(lm, 0, sizeof(*lm));
+	lm->size = sizeof(*lm);
+	lm->nr_descs = n;
+	lm->desc_bytes = sizeof(*d);
+	lm->descs = (uintptr_t)d;
+	lm->results = (uintptr_t)res;
+	lm->result_bytes = sizeof(*res);
+}
+#endif
 
 static inline size_t page_size(void)
 {
