@@ -796,6 +796,42 @@ TEST_F(KmodAsyncTest, plain_batches_beyond_the_registration_budget)
 }
 
 /*
+ * kvblk_close() with plain batches beyond the budget outstanding (two with their first pass
+ * queued on the ring, four waiting for slots): it ends, each object exact or -ECANCELED and
+ * untouched, no ring thread and nothing pinned left.
+ */
+TEST_F(KmodAsyncTest, close_with_plain_batches_waiting_for_slots)
+{
+	const uint32_t nb = 6, n = 300;
+	std::vector<AsyncBatch> bs;
+	AlignedBuf mem(uint64_t(nb) * 2 * n * 4096); /* outlives the device */
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	std::atomic<bool> hold{true};
+	log.seams.kmod_ring_hold = &hold;
+	{
+		DevPtr dev = open_kmod();
+		ASSERT_TRUE(dev);
+		const kvblk_dev_info info = get_info(dev.get());
+		for (uint32_t i = 0; i < nb; i++)
+			bs.push_back(sparse_batch(info, mem, uint64_t(i) * 2 * n, n, 20000 * (i + 1)));
+		SeamGuard g(log.seams);
+		for (uint32_t i = 0; i < nb; i++)
+			ASSERT_EQ(submit(dev.get(), bs[i], i), 0) << kvblk_last_error();
+		EXPECT_EQ(log.ranges.size(), 2u) << "batches started beyond the budget";
+		hold = false; /* the ring takes its queue when woken: by the close's cancels */
+		/* dev closes here, every batch outstanding */
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		SCOPED_TRACE("batch " + std::to_string(i));
+		const AsyncBatch &b = bs[i];
+		check_sparse(b, mem, [&b](size_t k) { return b.res[k].status == -ECANCELED; });
+	}
+	EXPECT_EQ(threads_settled(0, kRingThread), 0u);
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "registrations left after kvblk_close()";
+}
+
+/*
  * kvblk_cancel() of a batch of three passes while its second pass is queued, not issued
  * (the seam holds the ring as that pass is queued): the first pass's objects are exact,
  * the others -ECANCELED and untouched, and every temporary registration is gone.
