@@ -16,11 +16,16 @@
 // module wants page-aligned ranges, the library only mem_align: the page-aligned cover of
 // the buffer is registered and descriptors are offset by the distance to its start.
 //
-// Plain host pointers (KVBLK_BUF_NONE) have no registration: for each call their page
-// ranges are merged (objects in one allocation share one range) and registered for the
-// duration of the call, at most kTempPerPass at a time, then unregistered. That costs a pin
-// and a DMA map per call and counts against RLIMIT_MEMLOCK while the call runs; an object
-// whose range cannot be registered fails with that errno (-ENOMEM for the memlock limit).
+// Plain host pointers (KVBLK_BUF_NONE, and buffers the module refused) have no registration:
+// for each batch their page ranges are merged (objects in one allocation share one range,
+// plan(), for run() and start() alike) and registered around the calls that read into them,
+// in passes of at most kTempPerPass ranges, then unregistered. That costs a pin and a DMA
+// map per batch and counts against RLIMIT_MEMLOCK while the pass runs; an object whose range
+// cannot be registered fails with that errno (-ENOMEM for the memlock limit, -EFAULT for
+// memory not mapped), and only that object. kvblk.ko takes KVBLK_MAX_BUFS registrations per
+// context, persistent ones included: a range refused with -ENOSPC once its pass holds one
+// ends the pass there (a smaller pass; the range goes to the next one), and fails its
+// objects only when it is the first of its pass.
 //
 // Several targets: when the module reports KVBLK_FEAT_TARGETS, add_target() attaches each
 // target added to the device (kvblk_add_target(): a block device of any kind, a regular file;
@@ -76,13 +81,32 @@
 // A synchronous call (kvblk_load_many()) that finds no batch queued or being run is still
 // run() on the caller's thread (run_sync_inline(): one ioctl, no trip through the ring's
 // thread); one that finds the dispatch path busy is started like any other.
+// Plain pointers (and buffers the module refused) are started too, pass by pass: start()
+// registers the first pass's ranges on the submitting thread and queues all its calls; the
+// last call of a pass to end (NativeCall::done(), on the ring thread) unregisters its ranges
+// and registers and queues the next pass from there. The temporary registrations of all the
+// backend's started batches come out of one budget, kTempBudget slots (of the context's
+// KVBLK_MAX_BUFS), so that several batches at once do not fail one another with -ENOSPC: a
+// pass that finds no slot free waits in the backend's queue (in order, KVBLK_SUBMIT_PRIORITY
+// batches ahead) and the batch that gives slots back starts it (registration and queue, on the ring thread). A waiting batch holds
+// no slot and slots are held only by passes in flight, which end: nothing waits for itself,
+// and kvblk_close() (the scheduler waits for every batch) ends. Run() on the dispatch thread
+// takes no slot (one pass at a time per device; -ENOSPC makes its passes smaller).
 // What start() does not take (can_start()) goes to run() on the device's dispatch thread,
-// which the scheduler creates only when such a batch comes: loads into plain pointers (or
-// into buffers the module refused), which need temporary registrations around their calls;
-// staged CUDA batches never reach the backend. kvblk_cancel() ends the calls the ring has
-// not issued yet with -ECANCELED; an issued call runs to its end (the module cannot cancel
-// it). Without KVBLK_FEAT_URING_CMD (an older kvblk.ko), or when the ring cannot be made,
-// every batch goes through run() on the dispatch thread (KVBLK_ASYNC_THREAD), as before.
+// which the scheduler creates only when such a batch comes: loads with an object read with
+// pread(2) (a file target's last block cut short by its end, IoObject.min_length). Those
+// stay there because the ring (kmod_ring.cpp) only issues IORING_OP_URING_CMD commands of a
+// 16-byte kvblk.ko command area, and what move_object() (positional_io.cpp) does for such
+// an object is a loop, not one read: commands of at most max_cmd_bytes, each resubmitted on
+// a short read and on -EAGAIN (up to eagain_retries) and -EINTR, the file's end judged
+// against min_length (0, or -ENODATA with the valid prefix), the on_complete seam and the
+// counters per attempt. Doing that on the ring would mean a second kind of ring command
+// with its own resubmission state machine on the ring thread, for one object per file per
+// batch. Staged CUDA batches never reach the backend. kvblk_cancel() ends the calls the
+// ring has not issued yet with -ECANCELED, the passes not started yet, and a batch waiting
+// for slots; an issued call runs to its end (the module cannot cancel it). Without
+// KVBLK_FEAT_URING_CMD (an older kvblk.ko), or when the ring cannot be made, every batch
+// goes through run() on the dispatch thread (KVBLK_ASYNC_THREAD), as before.
 #include "backend.hpp"
 #include "kmod_ring.hpp"
 #include "last_error.hpp"
@@ -99,6 +123,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <mutex>
 #include <fcntl.h>
 #include <linux/ioctl.h>
 #include <linux/types.h>
@@ -125,8 +150,14 @@ constexpr uint64_t kMaxRegBytes = 64ull << 30;	/* one registration */
 constexpr uint64_t kGpuPage = 64ull << 10;	/* nvidia-p2p page size (KVBLK_MEM_CUDA alignment) */
 constexpr uint32_t kDefaultKernelDescs = 4096;	/* the module's max_descs default */
 
-/* Temporary registrations (plain pointers) held at once by one call. */
+/* Temporary registrations (plain pointers) held at once by one pass of a batch. */
 constexpr uint32_t kTempPerPass = 256;
+
+/*
+ * Temporary registrations held at once by all the asynchronous batches of one backend (one
+ * kvblk.ko context, KVBLK_MAX_BUFS registrations in all, persistent ones included).
+ */
+constexpr uint32_t kTempBudget = 512;
 
 /* Marks a kernel result the module did not write. */
 constexpr int32_t kNoResult = INT32_MIN;
@@ -206,6 +237,32 @@ struct TempRange {
 	uint64_t end;
 	uint32_t kid;
 	int32_t err;
+};
+
+/*
+ * struct Plan - where each object of a batch goes (KmodBackend::plan(), for run() and start()
+ * alike): its kvblk.ko target and descriptor size, and for plain destinations the merged page
+ * range registered around its pass.
+ * @range_of:  index into @ranges, or kInBuf (a buffer kvblk.ko registered), kNotSent
+ *             (refused by route()), kPread (read with pread(2) by run()).
+ * @ranges:    sorted by address; a pass registers [r0, r1) of them and sends their objects.
+ */
+struct Plan {
+	static constexpr int32_t kInBuf = -1;
+	static constexpr int32_t kNotSent = -2;
+	static constexpr int32_t kPread = -3;
+
+	struct Span {
+		uint64_t start;
+		uint64_t end;
+		uint32_t obj;
+	};
+
+	std::vector<int32_t> range_of;
+	std::vector<uint32_t> target_of;
+	std::vector<uint64_t> split_of;
+	std::vector<TempRange> ranges;
+	std::vector<Span> spans;	/* plan()'s scratch */
 };
 
 /*
@@ -315,6 +372,7 @@ struct KernelBatch {
 };
 
 struct NativeJob;
+class KmodBackend;
 
 /* One KVBLK_URING_CMD_LOAD_MANY of a started batch: descriptors [pos, pos + nr) of its job. */
 struct NativeCall final : KmodRingCmd {
@@ -329,17 +387,39 @@ struct NativeCall final : KmodRingCmd {
 
 /*
  * struct NativeJob - a batch start() handed to the ring: the kernel structs stay here, at
- * fixed addresses, until the last CQE of its calls has arrived.
- * @left: calls not ended yet (the ring thread's once they are queued).
+ * fixed addresses, until the last CQE of its calls has arrived. A batch with plain
+ * destinations runs in passes: each registers at most kTempPerPass of its ranges (slots of
+ * the backend's budget) and sends their objects; the first also sends the objects in
+ * registered buffers. The last call of a pass ends it (KmodBackend::pass_ended()).
+ * @left:    calls of the current pass not ended yet (the ring thread's once they are queued).
+ * @plan:    where each object goes; its ranges [@r0, @r1) are the current pass's.
+ * @next:    the first range not yet in a pass.
+ * @granted: slots of the budget this job holds (for the current or the next pass).
+ * @passes:  passes started.
+ * @link:    next job in the backend's wait queue, or in a list of jobs to start.
  */
 struct NativeJob {
 	Batch *b = nullptr;
+	KmodBackend *be = nullptr;
 	KmodRing *ring = nullptr;
 	std::atomic<uint32_t> *kernel_descs = nullptr;
 	int ctl = -1;
 	KernelBatch k;
-	std::deque<NativeCall> calls;	/* push_back keeps references */
+	std::deque<NativeCall> calls;	/* push_back keeps references; freed with the job */
 	uint32_t left = 0;
+	Plan plan;
+	size_t next = 0;
+	size_t r0 = 0;
+	size_t r1 = 0;
+	uint32_t granted = 0;
+	uint32_t passes = 0;
+	NativeJob *link = nullptr;
+
+	/* Slots the next pass asks for: 0 when no range is left. */
+	[[nodiscard]] uint32_t want() const noexcept
+	{
+		return uint32_t(std::min<size_t>(kTempPerPass, plan.ranges.size() - next));
+	}
 
 	/* Add the calls of descriptors [@pos, @end), at most @per each; their pointers into @out. */
 	void add_calls(size_t pos, size_t end, uint32_t per, std::vector<KmodRingCmd *> *out)
@@ -384,6 +464,17 @@ struct NativeJob {
 		return true;
 	}
 
+	/* Objects of the ranges from @next on (and, @with_bufs, those in registered buffers) end @st. */
+	void end_rest(bool with_bufs, int32_t st) noexcept
+	{
+		for (uint32_t i = 0; i < b->count; i++) {
+			const int32_t r = plan.range_of[i];
+			if ((r >= 0 && size_t(r) >= next) || (with_bufs && r == Plan::kInBuf))
+				k.note_status(i, st);
+		}
+		next = plan.ranges.size();
+	}
+
 	/* The last call ended: write the results, free the job, tell the scheduler. */
 	static void finish(NativeJob *j) noexcept
 	{
@@ -397,20 +488,6 @@ struct NativeJob {
 bool NativeCall::cancelled() const noexcept
 {
 	return job->b->cancelled();
-}
-
-void NativeCall::done(bool issued, int res) noexcept
-{
-	NativeJob *j = job;
-	if (!issued) {
-		j->k.unsent(pos, pos + nr, res); /* kvblk_cancel() came first: -ECANCELED */
-	} else {
-		const int err = res < 0 ? -res : 0;
-		if (!(KernelBatch::too_many(err, lm, nr) && j->resend(*this)))
-			j->k.ended(*j->b, pos, nr, res, err, lm);
-	}
-	if (--j->left == 0)
-		NativeJob::finish(j); /* frees this call too */
 }
 
 class KmodBackend final : public Backend {
@@ -664,10 +741,11 @@ public:
 	}
 
 	/*
-	 * What start() takes: batches whose every object is in a buffer kvblk.ko registered (host
-	 * or device memory), and stores through the uring writer (its own start()). Batches with
-	 * plain pointers (or buffers the module refused) need temporary registrations around
-	 * their calls: they go to run() on the device's dispatch thread.
+	 * What start() takes: every batch when the ring is there (registered buffers, plain
+	 * pointers, buffers the module refused; stores through the uring writer by its own
+	 * start()) except loads with an object read with pread(2) (IoObject.min_length: a file's
+	 * last block cut short by its end), which go to run() on the dispatch thread (the file
+	 * header says why).
 	 */
 	[[nodiscard]] bool can_start(const Batch &b) const noexcept override
 	{
@@ -675,11 +753,10 @@ public:
 			return true;
 		if (!ring_)
 			return false;
-		for (uint32_t i = 0; i < b.count; i++) {
-			const uint32_t id = b.objects[i].buf_id;
-			if (id == KVBLK_BUF_NONE || !bufs_[id].kid || b.objects[i].min_length)
-				return false;
-		}
+		if (b.dir == IoDir::read)
+			for (uint32_t i = 0; i < b.count; i++)
+				if (b.objects[i].min_length)
+					return false;
 		return true;
 	}
 
@@ -688,7 +765,10 @@ public:
 
 	/*
 	 * The batch's descriptors (the ones run() would send) go to the ring as calls of at
-	 * most max_descs, all at once; the last CQE writes the results and ends the batch.
+	 * most max_descs, all at once; with plain destinations pass by pass (launch()), the
+	 * first pass's ranges registered here. The last CQE writes the results and ends the
+	 * batch. A batch whose first pass finds no slot of the budget waits for one in the
+	 * backend's queue: the batch that gives slots back starts it.
 	 */
 	void start(Batch &b) noexcept override
 	{
@@ -696,50 +776,69 @@ public:
 			writer_->start(b);
 			return;
 		}
-		std::unique_ptr<NativeJob> j;
+		NativeJob *j = nullptr;
 		try {
-			j = std::make_unique<NativeJob>();
-			j->b = &b;
-			j->k.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
-			j->ring = ring_.get();
-			j->kernel_descs = &kernel_descs_;
-			j->ctl = ctl_;
-			j->k.status.assign(b.count, 0);
-			for (uint32_t i = 0; i < b.count; i++) {
-				const IoObject &o = b.objects[i];
-				const KernelBuf &kb = bufs_[o.buf_id];
-				uint32_t target = 0;
-				uint64_t split = 0;
-				if (const int32_t st = route(b, i, &target, &split))
-					j->k.note_status(i, st);
-				else
-					j->k.add_descs(b, i, target, kb.kid, kb.delta + o.buf_offset, split);
-			}
-			if (j->k.descs.empty()) { /* every object refused here: nothing for the module */
-				j->k.write_results(b);
-				b.sink->batch_done(0);
-				return;
-			}
-			j->k.res.resize(j->k.descs.size());
-			std::vector<KmodRingCmd *> calls;
-			j->add_calls(0, j->k.descs.size(), std::max<uint32_t>(1, kernel_descs_.load(std::memory_order_relaxed)),
-				     &calls);
-			j->left = uint32_t(calls.size());
-			ring_->queue(calls.data(), calls.size(), b.priority);
+			auto up = std::make_unique<NativeJob>();
+			up->b = &b;
+			up->be = this;
+			up->ring = ring_.get();
+			up->kernel_descs = &kernel_descs_;
+			up->ctl = ctl_;
+			plan(b, up->k, up->plan);
+			j = up.release();
 		} catch (const std::bad_alloc &) {
 			b.sink->batch_done(fail(-ENOMEM, "kmod: out of memory for a batch of %u objects", b.count));
 			return;
 		}
-		(void)j.release(); /* the ring thread's now; it may be gone already */
+		if (!take_slots(j))
+			return; /* queued: a batch that gives slots back starts it */
+		NativeJob *work = nullptr;
+		launch(j, &work); /* j is the ring thread's now; it may be gone already */
+		if (work)
+			drive(work);
 	}
 
-	/* Calls still queued check BatchSink::cancelled() when the ring takes them: wake it. */
+	/*
+	 * The last call of @j's pass ended (on the ring thread, from NativeCall::done()): end
+	 * the pass, then start what was waiting for its slots. @j may be freed.
+	 */
+	void pass_ended(NativeJob *j) noexcept
+	{
+		NativeJob *work = nullptr;
+		end_pass(j, &work);
+		if (work)
+			drive(work);
+	}
+
+	/*
+	 * Calls still queued check BatchSink::cancelled() when the ring takes them: wake it. A
+	 * batch waiting for slots of the budget ends here, its objects -ECANCELED.
+	 */
 	void cancel(uint64_t id) noexcept override
 	{
 		if (writer_)
 			writer_->cancel(id);
-		if (ring_)
-			ring_->kick();
+		if (!ring_)
+			return;
+		ring_->kick();
+		NativeJob *found = nullptr;
+		{
+			std::lock_guard<std::mutex> g(temp_mu_);
+			for (NativeJob **pp = &wait_head_, *prev = nullptr; *pp; prev = *pp, pp = &(*pp)->link) {
+				if ((*pp)->b->id != id)
+					continue;
+				found = *pp;
+				*pp = found->link;
+				if (wait_tail_ == found)
+					wait_tail_ = prev;
+				found->link = nullptr;
+				break;
+			}
+		}
+		if (found) {
+			NativeJob *work = nullptr;
+			launch(found, &work); /* cancelled: ends it, holding no slot */
+		}
 	}
 
 	BufferRegistration register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept override
@@ -957,92 +1056,271 @@ private:
 		return true;
 	}
 
-	int load(Batch &b)
+	/*
+	 * The plan of batch @b (for run() and start() alike): each object's kvblk.ko target and
+	 * descriptor size (route(); the refused end with their errno in @k), kPread for a load's
+	 * object read with pread(2), and the page ranges of the plain destinations (and of buffers
+	 * kvblk.ko refused), merged (objects in one allocation share one range) and sorted.
+	 */
+	void plan(const Batch &b, KernelBatch &k, Plan &p)
 	{
 		const uint32_t n = b.count;
-		k_.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
-		k_.status.assign(n, 0);
-		range_of_.assign(n, -1);
-		target_of_.resize(n);
-		split_of_.resize(n);
-
-		/*
-		 * Each object's kvblk.ko target; objects refused here (kNotSent) or read with pread
-		 * (kPread: a file's last block, cut short by its end, which kvblk.ko refuses whole).
-		 */
-		for (uint32_t i = 0; i < n; i++) {
-			if (b.objects[i].min_length && b.dir == IoDir::read) {
-				range_of_[i] = kPread;
-			} else if (const int32_t st = route(b, i, &target_of_[i], &split_of_[i])) {
-				k_.note_status(i, st);
-				range_of_[i] = kNotSent;
-			}
-		}
-		read_ends(b);
-
-		/* Plain pointers (and buffers kvblk.ko refused): merge their pages into ranges. */
-		spans_.clear();
+		k.flags = b.dir == IoDir::write ? KVBLK_LOAD_F_STORE : 0;
+		k.status.assign(n, 0);
+		p.range_of.assign(n, Plan::kInBuf);
+		p.target_of.resize(n);
+		p.split_of.resize(n);
+		p.spans.clear();
 		for (uint32_t i = 0; i < n; i++) {
 			const IoObject &o = b.objects[i];
-			if (range_of_[i] != -1 || (o.buf_id != KVBLK_BUF_NONE && bufs_[o.buf_id].kid))
-				continue;
-			const uint64_t a = uint64_t(uintptr_t(o.mem)) & ~(page_ - 1);
-			const uint64_t e = (uint64_t(uintptr_t(o.mem)) + o.length + page_ - 1) & ~(page_ - 1);
-			spans_.push_back({a, e, i});
+			if (o.min_length && b.dir == IoDir::read) {
+				p.range_of[i] = Plan::kPread;
+			} else if (const int32_t st = route(b, i, &p.target_of[i], &p.split_of[i])) {
+				k.note_status(i, st);
+				p.range_of[i] = Plan::kNotSent;
+			} else if (o.buf_id == KVBLK_BUF_NONE || !bufs_[o.buf_id].kid) {
+				const uint64_t a = uint64_t(uintptr_t(o.mem)) & ~(page_ - 1);
+				const uint64_t e = (uint64_t(uintptr_t(o.mem)) + o.length + page_ - 1) & ~(page_ - 1);
+				p.spans.push_back({a, e, i});
+			}
 		}
-		std::sort(spans_.begin(), spans_.end(),
-			  [](const Span &x, const Span &y) { return x.start < y.start; });
-		ranges_.clear();
-		for (const Span &sp : spans_) {
-			if (ranges_.empty() || sp.start > ranges_.back().end ||
-			    sp.end - ranges_.back().start > kMaxRegBytes)
-				ranges_.push_back(TempRange{sp.start, sp.end, 0, 0});
+		std::sort(p.spans.begin(), p.spans.end(),
+			  [](const Plan::Span &x, const Plan::Span &y) { return x.start < y.start; });
+		p.ranges.clear();
+		for (const Plan::Span &sp : p.spans) {
+			if (p.ranges.empty() || sp.start > p.ranges.back().end ||
+			    sp.end - p.ranges.back().start > kMaxRegBytes)
+				p.ranges.push_back(TempRange{sp.start, sp.end, 0, 0});
 			else
-				ranges_.back().end = std::max(ranges_.back().end, sp.end);
-			range_of_[sp.obj] = int32_t(ranges_.size() - 1);
+				p.ranges.back().end = std::max(p.ranges.back().end, sp.end);
+			p.range_of[sp.obj] = int32_t(p.ranges.size() - 1);
 		}
+	}
 
-		const size_t passes = std::max<size_t>(1, (ranges_.size() + kTempPerPass - 1) / kTempPerPass);
-		bool alive = true;
-		for (size_t p = 0; p < passes; p++) {
-			const size_t r0 = p * kTempPerPass, r1 = std::min(ranges_.size(), r0 + kTempPerPass);
-			for (size_t r = r0; r < r1; r++) {
-				TempRange &tr = ranges_[r];
-				tr.err = alive ? register_range(tr.start, tr.end, &tr.kid) : -ECANCELED;
-				if (tr.err)
-					set_last_error("kmod: registering [0x%llx, 0x%llx) for the plain destinations of "
-						       "a load: %s (RLIMIT_MEMLOCK is %s)",
-						       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(),
-						       memlock_text().c_str());
+	/*
+	 * Register the ranges of a pass of @p: from @r0, at most @max of them. Returns r1, the
+	 * end of the pass. A range kvblk.ko refuses keeps its errno in TempRange.err (its objects
+	 * fail with it, nothing else), except -ENOSPC (the context's KVBLK_MAX_BUFS registrations
+	 * taken, persistent ones included) once the pass holds a range: the pass ends there,
+	 * smaller, and that range goes to the next one.
+	 */
+	size_t register_ranges(Plan &p, size_t r0, size_t max) noexcept
+	{
+		const size_t end = std::min(p.ranges.size(), r0 + max);
+		bool holds = false;
+		size_t r = r0;
+		for (; r < end; r++) {
+			TempRange &tr = p.ranges[r];
+			tr.err = register_range(tr.start, tr.end, &tr.kid);
+			if (tr.err == -ENOSPC && holds)
+				break;
+			if (!tr.err) {
+				holds = true;
+				continue;
 			}
-			k_.descs.clear();
-			k_.owner.clear();
-			for (uint32_t i = 0; i < n; i++) {
-				const IoObject &o = b.objects[i];
-				const int32_t r = range_of_[i];
-				if (r == -1) {
-					if (p == 0)
-						k_.add_descs(b, i, target_of_[i], bufs_[o.buf_id].kid,
-							     bufs_[o.buf_id].delta + o.buf_offset, split_of_[i]);
-				} else if (r >= 0 && size_t(r) >= r0 && size_t(r) < r1) {
-					const TempRange &tr = ranges_[size_t(r)];
-					if (tr.err)
-						k_.note_status(i, tr.err);
-					else
-						k_.add_descs(b, i, target_of_[i], tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start,
-							     split_of_[i]);
-				}
-			}
-			if (alive && !k_.descs.empty())
-				alive = submit(b);
-			else if (!alive)
-				k_.unsent(0, k_.descs.size(), -ECANCELED);
-			for (size_t r = r0; r < r1; r++)
-				if (!ranges_[r].err)
-					unregister_range(ranges_[r].kid);
+			set_last_error("kmod: registering [0x%llx, 0x%llx) for the plain destinations of a load: %s "
+				       "(RLIMIT_MEMLOCK is %s)",
+				       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(), memlock_text().c_str());
 		}
+		return r;
+	}
+
+	void unregister_ranges(const Plan &p, size_t r0, size_t r1) noexcept
+	{
+		for (size_t r = r0; r < r1; r++)
+			if (!p.ranges[r].err)
+				unregister_range(p.ranges[r].kid);
+	}
+
+	/*
+	 * @k's descriptors for the pass of ranges [@r0, @r1) of @p (@first: and the objects in
+	 * registered buffers); objects of a range that failed to register end with its errno.
+	 */
+	void pass_descs(const Batch &b, KernelBatch &k, const Plan &p, size_t r0, size_t r1, bool first)
+	{
+		k.descs.clear();
+		k.owner.clear();
+		for (uint32_t i = 0; i < b.count; i++) {
+			const IoObject &o = b.objects[i];
+			const int32_t r = p.range_of[i];
+			if (r == Plan::kInBuf) {
+				if (first)
+					k.add_descs(b, i, p.target_of[i], bufs_[o.buf_id].kid,
+						    bufs_[o.buf_id].delta + o.buf_offset, p.split_of[i]);
+			} else if (r >= 0 && size_t(r) >= r0 && size_t(r) < r1) {
+				const TempRange &tr = p.ranges[size_t(r)];
+				if (tr.err)
+					k.note_status(i, tr.err);
+				else
+					k.add_descs(b, i, p.target_of[i], tr.kid, uint64_t(uintptr_t(o.mem)) - tr.start,
+						    p.split_of[i]);
+			}
+		}
+	}
+
+	int load(Batch &b)
+	{
+		plan(b, k_, plan_);
+		read_ends(b);
+		const size_t nr = plan_.ranges.size();
+		bool alive = true;
+		size_t r0 = 0;
+		do {
+			/* After kvblk_cancel() (or a fatal signal) the passes left register nothing. */
+			const bool go = alive && !(r0 && b.cancelled());
+			size_t r1 = nr;
+			if (go)
+				r1 = register_ranges(plan_, r0, kTempPerPass);
+			else
+				for (size_t r = r0; r < r1; r++)
+					plan_.ranges[r].err = -ECANCELED;
+			pass_descs(b, k_, plan_, r0, r1, r0 == 0);
+			if (go && !k_.descs.empty())
+				alive = submit(b);
+			unregister_ranges(plan_, r0, r1);
+			r0 = r1;
+		} while (r0 < nr);
 		k_.write_results(b);
 		return 0;
+	}
+
+	/*
+	 * Slots of the budget for @j's next pass: true with j->granted set (as many as there
+	 * are, up to what it wants), or false with @j queued behind the jobs already waiting
+	 * (a KVBLK_SUBMIT_PRIORITY batch behind the waiting priority ones only).
+	 */
+	bool take_slots(NativeJob *j) noexcept
+	{
+		const uint32_t want = j->want();
+		if (!want)
+			return true;
+		std::lock_guard<std::mutex> g(temp_mu_);
+		if (!wait_head_ && temp_free_) {
+			j->granted = std::min(want, temp_free_);
+			temp_free_ -= j->granted;
+			return true;
+		}
+		NativeJob **pp = &wait_head_, *prev = nullptr;
+		if (j->b->priority)
+			for (; *pp && (*pp)->b->priority; pp = &(*pp)->link)
+				prev = *pp;
+		else if (wait_tail_)
+			pp = &(prev = wait_tail_)->link;
+		j->link = *pp;
+		*pp = j;
+		if (wait_tail_ == prev)
+			wait_tail_ = j;
+		return false;
+	}
+
+	/* @n slots come back: the waiting jobs they go to (in order) are put on *work to start. */
+	void give_back(uint32_t n, NativeJob **work) noexcept
+	{
+		if (!n)
+			return;
+		std::lock_guard<std::mutex> g(temp_mu_);
+		temp_free_ += n;
+		while (wait_head_ && temp_free_) {
+			NativeJob *w = wait_head_;
+			wait_head_ = w->link;
+			if (!wait_head_)
+				wait_tail_ = nullptr;
+			w->granted = std::min(w->want(), temp_free_);
+			temp_free_ -= w->granted;
+			w->link = *work;
+			*work = w;
+		}
+	}
+
+	/* Start every job on @work (launching one may add more). */
+	void drive(NativeJob *work) noexcept
+	{
+		while (work) {
+			NativeJob *j = work;
+			work = j->link;
+			j->link = nullptr;
+			launch(j, &work);
+			/* work: jobs not ended yet, so this backend is still alive when it is not empty */
+		}
+	}
+
+	/*
+	 * Start @j's next pass with the slots it holds: register its ranges (on this thread: the
+	 * submitter's for a first pass, the ring's for the others) and queue its calls. A pass with
+	 * nothing to send, and a cancelled batch, end here. Jobs given slots meanwhile go on *work.
+	 */
+	void launch(NativeJob *j, NativeJob **work) noexcept
+	{
+		Batch &b = *j->b;
+		KernelBatch &k = j->k;
+		const bool first = j->passes++ == 0;
+		if (b.cancelled()) {
+			j->end_rest(first, -ECANCELED);
+			give_back(j->granted, work);
+			j->granted = 0;
+			NativeJob::finish(j);
+			return;
+		}
+		j->r0 = j->next;
+		j->r1 = register_ranges(j->plan, j->r0, j->granted);
+		j->next = j->r1;
+		const uint32_t used = uint32_t(j->r1 - j->r0);
+		if (j->granted > used) { /* -ENOSPC made the pass smaller */
+			give_back(j->granted - used, work);
+			j->granted = used;
+		}
+		try {
+			pass_descs(b, k, j->plan, j->r0, j->r1, first);
+			if (!k.descs.empty()) {
+				k.res.resize(k.descs.size());
+				std::vector<KmodRingCmd *> calls;
+				j->add_calls(0, k.descs.size(),
+					     std::max<uint32_t>(1, kernel_descs_.load(std::memory_order_relaxed)), &calls);
+				const testing::Seams *s = testing::active();
+				if (s && s->kmod_pass) {
+					std::unique_lock<std::mutex> g(temp_mu_);
+					const uint32_t held = kTempBudget - temp_free_;
+					g.unlock();
+					s->kmod_pass(b.id, j->passes - 1, used, held);
+				}
+				j->left = uint32_t(calls.size());
+				ring_->queue(calls.data(), calls.size(), b.priority);
+				return; /* the ring thread's now */
+			}
+		} catch (const std::bad_alloc &) {
+			/* Nothing of the pass was queued (KmodRing::queue() is all or nothing). */
+			set_last_error("kmod: out of memory for a pass of a batch of %u objects", b.count);
+			for (uint32_t i = 0; i < b.count; i++) {
+				const int32_t r = j->plan.range_of[i];
+				if ((r >= 0 && size_t(r) >= j->r0 && size_t(r) < j->r1) || (first && r == Plan::kInBuf))
+					k.note_status(i, -ENOMEM);
+			}
+			j->left = 0;
+		}
+		end_pass(j, work);
+	}
+
+	/*
+	 * @j's pass ended: unregister its ranges, give its slots back, and take slots for its
+	 * next pass (on *work once it has them), or end it (the rest -ECANCELED if cancelled).
+	 */
+	void end_pass(NativeJob *j, NativeJob **work) noexcept
+	{
+		unregister_ranges(j->plan, j->r0, j->r1);
+		j->r0 = j->r1 = j->next;
+		give_back(j->granted, work);
+		j->granted = 0;
+		if (j->next < j->plan.ranges.size()) {
+			if (!j->b->cancelled()) {
+				if (take_slots(j)) {
+					j->link = *work;
+					*work = j;
+				}
+				return;
+			}
+			j->end_rest(false, -ECANCELED);
+		}
+		NativeJob::finish(j); /* last: *work holds batches not ended, the backend lives on */
 	}
 
 	/*
@@ -1054,10 +1332,6 @@ private:
 	{
 		return added_.load(std::memory_order_relaxed) ? tgts_.get(id) : tgts_.get(0);
 	}
-
-	/* range_of_ for objects that get no descriptor: refused by route(), or read by read_ends(). */
-	static constexpr int32_t kNotSent = -2;
-	static constexpr int32_t kPread = -3;
 
 	/*
 	 * Where object @i of @b goes: its kvblk.ko target (*target) and descriptor size (*split),
@@ -1096,7 +1370,7 @@ private:
 	{
 		std::atomic<uint64_t> inflight{0}, peak{0};
 		for (uint32_t i = 0; i < b.count; i++) {
-			if (range_of_[i] != kPread)
+			if (plan_.range_of[i] != Plan::kPread)
 				continue;
 			const IoObject &o = b.objects[i];
 			const PositionalIo pio{b.dir, KVBLK_BACKEND_KMOD, std::max<uint64_t>(slot_of(o.target).cmd, 4096),
@@ -1106,12 +1380,6 @@ private:
 			k_.note_status(i, st);
 		}
 	}
-
-	struct Span {
-		uint64_t start;
-		uint64_t end;
-		uint32_t obj;
-	};
 
 	int ctl_ = -1;
 	__u64 feat_ = 0;	/* KVBLK_IOC_GET_FEATURES */
@@ -1130,12 +1398,33 @@ private:
 
 	/* run()'s per-batch state, kept between batches. */
 	KernelBatch k_;
-	std::vector<int32_t> range_of_;	/* a TempRange, -1 (registered buffer), kNotSent, kPread */
-	std::vector<uint32_t> target_of_;
-	std::vector<uint64_t> split_of_;
-	std::vector<Span> spans_;
-	std::vector<TempRange> ranges_;
+	Plan plan_;
+
+	/*
+	 * start()'s temporary registrations: slots free of kTempBudget, and the jobs waiting
+	 * for some (in order, priority ones first, through NativeJob.link). Every waiting job holds none, and jobs wait
+	 * only while none is free: slots are held by passes in flight, whose ends give them
+	 * back and start the waiting jobs, so every job starts and kvblk_close() ends.
+	 */
+	std::mutex temp_mu_;
+	uint32_t temp_free_ = kTempBudget;
+	NativeJob *wait_head_ = nullptr;
+	NativeJob *wait_tail_ = nullptr;
 };
+
+void NativeCall::done(bool issued, int res) noexcept
+{
+	NativeJob *j = job;
+	if (!issued) {
+		j->k.unsent(pos, pos + nr, res); /* kvblk_cancel() came first: -ECANCELED */
+	} else {
+		const int err = res < 0 ? -res : 0;
+		if (!(KernelBatch::too_many(err, lm, nr) && j->resend(*this)))
+			j->k.ended(*j->b, pos, nr, res, err, lm);
+	}
+	if (--j->left == 0)
+		j->be->pass_ended(j); /* may free this call too: nothing after it */
+}
 
 } // namespace
 

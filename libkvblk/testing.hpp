@@ -63,6 +63,11 @@ struct CommandInfo {
  * @kmod_ring_hold:    while it points to true, the kmod ring (kmod_ring.cpp) leaves its
  *                     queue alone: commands queued meanwhile stay there (kvblk_cancel()
  *                     finds them not issued). The ring looks again when it is woken.
+ * @kmod_pass:         called as an asynchronous kmod batch (kvblk_submit() on a kvblk.ko ring)
+ *                     queues a pass on the ring, before its calls are queued: the batch's
+ *                     ticket, the pass (0 first), the temporary registrations (plain
+ *                     destinations) of the pass, and those held by all the backend's batches
+ *                     then. On the submitting thread for a first pass, else on the ring's.
  * @uring_overcommit:  > 1: rings created after this keep overcommit * queue_depth commands in
  *                     flight with a completion queue of only queue_depth entries, and reap only
  *                     when it is full, so that completion-queue overflow really happens.
@@ -80,6 +85,7 @@ struct Seams {
 	bool kmod_no_store = false;
 	bool kmod_no_targets = false;
 	const std::atomic<bool> *kmod_ring_hold = nullptr;
+	std::function<void(uint64_t batch, uint32_t pass, uint32_t ranges, uint32_t held)> kmod_pass;
 	uint32_t uring_overcommit = 0;
 	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;
 };

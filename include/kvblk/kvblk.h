@@ -327,14 +327,21 @@ struct kvblk_dev_info {
  *                      the process, with one thread (made with the first kmod
  *                      device, ended with the last); no thread per device.
  *                      Loads into plain pointers (KVBLK_BUF_NONE, or a buffer
- *                      kvblk.ko did not register), batches naming targets
- *                      the device's kvblk.ko context does not serve (see
- *                      kvblk_add_target()) and staged CUDA batches go to a
- *                      dispatch thread as below, created for the device when
- *                      the first such batch comes. kvblk_cancel() ends the
- *                      kvblk.ko batches not yet handed to the kernel; one
- *                      handed over runs to its end. A kvblk_load_many() that
- *                      finds no batch queued or running on the dispatch
+ *                      kvblk.ko did not register) go there too: their pages
+ *                      are registered with kvblk.ko around their commands,
+ *                      at most 256 ranges per pass of a batch and 512 at once
+ *                      for all the device's batches on the ring (a batch past
+ *                      that waits until another's pass ends). Loads with a
+ *                      KVBLK_DESC_UNALIGNED object that ends in a file
+ *                      target's cut-short last block (read with pread(2)),
+ *                      batches naming targets the device's kvblk.ko context
+ *                      does not serve (see kvblk_add_target()) and staged
+ *                      CUDA batches go to a dispatch thread as below, created
+ *                      for the device when the first such batch comes.
+ *                      kvblk_cancel() ends the kvblk.ko batches not yet
+ *                      handed to the kernel (and passes not yet started);
+ *                      one handed over runs to its end. A kvblk_load_many()
+ *                      that finds no batch queued or running on the dispatch
  *                      thread is still LOAD_MANY ioctls on the calling thread.
  * @KVBLK_ASYNC_THREAD: psync, threadpool, and kmod on a kvblk.ko without
  *                      io_uring commands: one dispatch thread per device

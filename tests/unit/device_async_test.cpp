@@ -6,14 +6,20 @@
 // flight, reaped through kvblk_reap() + the eventfd and kvblk_wait(), byte-exact against
 // pread(2) with canaries around every object; the threads the process has; a rejected
 // descriptor; cancel; kvblk_close() with batches in flight; a call larger than the module's
-// max_descs (also lowered after open); plain pointers (the dispatch thread); and the
-// dispatch path a module without the feature gets (a test seam hides the bit).
+// max_descs (also lowered after open); plain pointers through the ring too (temporary
+// registrations pass by pass, several batches beyond the budget of them, cancel between
+// passes, unmapped memory); and the dispatch path a module without the feature gets (a
+// test seam hides the bit).
 #include "device_util.hpp"
 
 #include <atomic>
+#include <climits>
 #include <dirent.h>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <poll.h>
+#include <sys/mman.h>
 
 using namespace kvblk_test;
 
@@ -61,6 +67,61 @@ bool write_line(const std::string &path, const std::string &v)
 	f.flush();
 	return bool(f);
 }
+
+/*
+ * Pages pinned with FOLL_PIN in the whole system (nr_foll_pin_acquired - nr_foll_pin_released
+ * in /proc/vmstat, as the kvblk selftests count them; vm/stat_refresh folds the per-CPU
+ * deltas first, so the value is exact): kvblk.ko's registrations pin theirs until
+ * unregistered. LLONG_MIN when the kernel does not count them.
+ */
+long long pinned_pages()
+{
+	(void)write_line("/proc/sys/vm/stat_refresh", "1");
+	std::ifstream f("/proc/vmstat");
+	std::string name;
+	long long v = 0, acq = LLONG_MIN, rel = LLONG_MIN;
+	while (f >> name >> v) {
+		if (name == "nr_foll_pin_acquired")
+			acq = v;
+		else if (name == "nr_foll_pin_released")
+			rel = v;
+	}
+	return acq == LLONG_MIN || rel == LLONG_MIN ? LLONG_MIN : acq - rel;
+}
+
+/* pinned_pages() once it is @want, or after two seconds (a buffer's last reference may drop late). */
+long long pins_settled(long long want)
+{
+	long long v = pinned_pages();
+	for (int i = 0; i < 100 && v != want; i++) {
+		usleep(20000);
+		v = pinned_pages();
+	}
+	return v;
+}
+
+/*
+ * What the kmod_pass seam (@seams, to install) saw: per batch (ticket) the ranges of each
+ * pass, and the most temporary registrations held at once; @pins0: pinned_pages() when made.
+ */
+struct PassLog {
+	std::mutex mu;
+	std::map<uint64_t, std::vector<uint32_t>> ranges;
+	uint32_t max_held = 0;
+	kvblk::testing::Seams seams;
+	const long long pins0 = pinned_pages();
+
+	PassLog()
+	{
+		seams.kmod_pass = [this](uint64_t batch, uint32_t pass, uint32_t n, uint32_t held) {
+			std::lock_guard<std::mutex> g(mu);
+			std::vector<uint32_t> &v = ranges[batch];
+			EXPECT_EQ(pass, v.size()) << "passes of batch " << batch << " out of order";
+			v.push_back(n);
+			max_held = std::max(max_held, held);
+		};
+	}
+};
 
 /* Threads settle after a close (a joined thread leaves /proc/self/task at once; be lenient). */
 uint32_t threads_settled(uint32_t want, const std::string &comm = "")
@@ -170,6 +231,56 @@ protected:
 				EXPECT_TRUE(pattern_ok(got, d.offset, d.length));
 			}
 			EXPECT_TRUE(mem.all(b.at[k] + d.length, lbs, 0xA5)) << "the canary after the object was written";
+		}
+	}
+
+	/*
+	 * A batch of @n plain-pointer objects of one LBA each, object k in page @page0 + 2k of
+	 * @mem (a page between: @n page ranges that do not merge), at spread device offsets.
+	 */
+	AsyncBatch sparse_batch(const kvblk_dev_info &info, const AlignedBuf &mem, uint64_t page0, uint32_t n,
+				uint64_t tag0)
+	{
+		const uint64_t lbs = info.logical_block_size, pg = 4096;
+		AsyncBatch b;
+		for (uint32_t k = 0; k < n; k++) {
+			const uint64_t at = (page0 + 2 * k) * pg + (k * lbs) % pg;
+			uint64_t off = ((tag0 + k) * 7919 * lbs * 13) % (info.capacity - lbs);
+			off -= off % lbs;
+			b.descs.push_back(plain_desc(off, lbs, mem.data() + at, tag0 + k));
+			b.at.push_back(at);
+			b.bytes += lbs;
+			b.cmds++;
+		}
+		b.res.assign(n, kvblk_result{});
+		return b;
+	}
+
+	/*
+	 * Each object of sparse batch @b: exact, or -ECANCELED and untouched when @cancelled(k)
+	 * says so; the rest of its page and the page after it untouched.
+	 */
+	template <typename F>
+	void check_sparse(const AsyncBatch &b, const AlignedBuf &mem, F cancelled)
+	{
+		const uint64_t pg = 4096;
+		for (size_t k = 0; k < b.descs.size(); k++) {
+			const kvblk_desc &d = b.descs[k];
+			const uint64_t at = b.at[k], page = at - at % pg;
+			SCOPED_TRACE("object " + std::to_string(d.tag) + " at " + std::to_string(d.offset));
+			ASSERT_EQ(b.res[k].tag, d.tag);
+			if (cancelled(k)) {
+				ASSERT_EQ(b.res[k].status, -ECANCELED);
+				ASSERT_EQ(b.res[k].bytes, 0u);
+				ASSERT_TRUE(mem.all(at, d.length, 0xA5)) << "a cancelled object was written";
+			} else {
+				ASSERT_EQ(b.res[k].status, 0);
+				ASSERT_EQ(b.res[k].bytes, d.length);
+				ASSERT_TRUE(ref_->same(mem.data() + at, d.offset, d.length));
+				ASSERT_TRUE(pattern_ok(mem.data() + at, d.offset, d.length));
+			}
+			ASSERT_TRUE(mem.all(page, at - page, 0xA5) && mem.all(at + d.length, page + 2 * pg - at - d.length, 0xA5))
+				<< "written outside the object";
 		}
 	}
 
@@ -526,8 +637,11 @@ TEST_F(KmodAsyncTest, more_descriptors_than_max_descs)
 	EXPECT_EQ(threads(), threads0_ + 1) << "registered loads started a dispatch thread";
 }
 
-/* Plain pointers need per-call registrations: they go to the dispatch thread, made then. */
-TEST_F(KmodAsyncTest, plain_pointers_use_a_dispatch_thread)
+/*
+ * Plain pointers go through the ring too (their ranges registered around the calls): no
+ * dispatch thread, one pass per batch (the seam sees each), exact, nothing left pinned.
+ */
+TEST_F(KmodAsyncTest, plain_pointers_go_through_the_ring)
 {
 	DevPtr dev = open_kmod();
 	ASSERT_TRUE(dev);
@@ -537,17 +651,277 @@ TEST_F(KmodAsyncTest, plain_pointers_use_a_dispatch_thread)
 	std::vector<AsyncBatch> bs = make_batches(info, 4, 6, 0, &total);
 	AlignedBuf mem(total);
 	EXPECT_EQ(threads(), threads0_ + 1);
-	for (AsyncBatch &b : bs) {
-		for (size_t k = 0; k < b.descs.size(); k++)
-			b.descs[k] = plain_desc(b.descs[k].offset, b.descs[k].length, mem.data() + b.at[k], b.descs[k].tag);
-		ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	{
+		SeamGuard g(log.seams);
+		for (AsyncBatch &b : bs) {
+			for (size_t k = 0; k < b.descs.size(); k++)
+				b.descs[k] = plain_desc(b.descs[k].offset, b.descs[k].length, mem.data() + b.at[k],
+							b.descs[k].tag);
+			ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+		}
+		for (AsyncBatch &b : bs)
+			ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, -1, nullptr), 6) << kvblk_last_error();
 	}
-	for (AsyncBatch &b : bs)
-		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, -1, nullptr), 6) << kvblk_last_error();
-	for (const AsyncBatch &b : bs)
+	for (const AsyncBatch &b : bs) {
 		check_batch(b, mem, lbs, false);
-	EXPECT_EQ(threads(), threads0_ + 2) << "the ring thread and the device's dispatch thread";
+		/* One pass of at most 6 ranges (objects in adjacent pages share one). */
+		ASSERT_EQ(log.ranges.count(b.ticket), 1u) << "batch " << b.ticket << " did not go through the ring";
+		ASSERT_EQ(log.ranges[b.ticket].size(), 1u);
+		EXPECT_GE(log.ranges[b.ticket][0], 1u);
+		EXPECT_LE(log.ranges[b.ticket][0], 6u);
+	}
+	EXPECT_EQ(threads(), threads0_ + 1) << "plain pointers started a dispatch thread";
 	EXPECT_EQ(get_info(dev.get()).async, uint32_t(KVBLK_ASYNC_NATIVE));
+	const kvblk_stats st = get_stats(dev.get());
+	EXPECT_EQ(st.batches_by_backend[KVBLK_BACKEND_KMOD], 4u);
+	EXPECT_EQ(st.errors_io + st.errors_other, 0u);
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "temporary registrations left pinned";
+}
+
+/*
+ * One batch of 600 plain ranges that do not merge (and objects in a registered buffer):
+ * passes of 256, 256 and 88 ranges, the later ones registered and queued from the ring
+ * thread; every object exact, nothing written around them, nothing left pinned.
+ */
+TEST_F(KmodAsyncTest, plain_pointers_in_several_passes)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	const uint32_t n = 600;
+	AlignedBuf mem(2 * n * 4096), reg(16 * lbs);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), reg.size(), &id), 0)
+		<< kvblk_last_error();
+	AsyncBatch b = sparse_batch(info, mem, 0, n, 1000);
+	const uint32_t nreg = 8;
+	for (uint32_t k = 0; k < nreg; k++) {
+		b.descs.push_back(buf_desc(((k + 3) * 4099 * lbs) % (info.capacity - lbs) / lbs * lbs, lbs, id,
+					   2 * k * lbs, 5000 + k));
+		b.res.push_back(kvblk_result{});
+	}
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	{
+		SeamGuard g(log.seams);
+		ASSERT_EQ(submit(dev.get(), b, 1), 0) << kvblk_last_error();
+		kvblk_batch_info bi = new_batch_info();
+		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, 60'000'000'000LL, &bi), int(n + nreg)) << kvblk_last_error();
+		EXPECT_EQ(bi.failed, 0u);
+		EXPECT_EQ(bi.commands, uint64_t(n + nreg));
+	}
+	EXPECT_EQ(log.ranges[b.ticket], (std::vector<uint32_t>{256, 256, 88}));
+	AsyncBatch plain = b;
+	plain.descs.resize(n);
+	plain.res.resize(n);
+	check_sparse(plain, mem, [](size_t) { return false; });
+	for (uint32_t k = 0; k < nreg; k++) {
+		const kvblk_desc &d = b.descs[n + k];
+		EXPECT_EQ(b.res[n + k].status, 0);
+		EXPECT_TRUE(ref_->same(reg.data() + d.addr, d.offset, lbs)) << k;
+		EXPECT_TRUE(reg.all(d.addr + lbs, lbs, 0xA5)) << k;
+	}
+	EXPECT_EQ(threads(), threads0_ + 1) << "a dispatch thread was started";
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "temporary registrations left pinned";
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+}
+
+/*
+ * Six batches of 300 ranges each in flight at once: passes of 256 ranges each would take
+ * 1536 of the context's 1024 registrations (KVBLK_MAX_BUFS). The backend's budget holds
+ * them to 512 at once: with the ring held, the first two batches' first passes take it all
+ * and the other four wait (nothing registered for them); released, every batch runs, each
+ * pass started by the end of another's, and every object is exact.
+ */
+TEST_F(KmodAsyncTest, plain_batches_beyond_the_registration_budget)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint32_t nb = 6, n = 300;
+	AlignedBuf mem(uint64_t(nb) * 2 * n * 4096);
+	std::vector<AsyncBatch> bs;
+	for (uint32_t i = 0; i < nb; i++)
+		bs.push_back(sparse_batch(info, mem, uint64_t(i) * 2 * n, n, 10000 * (i + 1)));
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	std::atomic<bool> hold{true};
+	log.seams.kmod_ring_hold = &hold;
+	AlignedBuf small(2 * info.logical_block_size);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, small.data(), small.size(), &id), 0)
+		<< kvblk_last_error();
+	AsyncBatch wake;
+	wake.descs = {buf_desc(0, info.logical_block_size, id, 0, 1)};
+	wake.res.assign(1, kvblk_result{});
+	{
+		SeamGuard g(log.seams);
+		for (uint32_t i = 0; i < nb; i++)
+			ASSERT_EQ(submit(dev.get(), bs[i], i), 0) << kvblk_last_error();
+		{
+			std::lock_guard<std::mutex> lg(log.mu);
+			EXPECT_EQ(log.ranges.size(), 2u) << "batches started beyond the budget";
+			EXPECT_EQ(log.max_held, 512u);
+		}
+		hold = false;
+		/* A batch in a registered buffer needs no slot: queued at once, it wakes the ring. */
+		ASSERT_EQ(submit(dev.get(), wake, 99), 0) << kvblk_last_error();
+		ASSERT_EQ(kvblk_wait(dev.get(), wake.ticket, 60'000'000'000LL, nullptr), 1) << kvblk_last_error();
+		for (uint32_t i = 0; i < nb; i++)
+			ASSERT_EQ(kvblk_wait(dev.get(), bs[i].ticket, 60'000'000'000LL, nullptr), int(n))
+				<< "batch " << i << ": " << kvblk_last_error();
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		SCOPED_TRACE("batch " + std::to_string(i));
+		check_sparse(bs[i], mem, [](size_t) { return false; });
+		const std::vector<uint32_t> &v = log.ranges[bs[i].ticket];
+		uint32_t sum = 0;
+		for (uint32_t r : v) {
+			EXPECT_GE(r, 1u);
+			EXPECT_LE(r, 256u);
+			sum += r;
+		}
+		EXPECT_EQ(sum, n);
+		EXPECT_GE(v.size(), 2u);
+	}
+	EXPECT_EQ(log.max_held, 512u) << "temporary registrations beyond the backend's budget";
+	EXPECT_TRUE(ref_->same(small.data(), 0, info.logical_block_size));
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+	EXPECT_EQ(threads(), threads0_ + 1) << "a dispatch thread was started";
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "registrations left pinned";
+}
+
+/*
+ * kvblk_close() with plain batches beyond the budget outstanding (two with their first pass
+ * queued on the ring, four waiting for slots): it ends, each object exact or -ECANCELED and
+ * untouched, no ring thread and nothing pinned left.
+ */
+TEST_F(KmodAsyncTest, close_with_plain_batches_waiting_for_slots)
+{
+	const uint32_t nb = 6, n = 300;
+	std::vector<AsyncBatch> bs;
+	AlignedBuf mem(uint64_t(nb) * 2 * n * 4096); /* outlives the device */
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	std::atomic<bool> hold{true};
+	log.seams.kmod_ring_hold = &hold;
+	{
+		DevPtr dev = open_kmod();
+		ASSERT_TRUE(dev);
+		const kvblk_dev_info info = get_info(dev.get());
+		for (uint32_t i = 0; i < nb; i++)
+			bs.push_back(sparse_batch(info, mem, uint64_t(i) * 2 * n, n, 20000 * (i + 1)));
+		SeamGuard g(log.seams);
+		for (uint32_t i = 0; i < nb; i++)
+			ASSERT_EQ(submit(dev.get(), bs[i], i), 0) << kvblk_last_error();
+		EXPECT_EQ(log.ranges.size(), 2u) << "batches started beyond the budget";
+		hold = false; /* the ring takes its queue when woken: by the close's cancels */
+		/* dev closes here, every batch outstanding */
+	}
+	for (uint32_t i = 0; i < nb; i++) {
+		SCOPED_TRACE("batch " + std::to_string(i));
+		const AsyncBatch &b = bs[i];
+		check_sparse(b, mem, [&b](size_t k) { return b.res[k].status == -ECANCELED; });
+	}
+	EXPECT_EQ(threads_settled(0, kRingThread), 0u);
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "registrations left after kvblk_close()";
+}
+
+/*
+ * kvblk_cancel() of a batch of three passes while its second pass is queued, not issued
+ * (the seam holds the ring as that pass is queued): the first pass's objects are exact,
+ * the others -ECANCELED and untouched, and every temporary registration is gone.
+ */
+TEST_F(KmodAsyncTest, cancel_between_passes_ends_the_unsent_ones)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint32_t n = 600;
+	AlignedBuf mem(2 * n * 4096);
+	AsyncBatch b = sparse_batch(info, mem, 0, n, 1);
+	ASSERT_EQ(kvblk_reset_stats(dev.get()), 0);
+	std::atomic<bool> hold{false}, second{false};
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	kvblk::testing::Seams s = log.seams;
+	s.kmod_ring_hold = &hold;
+	s.kmod_pass = [&](uint64_t batch, uint32_t pass, uint32_t r, uint32_t held) {
+		log.seams.kmod_pass(batch, pass, r, held);
+		if (pass == 1) {
+			hold = true; /* before its calls are queued: they stay there */
+			second = true;
+		}
+	};
+	{
+		SeamGuard g(s);
+		ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+		for (int i = 0; i < 6000 && !second; i++)
+			usleep(10000);
+		ASSERT_TRUE(second) << "the second pass was never queued";
+		EXPECT_GT(pinned_pages(), log.pins0) << "the second pass's ranges are not registered";
+		EXPECT_EQ(kvblk_cancel(dev.get(), b.ticket), 0) << kvblk_last_error();
+		hold = false;
+		/* The ring looks at its queue when woken: kvblk_cancel() wakes it (the batch is still outstanding). */
+		EXPECT_EQ(kvblk_cancel(dev.get(), b.ticket), 0) << kvblk_last_error();
+		kvblk_batch_info bi = new_batch_info();
+		EXPECT_EQ(kvblk_wait(dev.get(), b.ticket, 60'000'000'000LL, &bi), 256) << kvblk_last_error();
+		EXPECT_EQ(bi.failed, n - 256);
+	}
+	EXPECT_EQ(log.ranges[b.ticket], (std::vector<uint32_t>{256, 256})) << "the third pass was started";
+	/* Ranges are registered in address order: objects 0..255 are the first pass's. */
+	check_sparse(b, mem, [](size_t k) { return k >= 256; });
+	const kvblk_stats st = get_stats(dev.get());
+	EXPECT_EQ(st.cancelled_objects, n - 256);
+	EXPECT_EQ(st.errors_io, 0u);
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "registrations left after the cancel";
+}
+
+/*
+ * A plain pointer into memory that is not mapped: kvblk.ko cannot pin its range, so that
+ * object fails with -EFAULT and only it; the others of the batch are exact.
+ */
+TEST_F(KmodAsyncTest, unmapped_plain_pointer_fails_only_its_object)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size, pg = 4096;
+	uint8_t *m = static_cast<uint8_t *>(mmap(nullptr, 8 * pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+	ASSERT_NE(m, MAP_FAILED);
+	std::memset(m, 0xA5, 8 * pg);
+	ASSERT_EQ(munmap(m + 4 * pg, pg), 0);
+	const long long pins0 = pinned_pages();
+	ASSERT_NE(pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	AsyncBatch b;
+	for (uint32_t k = 0; k < 4; k++) {
+		const uint64_t off = (k + 1) * 977 * lbs % (info.capacity - lbs) / lbs * lbs;
+		b.descs.push_back(plain_desc(off, lbs, m + 2 * k * pg, k));
+	}
+	b.res.assign(4, kvblk_result{});
+	ASSERT_EQ(submit(dev.get(), b, 0), 0) << kvblk_last_error();
+	kvblk_batch_info bi = new_batch_info();
+	EXPECT_EQ(kvblk_wait(dev.get(), b.ticket, 60'000'000'000LL, &bi), 3) << kvblk_last_error();
+	EXPECT_EQ(bi.failed, 1u);
+	for (uint32_t k = 0; k < 4; k++) {
+		SCOPED_TRACE("object " + std::to_string(k));
+		if (k == 2) {
+			EXPECT_EQ(b.res[k].status, -EFAULT);
+			EXPECT_EQ(b.res[k].bytes, 0u);
+			continue;
+		}
+		EXPECT_EQ(b.res[k].status, 0);
+		EXPECT_TRUE(ref_->same(m + 2 * k * pg, b.descs[k].offset, lbs));
+		EXPECT_TRUE(std::all_of(m + 2 * k * pg + lbs, m + (2 * k + 1) * pg, [](uint8_t c) { return c == 0xA5; }));
+	}
+	EXPECT_EQ(threads(), threads0_ + 1) << "a dispatch thread was started";
+	EXPECT_EQ(pins_settled(pins0), pins0);
+	munmap(m, 4 * pg);
+	munmap(m + 5 * pg, 3 * pg);
 }
 
 /* A kvblk.ko without io_uring commands (the bit hidden): the dispatch thread, as before. */

@@ -1125,7 +1125,8 @@ TEST_F(KmodContextTargetsTest, target_info_names_the_context)
  * One batch over A, B, the file (and the loop and null_blk devices when there): one
  * KVBLK_IOC_LOAD_MANY (one kvblk_batch_start, every descriptor in it; one batch more on every
  * disk), byte-exact. Then through kvblk_submit()/kvblk_reap(): into a registered buffer (one
- * io_uring command), and into plain pointers (the dispatch thread's one ioctl).
+ * io_uring command), and into plain pointers (one io_uring command too, their pages
+ * registered around it).
  */
 TEST_F(KmodContextTargetsTest, one_call_for_a_mixed_batch)
 {
