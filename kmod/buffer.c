@@ -224,6 +224,13 @@ unsigned int kvblk_buf_seg(const struct kvblk_buf *buf, u64 off)
  * IOMMU maps them to one IOVA range), and the sync calls translate only the
  * start address, so the range is synced page by page: within one CPU page
  * both the bus and the physical addresses are contiguous.
+ *
+ * Context: process context; may sleep. An object can span gigabytes and a
+ * batch thousands of commands, and each page's sync can cost: a bounce copy
+ * under swiotlb, and with CONFIG_DMA_API_DEBUG a search of the debug hash
+ * that grows with the offset into an IOMMU-merged segment (6.1's debug
+ * kernel with an IOMMU spent 89 s in one batch's syncs, soft lockups in
+ * both directions), so the loop yields between pages.
  */
 void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 		    bool for_cpu)
@@ -250,6 +257,7 @@ void kvblk_buf_sync(const struct kvblk_buf *buf, u64 off, u64 len,
 							   DMA_FROM_DEVICE);
 			off += n;
 			len -= n;
+			cond_resched();
 		}
 	}
 }
