@@ -322,7 +322,13 @@ split_dmesg() {
 # Prints the kernel log lines of DIR/dmesg/ID.txt that fail a case.
 bad_dmesg() {
 	[ -f "$1/dmesg/$2.txt" ] || return 0
-	grep -E "$BAD_RE" "$1/dmesg/$2.txt" | grep -v 'kvblk-vm: ' || true
+	vm_known_filter "$kver" "$VM_DIR/known-reports.list" "$1/dmesg/$2.txt" | grep -E "$BAD_RE" | grep -v 'kvblk-vm: ' || true
+}
+
+# Prints the names of the known reports allowed in DIR/dmesg/ID.txt.
+known_dmesg() {
+	[ -f "$1/dmesg/$2.txt" ] || return 0
+	vm_known_filter "$kver" "$VM_DIR/known-reports.list" "$1/dmesg/$2.txt" | sed -n 's/^kvblk-vm: allowed known report //p' | sort -u | paste -sd' '
 }
 
 for inst in "${instances[@]}"; do
@@ -468,7 +474,8 @@ for inst in "${instances[@]}"; do
 			verdict FAIL "$id" "$secs" "timed out after ${tmo} s; log: $log"
 			failure_excerpt "$log" | indent
 		elif [ "$rc" = 0 ]; then
-			verdict PASS "$id" "$secs"
+			known=$(known_dmesg "$dir" "$name")
+			verdict PASS "$id" "$secs" "${known:+allowed known kernel report: $known (tests/vm/known-reports.list)}"
 		elif [ "$rc" = 4 ]; then
 			verdict SKIP "$id" "$secs" "$(tail -n 1 "$log")"
 		else
