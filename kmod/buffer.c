@@ -101,10 +101,12 @@ static int kvblk_buf_add_seg(struct kvblk_buf *buf, dma_addr_t a, u64 len,
 }
 
 /**
- * kvblk_buf_segs_from_sgt() - segment table from a DMA-mapped sg_table.
+ * kvblk_buf_segs_from_sgts() - segment table from DMA-mapped sg_tables.
  * @buf: buffer without segments; its first @buf->len bytes are described.
- * @sgt: mapped table; only sg_dma_address()/sg_dma_len() are read (a
- *       dma-buf exporter may hand out tables without pages).
+ * @sgts: @nr mapped tables, in buffer order; only sg_dma_address() and
+ *        sg_dma_len() are read (a dma-buf exporter may hand out tables
+ *        without pages).
+ * @nr: tables.
  * @skip: bytes of the mapping before the buffer's first byte (a dma-buf
  *        registration's offset).
  *
@@ -112,37 +114,57 @@ static int kvblk_buf_add_seg(struct kvblk_buf *buf, dma_addr_t a, u64 len,
  * aligned: the kernel log shows it); -EIO the mapping ends before @skip +
  * @buf->len; -ENOMEM.
  */
-int kvblk_buf_segs_from_sgt(struct kvblk_buf *buf, struct sg_table *sgt,
-			    u64 skip)
+int kvblk_buf_segs_from_sgts(struct kvblk_buf *buf, struct sg_table *sgts,
+			     unsigned int nr, u64 skip)
 {
+	unsigned int nents = 0, t, i;
 	struct scatterlist *sg;
-	unsigned int i;
 	u64 off = 0;
 	int ret;
 
-	buf->segs = kvmalloc_array(max(sgt->nents, 1U), sizeof(*buf->segs),
+	for (t = 0; t < nr; t++)
+		nents += sgts[t].nents;
+	buf->segs = kvmalloc_array(max(nents, 1U), sizeof(*buf->segs),
 				   GFP_KERNEL_ACCOUNT);
 	if (!buf->segs)
 		return -ENOMEM;
-	for_each_sgtable_dma_sg(sgt, sg, i) {
-		dma_addr_t a = sg_dma_address(sg);
-		u64 len = sg_dma_len(sg);
+	for (t = 0; t < nr && off < buf->len; t++) {
+		for_each_sgtable_dma_sg(&sgts[t], sg, i) {
+			dma_addr_t a = sg_dma_address(sg);
+			u64 len = sg_dma_len(sg);
 
-		if (off == buf->len)
-			break;
-		if (skip >= len) {
-			skip -= len;
-			continue;
+			if (off == buf->len)
+				break;
+			if (skip >= len) {
+				skip -= len;
+				continue;
+			}
+			a += skip;
+			len -= skip;
+			skip = 0;
+			len = min(len, buf->len - off);
+			ret = kvblk_buf_add_seg(buf, a, len, &off);
+			if (ret)
+				return ret;
 		}
-		a += skip;
-		len -= skip;
-		skip = 0;
-		len = min(len, buf->len - off);
-		ret = kvblk_buf_add_seg(buf, a, len, &off);
-		if (ret)
-			return ret;
 	}
 	return off == buf->len ? 0 : -EIO;
+}
+
+/**
+ * kvblk_buf_segs_from_sgt() - segment table from one DMA-mapped sg_table.
+ * @buf: buffer without segments.
+ * @sgt: mapped table.
+ * @skip: bytes of the mapping before the buffer's first byte.
+ *
+ * kvblk_buf_segs_from_sgts() with one table.
+ *
+ * Return: as kvblk_buf_segs_from_sgts().
+ */
+int kvblk_buf_segs_from_sgt(struct kvblk_buf *buf, struct sg_table *sgt,
+			    u64 skip)
+{
+	return kvblk_buf_segs_from_sgts(buf, sgt, 1, skip);
 }
 
 /**

@@ -314,7 +314,8 @@ struct kvblk_buf {
 struct kvblk_mem_host {
 	struct page **pages;
 	unsigned long nr_pages;
-	struct sg_table sgt;
+	struct sg_table *sgts;		/* DMA mappings, KVBLK_HOST_MAP_PAGES each */
+	unsigned int nr_sgts;
 	struct user_struct *user;	/* charged RLIMIT_MEMLOCK, or NULL */
 	unsigned long addr;		/* user address of the range */
 #if IS_ENABLED(CONFIG_MMU_NOTIFIER)
@@ -519,6 +520,8 @@ u64 kvblk_mem_features(void);
 struct kvblk_buf *kvblk_buf_alloc(struct device *dev, u32 kind, u64 len,
 				  const struct kvblk_mem_ops *ops);
 void kvblk_buf_abort(struct kvblk_buf *buf);
+int kvblk_buf_segs_from_sgts(struct kvblk_buf *buf, struct sg_table *sgts,
+			     unsigned int nr, u64 skip);
 int kvblk_buf_segs_from_sgt(struct kvblk_buf *buf, struct sg_table *sgt,
 			    u64 skip);
 int kvblk_buf_segs_from_addrs(struct kvblk_buf *buf, const dma_addr_t *addrs,

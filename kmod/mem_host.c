@@ -242,26 +242,83 @@ static void kvblk_mem_host_free(struct kvblk_mem_host *h)
 	kfree(h);
 }
 
+/*
+ * Pages per DMA mapping of a host buffer. With CONFIG_DMA_API_DEBUG each
+ * sync finds its mapping by walking the debug hash back from the synced
+ * address to the start of the mapped segment, one 8 KiB bucket per step
+ * (kernel/dma/debug.c, bucket_find_contain()). Behind an IOMMU a whole
+ * registration maps to one segment, so each page that kvblk_buf_sync()
+ * syncs costs a walk as long as its offset: 6.1's debug kernel needed
+ * minutes for one 128 MiB batch. Mapped in 256 KiB pieces there, a walk is
+ * at most 32 steps. Other kernels map the buffer at once (one IOVA range
+ * behind an IOMMU, the fewest PRP segments).
+ */
+#ifdef CONFIG_DMA_API_DEBUG
+#define KVBLK_HOST_MAP_PAGES	(SZ_256K >> PAGE_SHIFT)
+#else
+#define KVBLK_HOST_MAP_PAGES	ULONG_MAX
+#endif
+
+/* Unmaps and frees the first @n of @h's mapped tables. */
+static void kvblk_mem_host_unmap_n(struct device *dev,
+				   struct kvblk_mem_host *h, unsigned int n,
+				   unsigned long attrs)
+{
+	while (n--) {
+		dma_unmap_sgtable(dev, &h->sgts[n], DMA_FROM_DEVICE, attrs);
+		sg_free_table(&h->sgts[n]);
+	}
+	kvfree(h->sgts);
+	h->sgts = NULL;
+	h->nr_sgts = 0;
+}
+
+/*
+ * DMA-maps @h's pages for @dev, KVBLK_HOST_MAP_PAGES per table. Returns 0
+ * or kvblk_map_pages()'s error, nothing left mapped.
+ */
+static int kvblk_mem_host_map(struct device *dev, struct kvblk_mem_host *h)
+{
+	unsigned long per = min_t(unsigned long, KVBLK_HOST_MAP_PAGES,
+				  h->nr_pages);
+	unsigned int n = DIV_ROUND_UP(h->nr_pages, per), i;
+	int ret;
+
+	h->sgts = kvcalloc(n, sizeof(*h->sgts), GFP_KERNEL_ACCOUNT);
+	if (!h->sgts)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		unsigned long first = (unsigned long)i * per;
+
+		ret = kvblk_map_pages(dev, h->pages + first,
+				      min(per, h->nr_pages - first),
+				      &h->sgts[i]);
+		if (ret) {
+			kvblk_mem_host_unmap_n(dev, h, i, 0);
+			return ret;
+		}
+		cond_resched();
+	}
+	h->nr_sgts = n;
+	return 0;
+}
+
 /* kvblk_mem_ops.unmap: the mapping's device is being removed. */
 static void kvblk_mem_host_unmap(struct kvblk_buf *buf)
 {
 	struct kvblk_mem_host *h = buf->priv;
 
-	dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
-			  DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(&h->sgt);
+	kvblk_mem_host_unmap_n(buf->dev, h, h->nr_sgts, DMA_ATTR_SKIP_CPU_SYNC);
 }
 
 static void kvblk_mem_host_release(struct kvblk_buf *buf)
 {
 	struct kvblk_mem_host *h = buf->priv;
 
-	if (buf->dev && !buf->dma_gone) {
-		/* Ranges were synced for the CPU after each batch: skip the rest. */
-		dma_unmap_sgtable(buf->dev, &h->sgt, DMA_FROM_DEVICE,
-				  DMA_ATTR_SKIP_CPU_SYNC);
-		sg_free_table(&h->sgt);
-	}
+	/* Ranges were synced for the CPU after each batch: skip the rest. */
+	if (buf->dev && !buf->dma_gone)
+		kvblk_mem_host_unmap_n(buf->dev, h, h->nr_sgts,
+				       DMA_ATTR_SKIP_CPU_SYNC);
 	unpin_user_pages_dirty_lock(h->pages, h->nr_pages, true);
 	kvblk_mem_host_free(h);
 }
@@ -491,7 +548,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		buf->pages = h->pages;
 		return buf;
 	}
-	ret = kvblk_map_pages(dev, h->pages, h->nr_pages, &h->sgt);
+	ret = kvblk_mem_host_map(dev, h);
 	if (ret) {
 		ret = -ENOMEM;
 		goto out_unpin;
@@ -504,7 +561,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	}
 	buf->priv = h;
 	buf->pages = h->pages;
-	ret = kvblk_buf_segs_from_sgt(buf, &h->sgt, 0);
+	ret = kvblk_buf_segs_from_sgts(buf, h->sgts, h->nr_sgts, 0);
 	if (ret) {
 		kvblk_buf_abort(buf);
 		goto out_unmap;
@@ -514,8 +571,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	return buf;
 
 out_unmap:
-	dma_unmap_sgtable(dev, &h->sgt, DMA_FROM_DEVICE, 0);
-	sg_free_table(&h->sgt);
+	kvblk_mem_host_unmap_n(dev, h, h->nr_sgts, 0);
 out_unpin:
 	unpin_user_pages(h->pages, h->nr_pages);
 out_free:
