@@ -926,7 +926,11 @@ void kvblk_obj_sync(struct kvblk_obj *o)
  * Syncs what the PRP engine's mapping received, writes the per-object
  * results and the header's output fields into the caller's memory, traces
  * the end and releases the batch. Process context of the context's owner
- * (its address space) unless @ret is -EINTR.
+ * (its address space) unless @ret is -EINTR. Nothing is synced for a
+ * caller that was killed, as nothing is written back: the syncs can take
+ * long (a bounce copy per page; DMA-API debugging), so a synchronous
+ * caller killed while they run stops them and the batch counts as
+ * interrupted.
  *
  * Return: descriptors with status 0, or the call's error.
  */
@@ -940,7 +944,12 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 
 		if (o->status)
 			continue;
-		kvblk_obj_sync(o);
+		if (ret != -EINTR && !b->end && fatal_signal_pending(current)) {
+			b->interrupted = true;
+			ret = -EINTR;
+		}
+		if (ret != -EINTR)
+			kvblk_obj_sync(o);
 		lm->nr_ok++;
 	}
 	lm->nr_cmds = b->nr_cmds;
