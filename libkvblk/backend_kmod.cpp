@@ -1100,27 +1100,29 @@ private:
 	/*
 	 * Register the ranges of a pass of @p: from @r0, at most @max of them. Returns r1, the
 	 * end of the pass. A range kvblk.ko refuses keeps its errno in TempRange.err (its objects
-	 * fail with it, nothing else), except -ENOSPC (the context's KVBLK_MAX_BUFS registrations
-	 * taken, persistent ones included) once the pass holds a range: the pass ends there,
-	 * smaller, and that range goes to the next one.
+	 * fail with it, nothing else). -ENOSPC (the context's KVBLK_MAX_BUFS registrations taken,
+	 * persistent ones included) ends the pass there: once the pass holds a range, that range
+	 * goes to the next pass (err cleared); as the pass's first range it fails alone, and the
+	 * next pass tries the ranges after it (registrations elsewhere may have ended by then).
 	 */
 	size_t register_ranges(Plan &p, size_t r0, size_t max) noexcept
 	{
 		const size_t end = std::min(p.ranges.size(), r0 + max);
-		bool holds = false;
 		size_t r = r0;
 		for (; r < end; r++) {
 			TempRange &tr = p.ranges[r];
 			tr.err = register_range(tr.start, tr.end, &tr.kid);
-			if (tr.err == -ENOSPC && holds)
-				break;
-			if (!tr.err) {
-				holds = true;
+			if (!tr.err)
 				continue;
+			if (tr.err == -ENOSPC && r > r0) {
+				tr.err = 0;
+				break;
 			}
 			set_last_error("kmod: registering [0x%llx, 0x%llx) for the plain destinations of a load: %s "
 				       "(RLIMIT_MEMLOCK is %s)",
 				       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(), memlock_text().c_str());
+			if (tr.err == -ENOSPC)
+				return r + 1;
 		}
 		return r;
 	}
@@ -1174,9 +1176,15 @@ private:
 			else
 				for (size_t r = r0; r < r1; r++)
 					plan_.ranges[r].err = -ECANCELED;
-			pass_descs(b, k_, plan_, r0, r1, r0 == 0);
-			if (go && !k_.descs.empty())
-				alive = submit(b);
+			try {
+				pass_descs(b, k_, plan_, r0, r1, r0 == 0);
+				if (go && !k_.descs.empty())
+					alive = submit(b);
+			} catch (...) {
+				/* std::bad_alloc: run() fails the batch; nothing stays pinned. */
+				unregister_ranges(plan_, r0, r1);
+				throw;
+			}
 			unregister_ranges(plan_, r0, r1);
 			r0 = r1;
 		} while (r0 < nr);

@@ -331,7 +331,13 @@ struct kvblk_dev_info {
  *                      are registered with kvblk.ko around their commands,
  *                      at most 256 ranges per pass of a batch and 512 at once
  *                      for all the device's batches on the ring (a batch past
- *                      that waits until another's pass ends). Loads with a
+ *                      that waits until another's pass ends; a
+ *                      kvblk_load_many() on the calling thread registers
+ *                      its own passes outside that count). Each range counts
+ *                      against RLIMIT_MEMLOCK while its pass runs, so the
+ *                      passes of batches in flight together share the limit:
+ *                      an object whose range does not fit then fails with
+ *                      -ENOMEM, and only that object. Loads with a
  *                      KVBLK_DESC_UNALIGNED object that ends in a file
  *                      target's cut-short last block (read with pread(2)),
  *                      batches naming targets the device's kvblk.ko context

@@ -882,6 +882,78 @@ TEST_F(KmodAsyncTest, cancel_between_passes_ends_the_unsent_ones)
 }
 
 /*
+ * The context's KVBLK_MAX_BUFS (1024) registrations nearly all persistent: with 1021 buffers
+ * registered, a plain batch of 5 page ranges registers 3, meets -ENOSPC and ends its pass
+ * there; the next pass takes the other 2 (passes {3, 2}), every object exact. With all 1024
+ * taken, each plain range fails alone as the first of its own pass (its object -ENOSPC; the
+ * first pass counts one range, not three) while the batch's object in a registered buffer is
+ * exact.
+ */
+TEST_F(KmodAsyncTest, registrations_running_out_make_passes_smaller)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size, pg = 4096;
+	const uint32_t nmax = 1024;
+	AlignedBuf held(uint64_t(nmax) * pg), mem(2 * 8 * pg);
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	std::vector<uint32_t> ids;
+	for (uint32_t i = 0; i < nmax - 3; i++) {
+		uint32_t id = 0;
+		ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, held.data() + uint64_t(i) * pg, pg, &id), 0)
+			<< i << ": " << kvblk_last_error();
+		ids.push_back(id);
+	}
+	ASSERT_GE(pinned_pages(), log.pins0 + nmax - 3)
+		<< "kvblk.ko did not take every persistent registration (each pins its page)";
+	{
+		SeamGuard g(log.seams);
+		AsyncBatch b = sparse_batch(info, mem, 0, 5, 100);
+		ASSERT_EQ(submit(dev.get(), b, 1), 0) << kvblk_last_error();
+		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, 60'000'000'000LL, nullptr), 5) << kvblk_last_error();
+		EXPECT_EQ(log.ranges[b.ticket], (std::vector<uint32_t>{3, 2}));
+		check_sparse(b, mem, [](size_t) { return false; });
+	}
+	for (uint32_t i = nmax - 3; i < nmax; i++) {
+		uint32_t id = 0;
+		ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, held.data() + uint64_t(i) * pg, pg, &id), 0)
+			<< i << ": " << kvblk_last_error();
+		ids.push_back(id);
+	}
+	ASSERT_GE(pinned_pages(), log.pins0 + nmax);
+	std::memset(mem.data(), 0xA5, mem.size());
+	{
+		SeamGuard g(log.seams);
+		AsyncBatch b = sparse_batch(info, mem, 0, 3, 200);
+		b.descs.push_back(buf_desc(7 * lbs, lbs, ids[0], 0, 999));
+		b.res.push_back(kvblk_result{});
+		std::memset(held.data(), 0xA5, pg);
+		ASSERT_EQ(submit(dev.get(), b, 2), 0) << kvblk_last_error();
+		kvblk_batch_info bi = new_batch_info();
+		ASSERT_EQ(kvblk_wait(dev.get(), b.ticket, 60'000'000'000LL, &bi), 1) << kvblk_last_error();
+		EXPECT_EQ(bi.failed, 3u);
+		/* The seam sees passes that send something: the first (its range refused, the
+		 * registered object sent); the two after it have nothing left to send. */
+		EXPECT_EQ(log.ranges[b.ticket], (std::vector<uint32_t>{1}));
+		for (uint32_t k = 0; k < 3; k++) {
+			SCOPED_TRACE("plain object " + std::to_string(k));
+			EXPECT_EQ(b.res[k].tag, 200 + k);
+			EXPECT_EQ(b.res[k].status, -ENOSPC);
+			EXPECT_EQ(b.res[k].bytes, 0u);
+			EXPECT_TRUE(mem.all(0, mem.size(), 0xA5)) << "a refused object was written";
+		}
+		EXPECT_EQ(b.res[3].status, 0);
+		EXPECT_TRUE(ref_->same(held.data(), 7 * lbs, lbs));
+		EXPECT_TRUE(held.all(lbs, pg - lbs, 0xA5)) << "written past the object in a registered buffer";
+	}
+	for (uint32_t id : ids)
+		EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "registrations left pinned";
+}
+
+/*
  * A plain pointer into memory that is not mapped: kvblk.ko cannot pin its range, so that
  * object fails with -EFAULT and only it; the others of the batch are exact.
  */
