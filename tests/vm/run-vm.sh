@@ -180,8 +180,10 @@ fi
 
 # Run mode: QEMU in the background so that Ctrl-C / TERM stop it at once.
 t_start=$EPOCHREALTIME
+# Appending (O_APPEND): the watcher's notes below land after QEMU's lines.
+: >"$run_dir/qemu.log"
 timeout -k 10 "$timeout_s" "${qemu[@]}" -serial "file:$run_dir/console.log" -monitor none \
-	</dev/null >"$run_dir/qemu.log" 2>&1 &
+	</dev/null >>"$run_dir/qemu.log" 2>&1 &
 pid=$!
 # A guest that wrote its last result (guest-run.sh's "done") powers off within
 # seconds. Sid's 7.2 under TCG once sat idle there for 9 minutes (its timers
@@ -193,10 +195,24 @@ pid=$!
 # debug kernel once spun both vCPUs for 30 minutes with nothing on the
 # console): stop QEMU and name the case in DIR/stuck, so that run-suite.sh
 # can boot again for the cases after it instead of waiting for the VM's
-# whole budget.
+# whole budget. A guest whose runner has not started (guest-run.sh writes
+# DIR/started) KVBLK_VM_BOOT_TIMEOUT seconds (default 120) after QEMU did is
+# stopped too: run-suite.sh boots such a guest once more. The debug kernel's
+# iommu guest once went idle during early boot ("Running RCU-tasks wait API
+# self tests", no CPU used) with 9,140 s of budget left for its cases.
 (
-	cur='' since=0 n=0
+	cur='' since=0 n=0 booted='' t0=$SECONDS
+	boot0=$(stat -c %y "$run_dir/started" 2>/dev/null || true)	# a resumed boot's dir has one
 	while kill -0 $pid 2>/dev/null; do
+		if [ -z "$booted" ] && [ $((n % 5)) = 0 ]; then
+			if [ "$(stat -c %y "$run_dir/started" 2>/dev/null || true)" != "$boot0" ]; then
+				booted=1
+			elif [ $((SECONDS - t0)) -gt "${KVBLK_VM_BOOT_TIMEOUT:-120}" ]; then
+				echo "run-vm.sh: the guest's runner did not start within ${KVBLK_VM_BOOT_TIMEOUT:-120} s of QEMU: stopping QEMU" >>"$run_dir/qemu.log"
+				kill -TERM $pid 2>/dev/null
+				exit 0
+			fi
+		fi
 		if [ -f "$run_dir/done" ]; then
 			sleep "${KVBLK_VM_DONE_GRACE:-30}"
 			kill -0 $pid 2>/dev/null || exit 0
