@@ -671,6 +671,25 @@ static void po_match_results(struct __test_metadata *_metadata,
 }
 
 /*
+ * The system's outstanding pins once they stopped moving (unchanged over
+ * 600 ms, at most 10 s): what an earlier test released in a worker (io_uring
+ * frees a closed ring's resources there) must not count in the baseline.
+ */
+static long long pins_stable(void)
+{
+	long long v = pins_outstanding(), last = LLONG_MIN;
+	uint64_t end = now_ms() + 10000;
+
+	for (int same = 0; same < 3 && now_ms() < end; ) {
+		usleep(200000);
+		last = v;
+		v = pins_outstanding();
+		same = v == last ? same + 1 : 0;
+	}
+	return v;
+}
+
+/*
  * The feature bit and the flag agree: without the bit the flag is
  * -EOPNOTSUPP (whatever the SQE); with it, the flag needs a multishot SQE
  * and a multishot SQE needs the flag (-EINVAL); nothing is read either way.
@@ -678,7 +697,7 @@ static void po_match_results(struct __test_metadata *_metadata,
 TEST(per_object_flags)
 {
 	__u64 f = features();
-	long long pins0 = pins_outstanding();
+	long long pins0 = pins_stable();
 	struct io_uring ring;
 	struct pbufs p;
 	struct kctx c;
@@ -729,7 +748,7 @@ static void po_batch(struct __test_metadata *_metadata, unsigned int nbufs,
 		     struct pbatch *b, struct kctx *c, int dfd,
 		     struct po_run *r, int media_error)
 {
-	long long pins0 = pins_outstanding();
+	long long pins0 = pins_stable();
 	struct io_uring ring;
 	struct pbufs p;
 
@@ -881,25 +900,6 @@ TEST(per_object_media_error)
 }
 
 enum teardown { TD_KILL, TD_CLOSE };
-
-/*
- * The system's outstanding pins once they stopped moving (unchanged over
- * 600 ms, at most 10 s): what an earlier test released in a worker (io_uring
- * frees a closed ring's resources there) must not count in the baseline.
- */
-static long long pins_stable(void)
-{
-	long long v = pins_outstanding(), last = LLONG_MIN;
-	uint64_t end = now_ms() + 10000;
-
-	for (int same = 0; same < 3 && now_ms() < end; ) {
-		usleep(200000);
-		last = v;
-		v = pins_outstanding();
-		same = v == last ? same + 1 : 0;
-	}
-	return v;
-}
 
 static void inflight_path(char *path, size_t len)
 {
