@@ -73,6 +73,7 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	job.sched = this;
 	const bool priority = job.flags & KVBLK_SUBMIT_PRIORITY;
 	job.batch = Batch{job.dir, job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
+	job.batch.object_notice = (job.flags & KVBLK_SUBMIT_PER_OBJECT) && !job.defer_object_entries && !job.sync;
 	const bool can_start = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED &&
 			       be_.can_start(job.batch);
 

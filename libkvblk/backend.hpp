@@ -148,6 +148,9 @@ protected:
  *            cannot say it per object leave that to the caller) and asked for cancellation.
  * @id:       the batch's ticket (what cancel() names); 0 for batches nobody can cancel.
  * @priority: KVBLK_SUBMIT_PRIORITY: its commands go ahead of those of other batches.
+ * @object_notice: the sink posts an entry per object (KVBLK_SUBMIT_PER_OBJECT) as soon as
+ *            object_done() comes: a backend that learns results early only at a cost (kmod's
+ *            per-object CQEs) pays it only then. Others call object_done() either way.
  */
 struct Batch {
 	IoDir dir;
@@ -158,6 +161,7 @@ struct Batch {
 	BatchSink *sink = nullptr;
 	uint64_t id = 0;
 	bool priority = false;
+	bool object_notice = false;
 
 	/* Result @i is written: tell the sink. */
 	void object_done(uint32_t i) noexcept

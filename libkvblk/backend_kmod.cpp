@@ -78,6 +78,11 @@
 // descriptors are started the same way (more descriptors, more calls, all in flight); a
 // call refused with -E2BIG because max_descs was lowered since open is sent again in
 // halves. Stores go to the uring writer's own start().
+// KVBLK_SUBMIT_PER_OBJECT (Batch.object_notice) on a module with KVBLK_FEAT_URING_PER_OBJECT:
+// the calls ask for one record per descriptor (KmodRingCmd.per_object); the record of an
+// object's last descriptor writes its result and tells the scheduler, which posts its entry
+// then (NativeJob::heard_from()). The final CQE still writes every result; objects whose
+// records did not come (kvblk.ko ran out of the ring's buffers) are told at the batch's end.
 // A synchronous call (kvblk_load_many()) that finds no batch queued or being run is still
 // run() on the caller's thread (run_sync_inline(): one ioctl, no trip through the ring's
 // thread); one that finds the dispatch path busy is started like any other.
@@ -361,13 +366,18 @@ struct KernelBatch {
 			note_status(owner[k], st);
 	}
 
+	/* Object @i's result from its status. */
+	void write_result(Batch &b, uint32_t i) const noexcept
+	{
+		b.results[i].status = status[i];
+		b.results[i].bytes = status[i] ? 0 : b.objects[i].length;
+	}
+
 	/* Every object's result from its status. */
 	void write_results(Batch &b) const noexcept
 	{
-		for (uint32_t i = 0; i < b.count; i++) {
-			b.results[i].status = status[i];
-			b.results[i].bytes = status[i] ? 0 : b.objects[i].length;
-		}
+		for (uint32_t i = 0; i < b.count; i++)
+			write_result(b, i);
 	}
 };
 
@@ -383,6 +393,7 @@ struct NativeCall final : KmodRingCmd {
 
 	[[nodiscard]] bool cancelled() const noexcept override;
 	void done(bool issued, int res) noexcept override;
+	void object(const kvblk_uring_obj &rec) noexcept override;
 };
 
 /*
@@ -397,6 +408,12 @@ struct NativeCall final : KmodRingCmd {
  * @granted: slots of the budget this job holds (for the current or the next pass).
  * @passes:  passes started.
  * @link:    next job in the backend's wait queue, or in a list of jobs to start.
+ * @notice:  Batch.object_notice on a kvblk.ko with per-object CQEs: its calls ask for one
+ *           record per descriptor (KVBLK_URING_F_PER_OBJECT), and an object whose
+ *           descriptors all reported has its result written and told (object_done()) then.
+ * @unheard: per object, descriptors of the current pass without a record yet.
+ * @heard:   per descriptor of the current pass, whether its record came.
+ * @told:    per object, whether object_done() was called for it.
  */
 struct NativeJob {
 	Batch *b = nullptr;
@@ -414,6 +431,10 @@ struct NativeJob {
 	uint32_t granted = 0;
 	uint32_t passes = 0;
 	NativeJob *link = nullptr;
+	bool notice = false;
+	std::vector<uint32_t> unheard;
+	std::vector<uint8_t> heard;
+	std::vector<uint8_t> told;
 
 	/* Slots the next pass asks for: 0 when no range is left. */
 	[[nodiscard]] uint32_t want() const noexcept
@@ -432,6 +453,7 @@ struct NativeJob {
 			c.nr = nr;
 			c.fd = ctl;
 			c.cmd_op = KVBLK_URING_CMD_LOAD_MANY;
+			c.per_object = notice;
 			c.lm = k.header(pos, nr);
 			c.cmd.load_many = uint64_t(uintptr_t(&c.lm));
 			out->push_back(&c);
@@ -475,11 +497,59 @@ struct NativeJob {
 		next = plan.ranges.size();
 	}
 
-	/* The last call ended: write the results, free the job, tell the scheduler. */
+	/*
+	 * The pass's descriptors are built (@notice): each object's count of descriptors to hear
+	 * from. An object of the pass without any (its range failed) is told when the batch ends.
+	 */
+	void expect_records()
+	{
+		heard.assign(k.descs.size(), 0);
+		for (uint32_t i : k.owner)
+			unheard[i]++;
+	}
+
+	/*
+	 * Call @c's record @rec (ring thread): note its descriptor's status; the object's last
+	 * record writes its result and tells the sink. A record the call cannot have (an index
+	 * past it, a second one) is ignored: the final CQE's results stay authoritative.
+	 */
+	void heard_from(const NativeCall &c, const kvblk_uring_obj &rec) noexcept
+	{
+		if (rec.index >= c.nr)
+			return;
+		const size_t d = c.pos + rec.index;
+		if (heard[d])
+			return;
+		heard[d] = 1;
+		const uint32_t i = k.owner[d];
+		int32_t st = rec.status;
+		if (st == 0 && rec.bytes != k.descs[d].length)
+			st = -EIO; /* as ended() judges the results array */
+		k.note_status(i, st);
+		if (--unheard[i] || told[i])
+			return;
+		told[i] = 1;
+		k.write_result(*b, i);
+		b->object_done(i);
+	}
+
+	/*
+	 * The last call ended: write the results (those not told yet: the others were written
+	 * when told, with the same values), tell the rest, free the job, tell the scheduler.
+	 */
 	static void finish(NativeJob *j) noexcept
 	{
 		Batch &b = *j->b;
-		j->k.write_results(b);
+		if (!j->notice) {
+			j->k.write_results(b);
+		} else {
+			for (uint32_t i = 0; i < b.count; i++) {
+				if (j->told[i])
+					continue;
+				j->k.write_result(b, i);
+				b.object_done(i);
+			}
+		}
 		delete j;
 		b.sink->batch_done(0);
 	}
@@ -784,6 +854,11 @@ public:
 			up->ring = ring_.get();
 			up->kernel_descs = &kernel_descs_;
 			up->ctl = ctl_;
+			up->notice = b.object_notice && (feat_ & KVBLK_FEAT_URING_PER_OBJECT);
+			if (up->notice) {
+				up->unheard.assign(b.count, 0);
+				up->told.assign(b.count, 0);
+			}
 			plan(b, up->k, up->plan);
 			j = up.release();
 		} catch (const std::bad_alloc &) {
@@ -1281,6 +1356,8 @@ private:
 			pass_descs(b, k, j->plan, j->r0, j->r1, first);
 			if (!k.descs.empty()) {
 				k.res.resize(k.descs.size());
+				if (j->notice)
+					j->expect_records();
 				std::vector<KmodRingCmd *> calls;
 				j->add_calls(0, k.descs.size(),
 					     std::max<uint32_t>(1, kernel_descs_.load(std::memory_order_relaxed)), &calls);
@@ -1419,6 +1496,11 @@ private:
 	NativeJob *wait_head_ = nullptr;
 	NativeJob *wait_tail_ = nullptr;
 };
+
+void NativeCall::object(const kvblk_uring_obj &rec) noexcept
+{
+	job->heard_from(*this, rec);
+}
 
 void NativeCall::done(bool issued, int res) noexcept
 {

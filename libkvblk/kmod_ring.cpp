@@ -7,14 +7,17 @@
 
 #include <liburing.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <new>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
@@ -24,9 +27,28 @@ namespace kvblk::detail {
 
 namespace {
 
-/* SQ entries (commands submitted per io_uring_enter() at most) and CQ entries (in flight). */
+/*
+ * SQ entries (commands submitted per io_uring_enter() at most), commands in flight at most,
+ * and per-object records (provided buffers). The CQ ring holds a final CQE for every command
+ * in flight, every record not yet reaped and the eventfd poll's CQE, so that records posted
+ * together (kvblk.ko posts what completed since the thread last ran its task work in one go)
+ * do not overflow it.
+ */
 constexpr unsigned kSqEntries = 64;
-constexpr unsigned kCqEntries = 1024;
+constexpr unsigned kMaxInflight = 1023;
+constexpr unsigned kRecordBufs = 2048;
+constexpr unsigned kCqEntries = 4096;
+static_assert(kMaxInflight + kRecordBufs + 1 <= kCqEntries);
+static_assert((kRecordBufs & (kRecordBufs - 1)) == 0, "a buffer ring's size is a power of 2");
+
+/* The provided-buffer group of the per-object records. */
+constexpr uint16_t kRecordGroup = 0x6b76; /* "kv" */
+
+/* sqe->uring_cmd_flags IORING_URING_CMD_MULTISHOT (7.2; Debian 12's uapi header predates it). */
+constexpr uint32_t kUringCmdMultishot = 1u << 1;
+#ifdef IORING_URING_CMD_MULTISHOT
+static_assert(kUringCmdMultishot == IORING_URING_CMD_MULTISHOT);
+#endif
 
 /* user_data of the eventfd poll; commands carry their KmodRingCmd pointer. */
 constexpr uint64_t kWakeTag = 1;
@@ -51,12 +73,79 @@ struct KmodRing::Impl {
 	uint32_t inflight = 0;	/* commands submitted whose CQE was not yet seen */
 	bool poll_armed = false;
 
+	/*
+	 * Per-object records (ring thread only): the buffer ring @br (@br_len bytes, mmap()ed:
+	 * io_uring wants it page-aligned) over @recs; @recs_state 0 not set up yet, 1 registered,
+	 * -1 io_uring refused it (per-object commands then go without the flag).
+	 */
+	io_uring_buf_ring *br = nullptr;
+	size_t br_len = 0;
+	std::unique_ptr<kvblk_uring_obj[]> recs;
+	int recs_state = 0;
+	unsigned recs_returned = 0;	/* buffers added since the last advance */
+
 	~Impl()
 	{
 		if (ring_live)
 			io_uring_queue_exit(&ring); /* waits for any batch still in the kernel */
+		if (br)
+			munmap(br, br_len); /* after the ring: nothing writes a record any more */
 		if (efd >= 0)
 			close(efd);
+	}
+
+	/* Register the record buffers, once; whether per-object commands can be issued. */
+	bool records_ready() noexcept
+	{
+		if (recs_state)
+			return recs_state > 0;
+		recs_state = -1;
+		br_len = kRecordBufs * sizeof(io_uring_buf);
+		void *m = mmap(nullptr, br_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return false;
+		br = static_cast<io_uring_buf_ring *>(m);
+		recs.reset(new (std::nothrow) kvblk_uring_obj[kRecordBufs]);
+		io_uring_buf_reg reg{};
+		reg.ring_addr = uint64_t(uintptr_t(br));
+		reg.ring_entries = kRecordBufs;
+		reg.bgid = kRecordGroup;
+		io_uring_buf_ring_init(br);
+		if (!recs || io_uring_register_buf_ring(&ring, &reg, 0) != 0) {
+			munmap(br, br_len);
+			br = nullptr;
+			recs.reset();
+			return false;
+		}
+		for (unsigned bid = 0; bid < kRecordBufs; bid++)
+			give_back_record(bid);
+		io_uring_buf_ring_advance(br, recs_returned);
+		recs_returned = 0;
+		recs_state = 1;
+		return true;
+	}
+
+	/* Record buffer @bid back into the ring (made visible by the next advance). */
+	void give_back_record(unsigned bid) noexcept
+	{
+		io_uring_buf_ring_add(br, &recs[bid], sizeof(kvblk_uring_obj), uint16_t(bid),
+				      io_uring_buf_ring_mask(kRecordBufs), int(recs_returned++));
+	}
+
+	/* A record CQE of @c (IORING_CQE_F_MORE): hand its record over, its buffer back. */
+	void record(KmodRingCmd *c, const io_uring_cqe *cqe) noexcept
+	{
+		if (!(cqe->flags & IORING_CQE_F_BUFFER) || !br)
+			return;
+		const unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+		if (bid >= kRecordBufs)
+			return;
+		kvblk_uring_obj rec{};
+		if (cqe->res >= int(KVBLK_URING_OBJ_SIZE_VER0))
+			std::memcpy(&rec, &recs[bid], std::min<size_t>(size_t(cqe->res), sizeof(rec)));
+		give_back_record(bid);
+		if (cqe->res >= int(KVBLK_URING_OBJ_SIZE_VER0))
+			c->object(rec);
 	}
 
 	int init(std::string *why)
@@ -131,7 +220,7 @@ struct KmodRing::Impl {
 			}
 			issue.clear();
 			drop.clear();
-			const size_t room = std::min<size_t>(io_uring_sq_space_left(&ring), kCqEntries - 1 - inflight);
+			const size_t room = std::min<size_t>(io_uring_sq_space_left(&ring), kMaxInflight - inflight);
 			try {
 				take(&issue, &drop, room);
 			} catch (const std::bad_alloc &) {
@@ -141,7 +230,14 @@ struct KmodRing::Impl {
 				io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 				io_uring_prep_rw(IORING_OP_URING_CMD, sqe, c->fd, nullptr, 0, 0);
 				sqe->cmd_op = c->cmd_op;
-				std::memcpy(sqe->cmd, &c->cmd, sizeof(c->cmd));
+				kvblk_uring_cmd cmd = c->cmd;
+				if (c->per_object && records_ready()) {
+					cmd.flags |= KVBLK_URING_F_PER_OBJECT;
+					sqe->uring_cmd_flags = kUringCmdMultishot;
+					sqe->flags |= IOSQE_BUFFER_SELECT;
+					sqe->buf_group = kRecordGroup;
+				}
+				std::memcpy(sqe->cmd, &cmd, sizeof(cmd));
 				io_uring_sqe_set_data(sqe, c);
 				inflight++;
 			}
@@ -173,11 +269,22 @@ struct KmodRing::Impl {
 					continue;
 				}
 				KmodRingCmd *c = reinterpret_cast<KmodRingCmd *>(uintptr_t(ud));
+				if (cqe->flags & IORING_CQE_F_MORE) {
+					record(c, cqe); /* more CQEs of @c follow */
+					continue;
+				}
+				if ((cqe->flags & IORING_CQE_F_BUFFER) && br &&
+				    (cqe->flags >> IORING_CQE_BUFFER_SHIFT) < kRecordBufs)
+					give_back_record(cqe->flags >> IORING_CQE_BUFFER_SHIFT); /* not kvblk.ko's */
 				const int res = cqe->res;
 				inflight--;
 				c->done(true, res); /* may queue more (an -E2BIG call in halves) */
 			}
 			io_uring_cq_advance(&ring, seen);
+			if (recs_returned) {
+				io_uring_buf_ring_advance(br, int(recs_returned));
+				recs_returned = 0;
+			}
 			if (finished())
 				return;
 		}

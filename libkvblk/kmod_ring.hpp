@@ -13,6 +13,14 @@
 // calls each command's done() on itself. Issuing a command may sleep in the kernel (the
 // context's lock; a batch with more NVMe commands than the module's max_inflight waits
 // there for its own commands): other commands then wait behind it.
+//
+// One CQE per descriptor (KVBLK_URING_F_PER_OBJECT, kvblk.ko with KVBLK_FEAT_URING_PER_OBJECT):
+// a command with @per_object set is issued as a multishot SQE whose records go to the ring's
+// own provided-buffer ring (kRecordBufs records of struct kvblk_uring_obj, group kRecordGroup,
+// registered with the first such command). The thread hands each record to the command's
+// object() and gives the buffer straight back, then the final CQE to done() as ever. Records
+// that kvblk.ko could not post (no buffer left, the CQ ring full) never come: the final CQE
+// and the results array are authoritative, the records only an early notice (see the uapi).
 #pragma once
 
 #include <uapi/linux/kvblk.h>
@@ -31,6 +39,12 @@ struct KmodRingCmd {
 	int fd = -1;
 	uint32_t cmd_op = 0;
 	kvblk_uring_cmd cmd{};
+	/*
+	 * Ask for one record per descriptor (object()): the ring adds KVBLK_URING_F_PER_OBJECT
+	 * and the multishot flags when it has its provided buffers, and issues the command
+	 * without them otherwise (io_uring refused the buffer ring: no object() calls then).
+	 */
+	bool per_object = false;
 
 	/* Whether the command should end unissued (checked when the ring takes it). */
 	[[nodiscard]] virtual bool cancelled() const noexcept = 0;
@@ -39,6 +53,12 @@ struct KmodRingCmd {
 	 * or the ring is gone) and @res -ECANCELED. It may queue more commands (queue()).
 	 */
 	virtual void done(bool issued, int res) noexcept = 0;
+	/*
+	 * @per_object only: one descriptor of the command completed, @rec its record (fields past
+	 * what the module wrote are 0). Called on the ring thread before done(), at most once
+	 * per descriptor, in completion order; @rec.index is relative to this command.
+	 */
+	virtual void object(const kvblk_uring_obj &rec) noexcept { (void)rec; }
 
 protected:
 	~KmodRingCmd() = default;

@@ -8,12 +8,15 @@
 // descriptor; cancel; kvblk_close() with batches in flight; a call larger than the module's
 // max_descs (also lowered after open); plain pointers through the ring too (temporary
 // registrations pass by pass, several batches beyond the budget of them, cancel between
-// passes, unmapped memory); and the dispatch path a module without the feature gets (a
-// test seam hides the bit).
+// passes, unmapped memory); per-object entries as objects complete (kvblk.ko's per-object
+// CQEs on 7.2, at the batch's end elsewhere); and the dispatch path a module without the
+// feature gets (a test seam hides the bit).
 #include "device_util.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
 #include <dirent.h>
 #include <fstream>
 #include <map>
@@ -726,6 +729,151 @@ TEST_F(KmodAsyncTest, plain_pointers_in_several_passes)
 		EXPECT_TRUE(reg.all(d.addr + lbs, lbs, 0xA5)) << k;
 	}
 	EXPECT_EQ(threads(), threads0_ + 1) << "a dispatch thread was started";
+	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "temporary registrations left pinned";
+	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+}
+
+/*
+ * KVBLK_SUBMIT_PER_OBJECT: with kvblk.ko's per-object CQEs (KVBLK_FEAT_URING_PER_OBJECT, 7.2) an
+ * object's entry comes when its own descriptors completed, not when its batch ends. One batch
+ * of 8 objects in a registered buffer and 300 plain ranges runs in two passes (264 objects,
+ * then 44); the kmod_pass seam holds the second pass until the test has reaped, so the batch
+ * cannot end meanwhile. Reaped then: exactly the first pass's 264 object entries, each
+ * object's bytes exact and its results entry equal to its entry when it is reaped. A module
+ * without the feature (6.1, 6.12): no entry before the batch ends. Then the rest: the second
+ * pass's entries and the batch entry last, every object's entry exactly once.
+ */
+TEST_F(KmodAsyncTest, per_object_entries_come_as_objects_complete)
+{
+	DevPtr dev = open_kmod();
+	ASSERT_TRUE(dev);
+	const bool live = module_features() & KVBLK_FEAT_URING_PER_OBJECT;
+	const kvblk_dev_info info = get_info(dev.get());
+	const uint64_t lbs = info.logical_block_size;
+	const uint32_t n = 300, nreg = 8, first = 256 + nreg;
+	AlignedBuf mem(2 * n * 4096), reg(2 * nreg * lbs);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), reg.size(), &id), 0)
+		<< kvblk_last_error();
+	AsyncBatch b = sparse_batch(info, mem, 0, n, 1000);
+	for (uint32_t k = 0; k < nreg; k++) {
+		b.descs.push_back(buf_desc(((k + 5) * 4111 * lbs) % (info.capacity - lbs) / lbs * lbs, lbs, id,
+					   2 * k * lbs, 7000 + k));
+		b.res.push_back(kvblk_result{});
+	}
+	/* Whether object @i is loaded, canaries aside (check_sparse() checks those at the end). */
+	auto exact = [&](uint32_t i) {
+		const kvblk_desc &d = b.descs[i];
+		const uint8_t *p = i < n ? mem.data() + b.at[i] : reg.data() + d.addr;
+		return ref_->same(p, d.offset, d.length) && pattern_ok(p, d.offset, d.length);
+	};
+
+	std::mutex mu;
+	std::condition_variable cv;
+	bool held = false, released = false;
+	PassLog log;
+	ASSERT_NE(log.pins0, LLONG_MIN) << "no nr_foll_pin_* in /proc/vmstat";
+	kvblk::testing::Seams seams = log.seams;
+	seams.kmod_pass = [&](uint64_t batch, uint32_t pass, uint32_t r, uint32_t h) {
+		log.seams.kmod_pass(batch, pass, r, h);
+		if (pass != 1)
+			return;
+		std::unique_lock<std::mutex> g(mu); /* on the ring thread: the batch waits here */
+		held = true;
+		cv.notify_all();
+		cv.wait_for(g, std::chrono::seconds(120), [&] { return released; });
+	};
+	SeamGuard sg(seams);
+	/* Let the second pass go and close (waits for the batch) before the seam goes, on any exit. */
+	struct Release {
+		std::mutex &mu;
+		std::condition_variable &cv;
+		bool &released;
+		DevPtr &dev;
+		void go()
+		{
+			std::lock_guard<std::mutex> g(mu);
+			released = true;
+			cv.notify_all();
+		}
+		~Release()
+		{
+			go();
+			dev.reset();
+		}
+	} release{mu, cv, released, dev};
+
+	ASSERT_EQ(submit(dev.get(), b, 7, KVBLK_SUBMIT_PER_OBJECT), 0) << kvblk_last_error();
+	{
+		std::unique_lock<std::mutex> g(mu);
+		ASSERT_TRUE(cv.wait_for(g, std::chrono::seconds(120), [&] { return held; }))
+			<< "the second pass never started";
+	}
+	/* The first pass ended: its records (which come before its calls' final CQEs) were all seen. */
+	std::vector<uint32_t> seen(n + nreg, 0);
+	std::vector<kvblk_cqe> cq(2 * (n + nreg));
+	const int early = kvblk_reap(dev.get(), cq.data(), uint32_t(cq.size()), 0, 0);
+	ASSERT_GE(early, 0) << kvblk_last_error();
+	for (int e = 0; e < early; e++) {
+		const kvblk_cqe &c = cq[e];
+		ASSERT_EQ(c.flags, uint32_t(KVBLK_CQE_OBJECT)) << "entry " << e << " before the batch ended";
+		ASSERT_EQ(c.ticket, b.ticket);
+		EXPECT_EQ(c.user_data, 7u);
+		ASSERT_LT(c.index, n + nreg);
+		const uint32_t i = c.index;
+		EXPECT_EQ(seen[i]++, 0u) << "object " << i << " has two entries";
+		EXPECT_TRUE(i < 256 || i >= n) << "object " << i << " of the held pass has an entry";
+		EXPECT_EQ(c.status, 0) << i;
+		EXPECT_EQ(c.failed, 0u) << i;
+		EXPECT_EQ(c.bytes, b.descs[i].length) << i;
+		EXPECT_EQ(c.tag, b.descs[i].tag) << i;
+		EXPECT_EQ(b.res[i].status, c.status) << "results entry of " << i << " not written with its entry";
+		EXPECT_EQ(b.res[i].bytes, c.bytes) << i;
+		EXPECT_TRUE(exact(i)) << "object " << i << " not loaded when its entry came";
+	}
+	EXPECT_EQ(uint32_t(early), live ? first : 0u)
+		<< (live ? "kvblk.ko has KVBLK_FEAT_URING_PER_OBJECT: the first pass's objects should have "
+			   "their entries"
+			 : "without KVBLK_FEAT_URING_PER_OBJECT entries come when the batch ends");
+
+	release.go();
+	uint32_t late = 0;
+	bool ended = false;
+	while (!ended) {
+		const int got = kvblk_reap(dev.get(), cq.data(), uint32_t(cq.size()), 1, 60'000'000'000LL);
+		ASSERT_GT(got, 0) << "the batch did not end: " << kvblk_last_error();
+		for (int e = 0; e < got; e++) {
+			const kvblk_cqe &c = cq[e];
+			ASSERT_FALSE(ended) << "an entry after the batch entry";
+			ASSERT_EQ(c.ticket, b.ticket);
+			if (c.flags == KVBLK_CQE_BATCH) {
+				EXPECT_EQ(c.status, 0);
+				EXPECT_EQ(c.failed, 0u);
+				EXPECT_EQ(c.index, n + nreg);
+				EXPECT_EQ(c.bytes, uint64_t(n + nreg) * lbs);
+				ended = true;
+				continue;
+			}
+			ASSERT_EQ(c.flags, uint32_t(KVBLK_CQE_OBJECT));
+			ASSERT_LT(c.index, n + nreg);
+			EXPECT_EQ(seen[c.index]++, 0u) << "object " << c.index << " has two entries";
+			EXPECT_EQ(c.status, 0) << c.index;
+			EXPECT_EQ(c.tag, b.descs[c.index].tag) << c.index;
+			late++;
+		}
+	}
+	EXPECT_EQ(late, n + nreg - uint32_t(early));
+	for (uint32_t i = 0; i < n + nreg; i++)
+		ASSERT_EQ(seen[i], 1u) << "object " << i;
+	EXPECT_EQ(log.ranges[b.ticket], (std::vector<uint32_t>{256, 44}));
+	AsyncBatch plain = b;
+	plain.descs.resize(n);
+	plain.res.resize(n);
+	check_sparse(plain, mem, [](size_t) { return false; });
+	for (uint32_t k = 0; k < nreg; k++) {
+		EXPECT_TRUE(exact(n + k)) << k;
+		EXPECT_TRUE(reg.all(b.descs[n + k].addr + lbs, lbs, 0xA5)) << k;
+	}
 	EXPECT_EQ(pins_settled(log.pins0), log.pins0) << "temporary registrations left pinned";
 	EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
 }
