@@ -515,7 +515,7 @@ struct NativeJob {
 	 */
 	void heard_from(const NativeCall &c, const kvblk_uring_obj &rec) noexcept
 	{
-		if (rec.index >= c.nr)
+		if (!notice || rec.index >= c.nr)
 			return;
 		const size_t d = c.pos + rec.index;
 		if (heard[d])
@@ -672,6 +672,9 @@ public:
 			std::string why;
 			ring_ = KmodRing::acquire(&why);
 			async = ring_ ? ", batches through io_uring" : ", batches on a dispatch thread (io_uring: " + why + ")";
+			records_ = ring_ && (feat & KVBLK_FEAT_URING_PER_OBJECT) && ring_->records(&why);
+			if (ring_ && (feat & KVBLK_FEAT_URING_PER_OBJECT) && !records_)
+				async += ", no per-object CQEs (" + why + ")";
 		}
 		const char *engine = a.engine == KVBLK_ENGINE_PRP ? "prp" :
 				     a.engine == KVBLK_ENGINE_BIO ? "block-layer" : nullptr;
@@ -854,7 +857,7 @@ public:
 			up->ring = ring_.get();
 			up->kernel_descs = &kernel_descs_;
 			up->ctl = ctl_;
-			up->notice = b.object_notice && (feat_ & KVBLK_FEAT_URING_PER_OBJECT);
+			up->notice = b.object_notice && records_;
 			if (up->notice) {
 				up->unheard.assign(b.count, 0);
 				up->told.assign(b.count, 0);
@@ -1480,6 +1483,7 @@ private:
 	std::string store_note_;	/* backend_reason's words on stores */
 	std::array<KernelBuf, kMaxBuffers> bufs_{};
 	std::shared_ptr<KmodRing> ring_;	/* set: KVBLK_ASYNC_NATIVE through the process's kvblk.ko ring */
+	bool records_ = false;	/* kvblk.ko posts per-object CQEs and ring_ takes them */
 
 	/* run()'s per-batch state, kept between batches. */
 	KernelBatch k_;

@@ -74,14 +74,14 @@ struct KmodRing::Impl {
 	bool poll_armed = false;
 
 	/*
-	 * Per-object records (ring thread only): the buffer ring @br (@br_len bytes, mmap()ed:
-	 * io_uring wants it page-aligned) over @recs; @recs_state 0 not set up yet, 1 registered,
-	 * -1 io_uring refused it (per-object commands then go without the flag).
+	 * Per-object records: the buffer ring @br (@br_len bytes, mmap()ed: io_uring wants it
+	 * page-aligned) over @recs, registered by init() (nullptr: it could not be, @recs_why
+	 * says why; per-object commands then go without the flag). Then the ring thread's only.
 	 */
 	io_uring_buf_ring *br = nullptr;
 	size_t br_len = 0;
 	std::unique_ptr<kvblk_uring_obj[]> recs;
-	int recs_state = 0;
+	std::string recs_why;
 	unsigned recs_returned = 0;	/* buffers added since the last advance */
 
 	~Impl()
@@ -94,35 +94,36 @@ struct KmodRing::Impl {
 			close(efd);
 	}
 
-	/* Register the record buffers, once; whether per-object commands can be issued. */
-	bool records_ready() noexcept
+	/*
+	 * Register the record buffers (init(): before the thread runs). Failing leaves @br
+	 * nullptr and @recs_why set: batches still run, with one CQE each.
+	 */
+	void setup_records() noexcept
 	{
-		if (recs_state)
-			return recs_state > 0;
-		recs_state = -1;
 		br_len = kRecordBufs * sizeof(io_uring_buf);
 		void *m = mmap(nullptr, br_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (m == MAP_FAILED)
-			return false;
-		br = static_cast<io_uring_buf_ring *>(m);
+		if (m == MAP_FAILED) {
+			recs_why = "mmap: " + errno_text(-errno);
+			return;
+		}
 		recs.reset(new (std::nothrow) kvblk_uring_obj[kRecordBufs]);
 		io_uring_buf_reg reg{};
-		reg.ring_addr = uint64_t(uintptr_t(br));
+		reg.ring_addr = uint64_t(uintptr_t(m));
 		reg.ring_entries = kRecordBufs;
 		reg.bgid = kRecordGroup;
-		io_uring_buf_ring_init(br);
-		if (!recs || io_uring_register_buf_ring(&ring, &reg, 0) != 0) {
-			munmap(br, br_len);
-			br = nullptr;
+		io_uring_buf_ring_init(static_cast<io_uring_buf_ring *>(m));
+		const int ret = recs ? io_uring_register_buf_ring(&ring, &reg, 0) : -ENOMEM;
+		if (ret) {
+			recs_why = "io_uring_register_buf_ring: " + errno_text(ret);
+			munmap(m, br_len);
 			recs.reset();
-			return false;
+			return;
 		}
+		br = static_cast<io_uring_buf_ring *>(m);
 		for (unsigned bid = 0; bid < kRecordBufs; bid++)
 			give_back_record(bid);
-		io_uring_buf_ring_advance(br, recs_returned);
+		io_uring_buf_ring_advance(br, int(recs_returned));
 		recs_returned = 0;
-		recs_state = 1;
-		return true;
 	}
 
 	/* Record buffer @bid back into the ring (made visible by the next advance). */
@@ -132,7 +133,12 @@ struct KmodRing::Impl {
 				      io_uring_buf_ring_mask(kRecordBufs), int(recs_returned++));
 	}
 
-	/* A record CQE of @c (IORING_CQE_F_MORE): hand its record over, its buffer back. */
+	/*
+	 * A record CQE of @c (IORING_CQE_F_MORE): hand its record over, its buffer back. A
+	 * buffer io_uring took for a record it then could not post (the CQ ring overflowed and
+	 * no memory for the overflow list) never comes back: the pool is one buffer smaller
+	 * until the ring ends (records are an early notice; the final CQE still comes).
+	 */
 	void record(KmodRingCmd *c, const io_uring_cqe *cqe) noexcept
 	{
 		if (!(cqe->flags & IORING_CQE_F_BUFFER) || !br)
@@ -166,6 +172,7 @@ struct KmodRing::Impl {
 		}
 		ring_live = true;
 		(void)io_uring_ring_dontfork(&ring); /* as uring_core.cpp: a child never uses it */
+		setup_records();
 		efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 		if (efd < 0) {
 			const int e = errno;
@@ -231,7 +238,7 @@ struct KmodRing::Impl {
 				io_uring_prep_rw(IORING_OP_URING_CMD, sqe, c->fd, nullptr, 0, 0);
 				sqe->cmd_op = c->cmd_op;
 				kvblk_uring_cmd cmd = c->cmd;
-				if (c->per_object && records_ready()) {
+				if (c->per_object && br) {
 					cmd.flags |= KVBLK_URING_F_PER_OBJECT;
 					sqe->uring_cmd_flags = kUringCmdMultishot;
 					sqe->flags |= IOSQE_BUFFER_SELECT;
@@ -362,6 +369,17 @@ void KmodRing::queue(KmodRingCmd *const *cmds, size_t n, bool priority)
 void KmodRing::kick() noexcept
 {
 	impl_->wake();
+}
+
+bool KmodRing::records(std::string *why) const noexcept
+{
+	if (impl_->br)
+		return true;
+	try {
+		*why = impl_->recs_why;
+	} catch (const std::bad_alloc &) {
+	}
+	return false;
 }
 
 } // namespace kvblk::detail

@@ -17,7 +17,7 @@
 // One CQE per descriptor (KVBLK_URING_F_PER_OBJECT, kvblk.ko with KVBLK_FEAT_URING_PER_OBJECT):
 // a command with @per_object set is issued as a multishot SQE whose records go to the ring's
 // own provided-buffer ring (kRecordBufs records of struct kvblk_uring_obj, group kRecordGroup,
-// registered with the first such command). The thread hands each record to the command's
+// registered when the ring is made). The thread hands each record to the command's
 // object() and gives the buffer straight back, then the final CQE to done() as ever. Records
 // that kvblk.ko could not post (no buffer left, the CQ ring full) never come: the final CQE
 // and the results array are authoritative, the records only an early notice (see the uapi).
@@ -81,6 +81,12 @@ public:
 
 	/* Wake the thread so that it looks at the queue (kvblk_cancel()). */
 	void kick() noexcept;
+
+	/*
+	 * Whether commands with @per_object get their records (the provided buffers are
+	 * registered); false with *why saying what io_uring refused.
+	 */
+	[[nodiscard]] bool records(std::string *why) const noexcept;
 
 	struct Impl;
 

@@ -976,15 +976,19 @@ void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) KVBLK_N
  *
  * KVBLK_SUBMIT_PER_OBJECT: each object also gets a KVBLK_CQE_OBJECT entry,
  * before the batch's entry, once its results entry is written and its bytes
- * are in place. It comes as soon as the backend knows the object's result:
- * on the kmod backend, as the object's own kvblk.ko descriptors complete
- * when the module posts one CQE per descriptor (KVBLK_IOC_GET_FEATURES has
+ * are in place. It comes as soon as the backend knows the object's result.
+ * On the kmod backend that is as the object's own kvblk.ko descriptors
+ * complete when the module posts one CQE per descriptor (its features have
  * KVBLK_FEAT_URING_PER_OBJECT: a kernel whose io_uring has multishot
- * commands with provided buffers, such as 7.2; each costs one more CQE and
- * a 32-byte record on the library's ring), else all when the batch ends;
- * objects with KVBLK_DESC_UNALIGNED parts and batches split over several
- * lanes get theirs when the batch ends too. Either way every object gets
- * exactly one, and the batch entry comes last.
+ * commands with provided buffers, such as 7.2; each descriptor costs one
+ * more CQE and a 32-byte record on the library's ring), else all when the
+ * batch ends. The records come from one pool of 2048 per process:
+ * when it runs dry (more than 2048 descriptors completing between two
+ * turns of the ring's thread, over all per-object batches) kvblk.ko stops
+ * that batch's records, and its remaining objects get their entries when
+ * it ends. Batches with a KVBLK_DESC_UNALIGNED object, and batches split
+ * over several lanes, get every object's entry when they end. Either way
+ * every object gets exactly one, and the batch entry comes last.
  *
  * Return: 0. Errors (nothing queued): those of kvblk_load_many() for the
  * batch (opts->bad_index names a bad descriptor); -EINVAL unknown flag, or
