@@ -91,11 +91,15 @@ vmtest: deps-vm
 vmtest-matrix: deps-vm
 	tests/vm/run-matrix.sh $(if $(CASES),--cases '$(CASES)') $(if $(VARIANTS),--variants '$(VARIANTS)') $(KERNELS)
 
+# Default variant lists: in variables, because $(or) splits a literal list at its commas.
+LBA4K_IOMMU = lba4k,iommu
+DEBUG_VARIANTS = lba4k,iommu,blkdebug
+
 # The ioctl fuzzer and kill/close storms run long (about 6 minutes a variant under TCG);
 # the README's test command runs them short (case fuzz, about 30 s).
 vmtest-fuzz: deps-vm
 	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--iterations 30000 --kills 1000 --closes 1000)' \
-	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --cases '^fuzz$$' --variants '$(or $(VARIANTS),lba4k,iommu)'
+	$(if $(KERNEL),KVBLK_VM_KERNEL='$(KERNEL)') tests/vm/run-suite.sh --cases '^fuzz$$' --variants '$(or $(VARIANTS),$(LBA4K_IOMMU))'
 
 # The debug kernel's leg: Debian's 6.1 source with KASAN, kmemleak, lockdep, atomic-sleep
 # checks, debug objects, DMA-API debugging and fault injection (tests/vm/kernels/mkdebug.sh
@@ -105,9 +109,9 @@ vmtest-fuzz: deps-vm
 # iommu). Any report fails the case. About 2 hours under TCG: not in make check.
 vmtest-debug: deps-vm
 	@$(DEPS) debug
-	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),lba4k,iommu,blkdebug)'
+	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh $(if $(CASES),--cases '$(CASES)') --variants '$(or $(VARIANTS),$(DEBUG_VARIANTS))'
 	KVBLK_FUZZ_ARGS='$(or $(FUZZ_ARGS),--seconds 600 --kills 1000 --closes 1000)' \
-	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh --manifest tests/vm/debug.list --variants '$(or $(VARIANTS),lba4k,iommu)'
+	KVBLK_VM_KERNEL=debug tests/vm/run-suite.sh --manifest tests/vm/debug.list --variants '$(or $(VARIANTS),$(LBA4K_IOMMU))'
 
 # The packages of `make deb` installed with apt in a guest (writable overlay over its root),
 # kvblk.ko built there by DKMS, loaded, used by a user of the kvblk group, purged.
