@@ -20,6 +20,22 @@ ko() {
 	esac
 }
 
+# rmmod MODULE, once more (up to 3 times, 1 s apart) when rmmod itself could
+# not run (exit status 127: its binary or libc could not be loaded; seen once
+# through the guest's 9p root right after the debug kernel's fault-injection
+# fuzz). A module that refuses to go fails at once.
+unload() {
+	local try rc
+	for try in 1 2 3; do
+		rmmod "$1"
+		rc=$?
+		[ $rc = 127 ] || return $rc
+		echo "note: rmmod $1 could not run (exit status 127), try $try of 3" >&2
+		sleep 1
+	done
+	return $rc
+}
+
 loaded=()
 unload_all() {	# unloads what this script loaded, newest first; 1 when one stays
 	local i r=0 m
@@ -28,7 +44,7 @@ unload_all() {	# unloads what this script loaded, newest first; 1 when one stays
 		if [ ! -e "/sys/module/$m" ]; then
 			echo "FAIL: $m.ko is not loaded after the case (the case left it unloaded)" >&2
 			r=1
-		elif ! rmmod "$m"; then
+		elif ! unload "$m"; then
 			echo "FAIL: rmmod $m after the case (a context, buffer or reference leaked?)" >&2
 			r=1
 		fi
