@@ -672,9 +672,11 @@ public:
 			std::string why;
 			ring_ = KmodRing::acquire(&why);
 			async = ring_ ? ", batches through io_uring" : ", batches on a dispatch thread (io_uring: " + why + ")";
-			records_ = ring_ && (feat & KVBLK_FEAT_URING_PER_OBJECT) && ring_->records(&why);
-			if (ring_ && (feat & KVBLK_FEAT_URING_PER_OBJECT) && !records_)
-				async += ", no per-object CQEs (" + why + ")";
+			if (ring_ && (feat & KVBLK_FEAT_URING_PER_OBJECT)) {
+				records_ = ring_->records(&why);
+				if (!records_)
+					async += ", no per-object CQEs (" + why + ")";
+			}
 		}
 		const char *engine = a.engine == KVBLK_ENGINE_PRP ? "prp" :
 				     a.engine == KVBLK_ENGINE_BIO ? "block-layer" : nullptr;

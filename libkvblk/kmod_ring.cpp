@@ -141,17 +141,25 @@ struct KmodRing::Impl {
 	 */
 	void record(KmodRingCmd *c, const io_uring_cqe *cqe) noexcept
 	{
-		if (!(cqe->flags & IORING_CQE_F_BUFFER) || !br)
+		const int bid = record_buffer(cqe);
+		if (bid < 0)
 			return;
-		const unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
-		if (bid >= kRecordBufs)
-			return;
+		const bool whole = cqe->res >= int(KVBLK_URING_OBJ_SIZE_VER0);
 		kvblk_uring_obj rec{};
-		if (cqe->res >= int(KVBLK_URING_OBJ_SIZE_VER0))
+		if (whole)
 			std::memcpy(&rec, &recs[bid], std::min<size_t>(size_t(cqe->res), sizeof(rec)));
-		give_back_record(bid);
-		if (cqe->res >= int(KVBLK_URING_OBJ_SIZE_VER0))
+		give_back_record(unsigned(bid));
+		if (whole)
 			c->object(rec);
+	}
+
+	/* The record buffer @cqe carries (IORING_CQE_F_BUFFER, one of ours), or -1. */
+	int record_buffer(const io_uring_cqe *cqe) const noexcept
+	{
+		if (!(cqe->flags & IORING_CQE_F_BUFFER) || !br)
+			return -1;
+		const unsigned bid = cqe->flags >> IORING_CQE_BUFFER_SHIFT;
+		return bid < kRecordBufs ? int(bid) : -1;
 	}
 
 	int init(std::string *why)
@@ -280,9 +288,8 @@ struct KmodRing::Impl {
 					record(c, cqe); /* more CQEs of @c follow */
 					continue;
 				}
-				if ((cqe->flags & IORING_CQE_F_BUFFER) && br &&
-				    (cqe->flags >> IORING_CQE_BUFFER_SHIFT) < kRecordBufs)
-					give_back_record(cqe->flags >> IORING_CQE_BUFFER_SHIFT); /* not kvblk.ko's */
+				if (const int bid = record_buffer(cqe); bid >= 0)
+					give_back_record(unsigned(bid)); /* not kvblk.ko's */
 				const int res = cqe->res;
 				inflight--;
 				c->done(true, res); /* may queue more (an -E2BIG call in halves) */
