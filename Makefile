@@ -13,7 +13,7 @@ JOBS     ?= $(shell nproc)
 CMAKE    ?= cmake
 DEPS      = scripts/install-deps.sh
 
-.PHONY: all deps deps-user deps-deb userspace demo bench check test unit clean help deb
+.PHONY: all deps deps-user deps-deb deps-bench userspace demo bench check test unit clean help deb
 
 all: userspace
 
@@ -28,6 +28,9 @@ deps:
 
 deps-deb:
 	@$(DEPS) deb
+
+deps-bench:
+	@$(DEPS) bench
 
 # Debian packages (debian/): kvblk-dkms, libkvblk0, libkvblk-dev, kvblk-tools, python3-kvblk
 # into $(BUILD)/deb/, then lintian (errors fail). No tests in the package build (make check
@@ -56,7 +59,7 @@ demo: userspace
 # Every workload (large, small, mixed, chunks), the thorough search, 3 rounds:
 # about 10 minutes on a 2-core VM. BENCH_ARGS go to tools/kvblk-bench/bench.py
 # (e.g. --workloads large,small); see docs/kvblk-bench.md. make check does not run it.
-bench: userspace
+bench: deps-bench userspace
 	$(PYTHON) tools/kvblk-bench/bench.py --bench $(BUILD)/tools/kvblk-bench/kvblk-bench --out-dir $(BUILD)/bench $(BENCH_ARGS)
 
 # The README's test command: every test this machine can run. Sequential on

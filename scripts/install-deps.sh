@@ -3,7 +3,7 @@
 # packages already present are not fetched again, and apt-get update runs
 # only when something is missing.
 #
-# Usage: scripts/install-deps.sh [user|vm|deb|debug|all]   (default: all)
+# Usage: scripts/install-deps.sh [user|vm|deb|bench|debug|all]   (default: all)
 #   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio; the Python
 #         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest)
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, e2fsprogs, kernel source
@@ -11,6 +11,7 @@
 #         for the other kernels of the matrix
 #   deb   make deb: debhelper, dh-dkms, dh-python, lintian (and the user packages: the
 #         build dependencies in debian/control)
+#   bench make bench: the user packages and python3-matplotlib (its plot; not in all)
 #   debug make vmtest-debug: what building Debian's 6.1 kernel source needs (not in all)
 set -euo pipefail
 
@@ -27,6 +28,7 @@ vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 sparse)  # make -C kmod check
 
 deb_pkgs=(dpkg-dev debhelper dh-dkms dh-python lintian)
+bench_pkgs=(python3-matplotlib)
 debug_pkgs=(build-essential linux-source-6.1 bc bison flex libelf-dev libssl-dev cpio xz-utils rsync)
 
 pkgs=()
@@ -34,9 +36,10 @@ case "$want" in
 user) pkgs=("${user_pkgs[@]}") ;;
 vm) pkgs=("${vm_pkgs[@]}") ;;
 deb) pkgs=("${user_pkgs[@]}" "${deb_pkgs[@]}") ;;
+bench) pkgs=("${user_pkgs[@]}" "${bench_pkgs[@]}") ;;
 debug) pkgs=("${vm_pkgs[@]}" "${debug_pkgs[@]}") ;;
 all) pkgs=("${user_pkgs[@]}" "${vm_pkgs[@]}" "${deb_pkgs[@]}") ;;
-*) echo "usage: $0 [user|vm|deb|debug|all]" >&2; exit 2 ;;
+*) echo "usage: $0 [user|vm|deb|bench|debug|all]" >&2; exit 2 ;;
 esac
 
 missing=()
