@@ -108,7 +108,7 @@ static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
 	if (cmd->state_engine->slot_release)
 		cmd->state_engine->slot_release(t, cmd);
 	memset(&cmd->prp, 0, sizeof(cmd->prp));
-	memset(&cmd->file, 0, sizeof(cmd->file));
+	memset(&cmd->blk, 0, sizeof(cmd->blk));
 	cmd->state_tgt = NULL;
 	cmd->state_engine = NULL;
 }

@@ -13,6 +13,7 @@
  *                                  write)
  *                   engine_file.c  a direct-I/O kiocb through ->read_iter
  *                                  or ->write_iter
+ *   bvec.c        the block-layer engines' bio_vec array per command slot
  *   mem_*.c       the destination memory (pinned pages, DMA segments)
  *
  * A target's engines are chosen at attach (attach.c) and never change: its
@@ -123,6 +124,11 @@ void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq);
 void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 		   u32 hwq);
 int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind);
+
+/* bvec.c: the block-layer engines' bio_vec arrays, one per command slot. */
+int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
+		    u64 off, u32 len, u32 max_bytes);
+void kvblk_bvec_release(const struct kvblk_tgt *t, struct kvblk_cmd *cmd);
 
 /* engine_bio.c */
 u32 kvblk_bio_max_cmd(u32 tunable);

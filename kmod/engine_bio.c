@@ -3,7 +3,9 @@
  * engine_bio.c - the block-layer engine for block devices: each command is
  * one bio over the registered buffer's pinned pages, submitted under the
  * batch's plug to the block device of the command's target (a whole disk or
- * a partition of it).
+ * a partition of it). The bio is the command slot's own (struct
+ * kvblk_cmd.blk), pointed at the slot's bio_vec array (bvec.c): no
+ * allocation and no per-page call per command.
  *
  * Everything else is the block layer's, as for pread(O_DIRECT) on the same
  * fd: the partition offset and the end-of-device check, splitting to the
@@ -54,33 +56,9 @@ static void kvblk_bio_end_io(struct bio *bio)
 		err = -ENOLINK;
 		kind = KVBLK_ERR_TRANSPORT;
 	}
-	bio_put(bio);
+	/* bio_endio() already did; the slot's next command reinitialises it. */
+	bio_uninit(bio);
 	kvblk_cmd_end(cmd, err, kind, 0);
-}
-
-/**
- * kvblk_bio_add_pages() - add a byte range of a buffer's pages to a bio.
- * @bio: a bio with room for every page of the range.
- * @buf: registered host memory (->pages set, page-aligned start).
- * @off: byte offset in the buffer.
- * @len: bytes.
- *
- * Return: 0, or -EIO if the bio refused a page (cannot happen when it has
- * room: bio_add_page() only checks the vector count).
- */
-static int kvblk_bio_add_pages(struct bio *bio, const struct kvblk_buf *buf,
-			       u64 off, u32 len)
-{
-	while (len) {
-		unsigned int poff = off & (PAGE_SIZE - 1);
-		unsigned int n = min_t(u64, len, PAGE_SIZE - poff);
-
-		if (bio_add_page(bio, buf->pages[off >> PAGE_SHIFT], n, poff) != n)
-			return -EIO;
-		off += n;
-		len -= n;
-	}
-	return 0;
 }
 
 /*
@@ -108,14 +86,15 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	struct file *file = o->bt->t->file;
 	struct block_device *bdev = I_BDEV(file->f_mapping->host);
 	u64 off = o->buf_offset + cmd->done;
-	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
-				       PAGE_SIZE);
 	blk_opf_t opf = REQ_OP_READ;
-	struct bio *bio;
-	int ret;
+	struct bio *bio = &cmd->blk.bio;
+	int nr, ret;
 
 	if (kvblk_disk_going(bdev->bd_disk, bdev_get_queue(bdev)))
 		return -ENOLINK;
+	nr = kvblk_bvec_fill(cmd, o->buf, off, cmd->bytes, o->bt->max_cmd_bytes);
+	if (nr < 0)
+		return nr;
 	if (b->store) {
 		/* As a direct write does: O_DIRECT's REQ_SYNC | REQ_IDLE. */
 		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE;
@@ -128,11 +107,13 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
 		return ret;
-	bio = bio_alloc(bdev, nr, opf, GFP_KERNEL);
-	if (!bio) {
-		kvblk_buf_dma_end(o->buf);
-		return -ENOMEM;
-	}
+	/*
+	 * The whole table at once, which the block layer only reads (as
+	 * bio_iov_bvec_set() hands it an iterator's).
+	 */
+	bio_init(bio, bdev, cmd->blk.bvec, nr, opf);
+	bio->bi_vcnt = nr;
+	bio->bi_iter.bi_size = cmd->bytes;
 	bio->bi_iter.bi_sector = (o->offset + cmd->done) >> SECTOR_SHIFT;
 	/*
 	 * P2PDMA pages: never merged with another bio into one request (the
@@ -143,12 +124,6 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		bio->bi_opf |= REQ_NOMERGE;
 	bio->bi_private = cmd;
 	bio->bi_end_io = kvblk_bio_end_io;
-	ret = kvblk_bio_add_pages(bio, o->buf, off, cmd->bytes);
-	if (ret) {
-		bio_put(bio);
-		kvblk_buf_dma_end(o->buf);
-		return ret;
-	}
 	kvblk_cmd_issue(b, cmd, 0);
 	/* cmd belongs to the completion from here on. */
 	submit_bio(bio);
@@ -191,6 +166,7 @@ const struct kvblk_engine_ops kvblk_engine_bio = {
 	.begin		= kvblk_bio_begin,
 	.end		= kvblk_bio_end,
 	.submit		= kvblk_bio_submit,
+	.slot_release	= kvblk_bvec_release,
 };
 
 /**

@@ -2,7 +2,8 @@
 /*
  * engine_file.c - the block-layer engine for regular files: each command is
  * one direct-I/O kiocb (IOCB_DIRECT) through the file's own ->read_iter,
- * over an ITER_BVEC iterator of the registered buffer's pinned pages,
+ * over an ITER_BVEC iterator of the registered buffer's pinned pages (the
+ * slot's bio_vec array, bvec.c),
  * completed asynchronously through ->ki_complete.
  *
  * The file system does what it does for pread(O_DIRECT) on the same fd:
@@ -26,7 +27,6 @@
 #include <linux/blkdev.h>
 #include <linux/fs.h>
 #include <linux/log2.h>
-#include <linux/slab.h>
 #include <linux/uio.h>
 
 #include "engine.h"
@@ -34,7 +34,7 @@
 
 static void kvblk_file_complete(struct kiocb *iocb, long ret)
 {
-	struct kvblk_cmd *cmd = container_of(iocb, struct kvblk_cmd, file.iocb);
+	struct kvblk_cmd *cmd = container_of(iocb, struct kvblk_cmd, blk.iocb);
 	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
 	int err = 0;
 
@@ -53,58 +53,28 @@ static void kvblk_file_complete(struct kiocb *iocb, long ret)
 	kvblk_cmd_end(cmd, err, kind, 0);
 }
 
-/* A bvec array per slot, for the largest command; kept until the batch ends. */
-static int kvblk_file_bvec(const struct kvblk_btgt *bt, struct kvblk_cmd *cmd,
-			   unsigned int nr)
-{
-	if (cmd->file.nr_bvec >= nr)
-		return 0;
-	kvfree(cmd->file.bvec);
-	cmd->file.nr_bvec = 0;
-	nr = max_t(unsigned int, nr, DIV_ROUND_UP(bt->max_cmd_bytes, PAGE_SIZE) + 1);
-	cmd->file.bvec = kvmalloc_array(nr, sizeof(*cmd->file.bvec),
-					GFP_KERNEL_ACCOUNT);
-	if (!cmd->file.bvec)
-		return -ENOMEM;
-	cmd->file.nr_bvec = nr;
-	return 0;
-}
-
 static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			     struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[cmd->obj];
 	struct file *file = o->bt->t->file;
-	struct kiocb *iocb = &cmd->file.iocb;
-	u64 off = o->buf_offset + cmd->done;
-	unsigned int nr = DIV_ROUND_UP((off & (PAGE_SIZE - 1)) + cmd->bytes,
-				       PAGE_SIZE);
+	struct kiocb *iocb = &cmd->blk.iocb;
 	struct iov_iter iter;
-	unsigned int i;
-	u32 left;
+	int nr;
 	ssize_t ret;
 
-	ret = kvblk_file_bvec(o->bt, cmd, nr);
-	if (ret)
-		return ret;
+	nr = kvblk_bvec_fill(cmd, o->buf, o->buf_offset + cmd->done, cmd->bytes,
+			     o->bt->max_cmd_bytes);
+	if (nr < 0)
+		return nr;
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
 		return ret;
-	for (i = 0, left = cmd->bytes; left; i++) {
-		unsigned int poff = off & (PAGE_SIZE - 1);
-		unsigned int n = min_t(u32, left, PAGE_SIZE - poff);
-
-		cmd->file.bvec[i].bv_page = o->buf->pages[off >> PAGE_SHIFT];
-		cmd->file.bvec[i].bv_offset = poff;
-		cmd->file.bvec[i].bv_len = n;
-		off += n;
-		left -= n;
-	}
 	/*
 	 * READ is ITER_DEST, WRITE ITER_SOURCE on the kernels that have the
 	 * names.
 	 */
-	iov_iter_bvec(&iter, b->store ? WRITE : READ, cmd->file.bvec, i,
+	iov_iter_bvec(&iter, b->store ? WRITE : READ, cmd->blk.bvec, nr,
 		      cmd->bytes);
 
 	init_sync_kiocb(iocb, file);
@@ -132,8 +102,8 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 /*
  * The file as it is now: its size, and the alignment its direct I/O
  * demands (the file system's block device: logical block size for offsets,
- * lengths and, since every page of the buffer is a segment of its own, the
- * buffer offset too).
+ * lengths and, since direct I/O checks the start and length of every
+ * bio_vec entry against it, the buffer offset too).
  */
 static int kvblk_file_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
@@ -148,14 +118,6 @@ static int kvblk_file_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	return bt->max_cmd_bytes ? 0 : -EOPNOTSUPP;
 }
 
-static void kvblk_file_slot_release(const struct kvblk_tgt *t,
-				    struct kvblk_cmd *cmd)
-{
-	kvfree(cmd->file.bvec);
-	cmd->file.bvec = NULL;
-	cmd->file.nr_bvec = 0;
-}
-
 const struct kvblk_engine_ops kvblk_engine_file = {
 	.name		= "file",
 	.id		= KVBLK_ENGINE_FILE,
@@ -163,5 +125,5 @@ const struct kvblk_engine_ops kvblk_engine_file = {
 	.stores		= true,
 	.begin		= kvblk_file_begin,
 	.submit		= kvblk_file_submit,
-	.slot_release	= kvblk_file_slot_release,
+	.slot_release	= kvblk_bvec_release,
 };

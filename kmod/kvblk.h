@@ -23,6 +23,7 @@
 #define KVBLK_INTERNAL_H
 
 #include <linux/atomic.h>
+#include <linux/blk_types.h>
 #include <linux/bvec.h>
 #include <linux/fs.h>
 #include <linux/completion.h>
@@ -359,11 +360,15 @@ struct kvblk_cmd {
 	const struct kvblk_engine_ops *state_engine;
 	union {				/* what the engine keeps per slot */
 		struct kvblk_prp prp;	/* engine_prp.c */
-		struct {		/* engine_file.c */
-			struct kiocb iocb;
+		struct {		/* engine_bio.c, engine_file.c */
+			union {
+				struct bio bio;		/* engine_bio.c */
+				struct kiocb iocb;	/* engine_file.c */
+			};
+			/* The slot's bio_vec array (bvec.c), kept until released. */
 			struct bio_vec *bvec;
 			unsigned int nr_bvec;
-		} file;
+		} blk;
 	};
 };
 

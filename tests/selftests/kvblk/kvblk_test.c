@@ -2279,6 +2279,140 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
 }
 
+/*
+ * Pages of [@p, @p + @len) whose successor is the next physical page, from
+ * /proc/self/pagemap (PFNs need CAP_SYS_ADMIN); -1 when they cannot be read.
+ */
+static long contiguous_page_pairs(const void *p, size_t len)
+{
+	const size_t pg = page_size();
+	size_t n = len / pg;
+	uint64_t *e = calloc(n, sizeof(*e));
+	long pairs = 0;
+	int fd;
+
+	if (!e)
+		return -1;
+	fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || pread(fd, e, n * sizeof(*e), (uintptr_t)p / pg * sizeof(*e)) !=
+	    (ssize_t)(n * sizeof(*e)))
+		pairs = -1;
+	if (fd >= 0)
+		close(fd);
+	for (size_t i = 0; pairs >= 0 && i < n; i++) {
+		uint64_t pfn = e[i] & ((1ULL << 55) - 1);
+
+		if (!(e[i] >> 63) || !pfn)
+			pairs = -1;	/* not present, or PFNs hidden */
+		else if (i + 1 < n && (e[i + 1] & ((1ULL << 55) - 1)) == pfn + 1)
+			pairs++;
+	}
+	free(e);
+	return pairs;
+}
+
+/*
+ * A destination in transparent huge pages through the block-layer engine:
+ * there runs of physically contiguous pages become one multi-page bio_vec
+ * entry (kmod/bvec.c). Objects start inside pages at the device's buffer
+ * alignment, span several commands, and one crosses a huge-page boundary
+ * (two runs that need not touch). The bytes must equal pread(O_DIRECT)'s and
+ * nothing around them may change.
+ */
+TEST_F_TIMEOUT(kvblk, load_many_huge_pages_equal_pread, 120)
+{
+	enum { NR = 4 };
+	const size_t pg = page_size(), huge = 2 << 20, len = 4 * huge;
+	struct kvblk_desc_result res[NR];
+	struct kvblk_io_desc d[NR];
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_attach a;
+	unsigned char *map, *buf, *shadow, *ref;
+	__u64 lba, mc, align, cursor, edge;
+	long pairs;
+	int dfd;
+
+	attach_init(&a, self->bdev_fd);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
+	if (a.engine != KVBLK_ENGINE_BIO)
+		SKIP(return, "the target's default engine is not the block-layer engine");
+	lba = a.lba_size;
+	align = a.buf_align;
+	mc = a.max_cmd_bytes / lba * lba;
+	ASSERT_LT(0ULL, mc);
+	ASSERT_LT(align, (__u64)pg);
+	if (a.capacity < 16 * mc + 64 * pg)
+		SKIP(return, "device too small: %llu bytes", (unsigned long long)a.capacity);
+
+	map = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	buf = (unsigned char *)round_up_u64((uintptr_t)map, huge);
+	if (madvise(buf, len, MADV_HUGEPAGE))
+		SKIP(return, "madvise(MADV_HUGEPAGE): %s", strerror(errno));
+	memset(buf, FILL, len);
+	/* Pinned by the registration: the pages below are the ones loaded into. */
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	pairs = contiguous_page_pairs(buf, len);
+	if (pairs <= 0)
+		SKIP(return, "no physically contiguous pages to test (pagemap: %ld)", pairs);
+	TH_LOG("%ld of %zu pages followed by the next physical page", pairs, len / pg);
+
+	memset(d, 0, sizeof(d));
+	/* One LBA at the buffer alignment. */
+	cursor = pg + align;
+	d[0].offset = 0;
+	d[0].length = lba;
+	d[0].buf_offset = cursor;
+	/* Three commands' worth from a page-internal offset. */
+	cursor = round_up_u64(cursor + d[0].length, pg) + pg + round_up_u64(512, align);
+	d[1].offset = 3 * lba;
+	d[1].length = 2 * mc + lba;
+	d[1].buf_offset = cursor;
+	/* Sixteen pages across a huge-page boundary. */
+	edge = round_up_u64(cursor + d[1].length + 4 * pg, huge);
+	d[2].offset = a.capacity / 2 / lba * lba;
+	d[2].length = 16 * pg;
+	d[2].buf_offset = edge - 3 * pg + 3 * align;
+	/* Up to four commands at the device's end, ending a page short of a boundary. */
+	cursor = round_up_u64(d[2].buf_offset + d[2].length, pg) + pg + pg - align;
+	d[3].length = (4 * mc < huge - 2 * pg ? 4 * mc : huge - 2 * pg) / lba * lba;
+	d[3].offset = (a.capacity - d[3].length) / lba * lba;
+	d[3].buf_offset = cursor;
+	ASSERT_GE((__u64)len, d[3].buf_offset + d[3].length);
+
+	shadow = map_filled(len, FILL);
+	ref = map_filled(round_up_u64(d[1].length > d[3].length ? d[1].length : d[3].length, pg), 0);
+	ASSERT_NE(NULL, shadow);
+	ASSERT_NE(NULL, ref);
+	for (int i = 0; i < NR; i++) {
+		d[i].buf_id = reg.buf_id;
+		d[i].tag = 0x6875676500000000ULL | i;
+	}
+	memset(res, GARBAGE, sizeof(res));
+	lm_init(&lm, d, res, NR);
+	ASSERT_EQ(NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("load_many: %s", strerror(errno));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, lm.engine);
+	for (int i = 0; i < NR; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("object %d", i);
+		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
+	}
+
+	dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
+	for (int i = 0; i < NR; i++) {
+		ASSERT_EQ((ssize_t)d[i].length, pread(dfd, ref, d[i].length, d[i].offset))
+			TH_LOG("pread object %d: %s", i, strerror(errno));
+		memcpy(shadow + d[i].buf_offset, ref, d[i].length);
+		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, ref, d[i].length))
+			TH_LOG("object %d: bytes differ from pread", i);
+	}
+	close(dfd);
+	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
+	munmap(map, len + huge);
+}
+
 /* ---- processes and remapped host buffers (KVBLK_FEAT_MM_GUARD) ---------- */
 
 static void check_init(struct kvblk_buf_check *c, __u32 buf_id)
