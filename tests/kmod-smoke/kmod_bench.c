@@ -3,10 +3,12 @@
  * kmod_bench - throughput and CPU cost of one kvblk.ko engine on one target
  * (tests/vm/bench/guest-engines-bench.sh).
  *
- * usage: kmod_bench -e prp|bio TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS
+ * usage: kmod_bench -e prp|bio [-H] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS
  *
  * Attaches TARGET with KVBLK_ATTACH_F_ENGINE_PRP or _BIO, registers one host
- * buffer of BATCH objects and loads [0, STORE_BYTES) of TARGET in
+ * buffer of BATCH objects (-H: 2 MiB aligned and madvise(MADV_HUGEPAGE), so
+ * that its pages are physically contiguous where the kernel gives huge
+ * pages; otherwise plain anonymous memory) and loads [0, STORE_BYTES) of TARGET in
  * OBJ_BYTES objects, BATCH per LOAD_MANY call, round and round for SECONDS.
  * The command size and the commands in flight are kvblk.ko's max_cmd_bytes
  * and max_inflight (set by the caller). The first batch is checked byte for
@@ -50,7 +52,7 @@ static double cpu_s(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kmod_bench -e prp|bio TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS\n");
+	fprintf(stderr, "usage: kmod_bench -e prp|bio [-H] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS\n");
 	exit(2);
 }
 
@@ -64,9 +66,14 @@ int main(int argc, char **argv)
 	struct kvblk_io_desc *d;
 	unsigned int batch, k;
 	double secs, t0, c0, t, c;
-	int kfd, tfd, dfd, first = 1;
+	int kfd, tfd, dfd, first = 1, huge = 0;
 	uint8_t *buf, *ref;
 
+	if (argc == 9 && !strcmp(argv[3], "-H")) {
+		huge = 1;
+		memmove(&argv[3], &argv[4], 5 * sizeof(*argv));
+		argc--;
+	}
 	if (argc != 8 || strcmp(argv[1], "-e"))
 		usage();
 	if (!strcmp(argv[2], "prp"))
@@ -99,8 +106,22 @@ int main(int argc, char **argv)
 		fprintf(stderr, "attach %s (%s): %s\n", argv[3], argv[2], strerror(errno));
 		return 1;
 	}
-	buf = mmap(NULL, obj * batch, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (huge) {
+		const size_t hp = 2u << 20;
+		uint8_t *m = mmap(NULL, obj * batch + hp, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		buf = m == MAP_FAILED ? m :
+		      (uint8_t *)(((uintptr_t)m + hp - 1) & ~(uintptr_t)(hp - 1));
+		if (buf != MAP_FAILED) {
+			if (madvise(buf, obj * batch, MADV_HUGEPAGE))
+				fprintf(stderr, "madvise(MADV_HUGEPAGE): %s\n", strerror(errno));
+			memset(buf, 0, obj * batch);
+		}
+	} else {
+		buf = mmap(NULL, obj * batch, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	}
 	ref = mmap(NULL, obj, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	d = calloc(batch, sizeof(*d));

@@ -12,7 +12,9 @@
 #   fio's bs), reading the target from its start for KVBLK_BENCH_SECS seconds
 #   (kvblk: 1 MiB objects, 16 per LOAD_MANY call, tests/kmod-smoke/kmod_bench,
 #   its first batch checked against pread). KVBLK_BENCH_REPEAT interleaved
-#   rounds, medians. CPU s/GB: the leg's process, user + system (getrusage for
+#   rounds, medians. KVBLK_BENCH_HUGE=1 (the default) adds the kvblk legs again
+#   into a buffer of 2 MiB transparent huge pages (kmod_bench -H: physically
+#   contiguous runs, fewer DMA segments per command). CPU s/GB: the leg's process, user + system (getrusage for
 #   kmod_bench, fio's usr_cpu + sys_cpu). Then (KVBLK_BENCH_PERF=1, the default,
 #   where the guest has perf) one system-wide perf profile per kvblk.ko engine.
 # Output: engines-table.txt and the raw lines in $KVBLK_VM_CASE_DIR.
@@ -68,6 +70,11 @@ for r in $(seq "$repeat"); do
 		size=$(blockdev --getsize64 "$dev")
 		legs="bio fio"
 		[ "$name" = nvme ] && legs="bio prp fio"
+		# The same kvblk legs into a buffer of 2 MiB huge pages (kmod_bench -H).
+		if [ "${KVBLK_BENCH_HUGE:-1}" = 1 ]; then
+			legs="$legs bioH"
+			[ "$name" = nvme ] && legs="$legs prpH"
+		fi
 		[ "${KVBLK_BENCH_URING:-0}" = 1 ] && [ -x "$bench" ] && legs="$legs uring"
 		# The legs' order turns each round.
 		read -ra l <<<"$legs"
@@ -76,6 +83,7 @@ for r in $(seq "$repeat"); do
 			leg=${l[$(((i + r) % n))]}
 			case $leg in
 			bio|prp) v=$("$kb" -e "$leg" "$dev" "$size" 1048576 16 "$secs" | cut -d' ' -f2,3) ;;
+			bioH|prpH) v=$("$kb" -e "${leg%H}" -H "$dev" "$size" 1048576 16 "$secs" | cut -d' ' -f2,3) ;;
 			fio) v=$(fio_leg "$dev" "$size") ;;
 			uring) v=$(uring_leg "$dev" "$size") ;;
 			esac
@@ -94,10 +102,13 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 		size=$(blockdev --getsize64 "$dev")
 		legs=bio
 		[ "$name" = nvme ] && legs="bio prp"
+		[ "$name" = nvme ] && [ "${KVBLK_BENCH_HUGE:-1}" = 1 ] && legs="$legs bioH"
 		for leg in $legs; do
 			p=$out/perf-$name-$leg
+			h=
+			[ "${leg%H}" != "$leg" ] && h=-H
 			perf record -q -a -g -o "$p.data" -- \
-				"$kb" -e "$leg" "$dev" "$size" 1048576 16 "$secs" >"$p-run.txt" 2>&1
+				"$kb" -e "${leg%H}" $h "$dev" "$size" 1048576 16 "$secs" >"$p-run.txt" 2>&1
 			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 50 >"$p-top.txt"
 			perf report -i "$p.data" --no-children --sort dso -g none --stdio 2>/dev/null |
@@ -116,11 +127,12 @@ for line in open(raw):
     if v and v[0] != 'fail':
         rows.setdefault((tgt, leg), []).append([float(x) if x != '-' else None for x in v])
 names = {'bio': 'kvblk.ko block-layer engine', 'prp': 'kvblk.ko PRP engine',
+         'bioH': 'block-layer engine, huge pages', 'prpH': 'PRP engine, huge pages',
          'fio': 'fio io_uring (O_DIRECT)', 'uring': 'libkvblk uring'}
 print('target  leg                            thr  QD   GB/s  CPU s/GB  runs')
 for tgt in ('nvme', 'md'):
     med = {}
-    for leg in ('bio', 'prp', 'uring', 'fio'):
+    for leg in ('bio', 'prp', 'bioH', 'prpH', 'uring', 'fio'):
         v = rows.get((tgt, leg))
         if not v:
             continue
@@ -133,6 +145,9 @@ for tgt in ('nvme', 'md'):
     if 'bio' in med and 'prp' in med:
         print('        bio / prp: %.2fx GB/s, %.2fx CPU per GB' % (med['bio'][0] / med['prp'][0],
               med['bio'][1] / med['prp'][1]))
+    if 'bioH' in med and 'prpH' in med:
+        print('        huge pages: bio / prp: %.2fx GB/s, %.2fx CPU per GB' % (
+              med['bioH'][0] / med['prpH'][0], med['bioH'][1] / med['prpH'][1]))
     if 'bio' in med and 'fio' in med:
         print('        bio / fio io_uring: %.2fx GB/s' % (med['bio'][0] / med['fio'][0]))
 print('(%s-byte commands, QD %s, one thread per leg, %s s per leg, medians of %s rounds;'
