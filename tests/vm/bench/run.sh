@@ -37,7 +37,7 @@ manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
 trap 'rm -f "$manifest"' EXIT
 envs=
 for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
-	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING; do
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING KVBLK_BENCH_HUGE; do
 	[ -n "${!v:-}" ] && envs+="$v='${!v}' "
 done
 sed "s|$script|${envs}$script|" "$list" >"$manifest"
