@@ -96,7 +96,7 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 	# Where each engine's CPU goes: one system-wide profile of a whole kmod_bench
 	# run per engine on the namespace (and the block-layer engine on md), both vCPUs,
 	# idle included. perf-<target>-<engine>-top.txt: symbols; -dso.txt: kernel,
-	# kvblk.ko and the rest.
+	# kvblk.ko and the rest; -callers.txt: the call chains into the symbols above 2%.
 	for t in "${targets[@]}"; do
 		name=${t%%:*} dev=${t#*:}
 		size=$(blockdev --getsize64 "$dev")
@@ -113,6 +113,10 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 				grep -v '^#' | grep -v '^$' | head -n 50 >"$p-top.txt"
 			perf report -i "$p.data" --no-children --sort dso -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
+			# Who calls the symbols above 2% (idle and the check's memcmp included).
+			perf report -i "$p.data" --no-children --sort sym -g caller,0.5,callee \
+				--percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' |
+				head -n 400 >"$p-callers.txt"
 			rm -f "$p.data"
 		done
 	done
