@@ -109,6 +109,13 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 			[ "${leg%H}" != "$leg" ] && h=-H
 			perf record -q -a -g -o "$p.data" -- \
 				"$kb" -e "${leg%H}" $h "$dev" "$size" 1048576 16 "$secs" >"$p-run.txt" 2>&1
+			rc=$?
+			if [ ! -s "$p.data" ]; then
+				# e.g. the host's perf on another kernel's guest: say so, once per leg.
+				echo "no profile: perf record exited $rc without data (perf $(perf --version 2>&1 | head -n 1))" |
+					tee "$p-top.txt"
+				continue
+			fi
 			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 50 >"$p-top.txt"
 			perf report -i "$p.data" --no-children --sort dso -g none --stdio 2>/dev/null |
