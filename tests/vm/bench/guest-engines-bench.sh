@@ -64,6 +64,15 @@ r = [x for x in json.load(sys.stdin).get("results", []) if x.get("backend") == "
 print("%.3f %s" % (r["gbps"], ("%.3f" % r["cpu_s_per_gb"]) if r.get("cpu_s_per_gb") is not None else "-"))'
 }
 
+# KVBLK_BENCH_NOMERGES=N: write N to the namespace's queue/nomerges first (2: the
+# block layer neither merges nor flushes its plug early behind a request of 128 KiB
+# or more, so one doorbell serves many commands; block/blk-mq.c, blk_add_rq_to_plug()).
+if [ -n "${KVBLK_BENCH_NOMERGES:-}" ]; then
+	echo "$KVBLK_BENCH_NOMERGES" >"/sys/block/$(basename "$nvme")/queue/nomerges" ||
+		fail "nomerges=$KVBLK_BENCH_NOMERGES on $nvme"
+	echo "$nvme: queue/nomerges = $(cat "/sys/block/$(basename "$nvme")/queue/nomerges")"
+fi
+
 for r in $(seq "$repeat"); do
 	for t in "${targets[@]}"; do
 		name=${t%%:*} dev=${t#*:}
