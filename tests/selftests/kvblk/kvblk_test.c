@@ -2177,6 +2177,32 @@ TEST_F(kvblk_io, desc_ending_at_device_end_ok)
  * buf_offset 4 bytes past a page start; one ending at the device end into a
  * buf_offset 4 bytes before a page end.
  */
+/*
+ * Each of the @nr objects of @d, loaded into @buf (@len bytes, filled with FILL
+ * around them), must equal pread(O_DIRECT) of its range, and every other byte
+ * of @buf must still be FILL. @shadow (@len bytes of FILL) receives the
+ * expected layout; @ref holds the longest object.
+ */
+static void expect_objects_equal_pread(struct __test_metadata *_metadata,
+				       const struct kvblk_io_desc *d, int nr,
+				       const unsigned char *buf, unsigned char *shadow,
+				       size_t len, unsigned char *ref)
+{
+	int dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+
+	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
+	for (int i = 0; i < nr; i++) {
+		ASSERT_EQ((ssize_t)d[i].length, pread(dfd, ref, d[i].length, d[i].offset))
+			TH_LOG("pread object %d: %s", i, strerror(errno));
+		memcpy(shadow + d[i].buf_offset, ref, d[i].length);
+		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, ref, d[i].length))
+			TH_LOG("object %d: bytes differ from pread", i);
+	}
+	close(dfd);
+	/* Everything else, guard pages and misalignment gaps, untouched. */
+	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
+}
+
 TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 {
 	enum { NR = 5 };
@@ -2191,7 +2217,6 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	__u64 lba, mc, mc_lba, cursor, min_cmds = 0, longest = 0;
 	__u64 mis[NR];
 	size_t len;
-	int dfd;
 
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
 	/* The PRP engine's lists and splits where it serves (opt-in), else the block layer. */
@@ -2262,21 +2287,7 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
 	}
 
-	/* Same ranges through pread(O_DIRECT), laid out the same way. */
-	dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
-	for (int i = 0; i < NR; i++) {
-		ASSERT_EQ((ssize_t)d[i].length, pread(dfd, ref, d[i].length, d[i].offset))
-			TH_LOG("pread object %d: %s", i, strerror(errno));
-		memcpy(shadow + d[i].buf_offset, ref, d[i].length);
-	}
-	close(dfd);
-	for (int i = 0; i < NR; i++) {
-		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, shadow + d[i].buf_offset, d[i].length))
-			TH_LOG("object %d: bytes differ from pread", i);
-	}
-	/* Everything else, guard pages and misalignment gaps, untouched. */
-	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
+	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
 }
 
 /*
@@ -2331,7 +2342,6 @@ TEST_F_TIMEOUT(kvblk, load_many_huge_pages_equal_pread, 120)
 	unsigned char *map, *buf, *shadow, *ref;
 	__u64 lba, mc, align, cursor, edge;
 	long pairs;
-	int dfd;
 
 	attach_init(&a, self->bdev_fd);
 	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
@@ -2399,17 +2409,7 @@ TEST_F_TIMEOUT(kvblk, load_many_huge_pages_equal_pread, 120)
 		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
 	}
 
-	dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-	ASSERT_LE(0, dfd) TH_LOG("open O_DIRECT: %s", strerror(errno));
-	for (int i = 0; i < NR; i++) {
-		ASSERT_EQ((ssize_t)d[i].length, pread(dfd, ref, d[i].length, d[i].offset))
-			TH_LOG("pread object %d: %s", i, strerror(errno));
-		memcpy(shadow + d[i].buf_offset, ref, d[i].length);
-		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, ref, d[i].length))
-			TH_LOG("object %d: bytes differ from pread", i);
-	}
-	close(dfd);
-	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
+	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
 	munmap(map, len + huge);
 }
 
