@@ -55,6 +55,13 @@ j = json.load(sys.stdin)["jobs"][0]; r = j["read"]
 gb = r["io_bytes"] / 1e9; s = r["runtime"] / 1e3
 print("%.3f %.3f" % (gb / s, (j["usr_cpu"] + j["sys_cpu"]) / 100 * s / gb))'
 }
+# kmod_bench's arguments for a kvblk.ko leg (bio, prp; bioH, prpH: into 2 MiB huge
+# pages) on device $2 of $3 bytes: 1 MiB objects, 16 per call, $secs seconds.
+kb_argv() { # leg dev size -> kb_args
+	kb_args=(-e "${1%H}")
+	[ "${1%H}" != "$1" ] && kb_args+=(-H)
+	kb_args+=("$2" "$3" 1048576 16 "$secs")
+}
 uring_leg() { # dev size -> "GB/s cpu_s_per_GB" from kvblk-bench --backends uring
 	[ -x "$bench" ] || return 1
 	"$bench" --device "$1" --i-know-this-overwrites -n 16 -s $(($2 / 16 >> 20)) --backends uring \
@@ -91,8 +98,9 @@ for r in $(seq "$repeat"); do
 		for ((i = 0; i < n; i++)); do
 			leg=${l[$(((i + r) % n))]}
 			case $leg in
-			bio|prp) v=$("$kb" -e "$leg" "$dev" "$size" 1048576 16 "$secs" | cut -d' ' -f2,3) ;;
-			bioH|prpH) v=$("$kb" -e "${leg%H}" -H "$dev" "$size" 1048576 16 "$secs" | cut -d' ' -f2,3) ;;
+			bio|prp|bioH|prpH)
+				kb_argv "$leg" "$dev" "$size"
+				v=$("$kb" "${kb_args[@]}" | cut -d' ' -f2,3) ;;
 			fio) v=$(fio_leg "$dev" "$size") ;;
 			uring) v=$(uring_leg "$dev" "$size") ;;
 			esac
@@ -114,10 +122,8 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 		[ "$name" = nvme ] && [ "${KVBLK_BENCH_HUGE:-1}" = 1 ] && legs="$legs bioH"
 		for leg in $legs; do
 			p=$out/perf-$name-$leg
-			h=
-			[ "${leg%H}" != "$leg" ] && h=-H
-			perf record -q -a -g -o "$p.data" -- \
-				"$kb" -e "${leg%H}" $h "$dev" "$size" 1048576 16 "$secs" >"$p-run.txt" 2>&1
+			kb_argv "$leg" "$dev" "$size"
+			perf record -q -a -g -o "$p.data" -- "$kb" "${kb_args[@]}" >"$p-run.txt" 2>&1
 			rc=$?
 			if [ ! -s "$p.data" ]; then
 				# e.g. the host's perf on another kernel's guest: say so, once per leg.
