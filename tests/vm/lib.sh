@@ -272,3 +272,46 @@ vm_shquote() {
 vm_known_filter() {
 	awk -F'\t' -v krel="$1" -f "$VM_DIR/known-filter.awk" "$2" "$3"
 }
+
+# The first line of a kernel report in a kernel log or a console.
+VM_REPORT_RE='(BUG: |Oops|general protection|invalid opcode|int3: |Kernel panic|watchdog: |WARNING: CPU|rcu: INFO|INFO: task .* blocked)'
+
+# vm_console_excerpt LOG: what the kernel log or console LOG of a guest that
+# stopped says: its first kernel report (Oops, BUG, soft lockup, panic,
+# WARNING, RCU stall, hung task) with the registers and call trace after it,
+# at most 60 lines, then "[...]" and its last 8 lines; a log with no report:
+# its last 30 lines. The first report is the cause; the last lines are often
+# only the panic or the watchdog repeating itself. CR LF lines (a serial
+# console's) come out as plain lines.
+vm_console_excerpt() {
+	[ -f "$1" ] || return 0
+	awk -v re="$VM_REPORT_RE" '
+		{ sub(/\r$/, "") }
+		!from && $0 ~ re { from = NR }
+		from && NR < from + 60 { print; shown = NR }
+		{ tail[NR % 8] = $0 }
+		END {
+			if (!from)
+				exit 1
+			if (NR > shown)
+				print "[...]"
+			for (i = (NR - 7 > shown ? NR - 7 : shown + 1); i <= NR; i++)
+				print tail[i % 8]
+		}' "$1" || tail -n 30 "$1" | tr -d '\r'
+}
+
+# vm_report_outside_kvblk LOG: did the kernel log LOG of a case that stopped
+# its guest stop on a report outside kvblk? True when LOG holds a kernel
+# report and nothing from the first report on names kvblk code: no
+# kvblk_*+0x.. function (a RIP or a stack frame) and no frame of a kvblk
+# module ([kvblk], [kvblk_test_dmabuf], ...). A process name (kvblkctl,
+# kvblk_device_tests) and the "Modules linked in" line do not count. A log
+# with no report (a case stuck without one) or no log: false.
+vm_report_outside_kvblk() {
+	[ -f "$1" ] || return 1
+	awk -v re="$VM_REPORT_RE" '
+		!from && $0 ~ re { from = NR }
+		from && !/Modules linked in:/ &&
+		    (/\[kvblk[a-z0-9_]*\]/ || /(^|[^a-z0-9_])kvblk_[a-z0-9_]+\+0x/) { ours = 1 }
+		END { exit (from && !ours) ? 0 : 1 }' "$1"
+}
