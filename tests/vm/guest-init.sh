@@ -69,6 +69,16 @@ if [ -n "${KVBLK_VM_KROOT:-}" ]; then
 fi
 mount -t debugfs debugfs /host/sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /host/sys/kernel/tracing 2>/dev/null
+# No command-name recording: with it, the first trace event enabled (kmod-trace,
+# the kvblk_batch_start count of libkvblk-targets, kvblkctl trace) also enables
+# sched_switch and sched_wakeup, and the kernel patches their sites in the
+# scheduler while the other vCPU runs them. Under TCG that other vCPU now and
+# then executes the int3 of the patch after the patch is done ("Oops: int3" in
+# ttwu_do_activate from a timer softirq, 7.2 two-ns, 1 run in 12, 2026-12-03;
+# CI's "Fatal exception in interrupt" the same day). Only kvblk's own sites
+# are patched then; trace lines show "<...>" for the task name, which no case
+# reads. (record-cmd is a top-level option; instances take it when made.)
+echo 0 >/host/sys/kernel/tracing/options/record-cmd 2>/dev/null
 mount -o bind /results "/host$KVBLK_VM_RESULTS" || die "cannot bind the results share"
 
 # The data namespace is that of the controller with serial kvblk0: with a

@@ -305,13 +305,15 @@ vm_console_excerpt() {
 # report and nothing from the first report on names kvblk code: no
 # kvblk_*+0x.. function (a RIP or a stack frame) and no frame of a kvblk
 # module ([kvblk], [kvblk_test_dmabuf], ...). A process name (kvblkctl,
-# kvblk_device_tests) and the "Modules linked in" line do not count. A log
-# with no report (a case stuck without one) or no log: false.
+# kvblk_device_tests), the "Modules linked in" line and a frame the unwinder
+# marks unreliable ("? name+0x..": a stale return address left on the stack,
+# such as a tracepoint probe's address after its registration) do not count.
+# A log with no report (a case stuck without one) or no log: false.
 vm_report_outside_kvblk() {
 	[ -f "$1" ] || return 1
 	awk -v re="$VM_REPORT_RE" '
 		!from && $0 ~ re { from = NR }
-		from && !/Modules linked in:/ &&
+		from && !/Modules linked in:/ && !/^(\[[ 0-9.]+\])? +\? / &&
 		    (/\[kvblk[a-z0-9_]*\]/ || /(^|[^a-z0-9_])kvblk_[a-z0-9_]+\+0x/) { ours = 1 }
 		END { exit (from && !ours) ? 0 : 1 }' "$1"
 }
