@@ -61,10 +61,13 @@ struct kvblk_p2pdma_pin {
 /*
  * Names the mapping that backs @addr for messages: the p2pmem/allocate
  * file of its provider, whose path holds the provider's PCI address.
+ * @dev is NULL for a context whose block layer maps each I/O (no device
+ * to map for at registration).
  */
 static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
 				 const char *why)
 {
+	const char *who = dev ? dev_name(dev) : "the block layer";
 	struct mm_struct *mm = current->mm;
 	struct vm_area_struct *vma;
 
@@ -73,11 +76,11 @@ static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
 	if (vma && vma->vm_start <= addr && vma->vm_file)
 		pr_info_ratelimited("register: %s[%d]: p2pdma memory of %pD4 %s %s\n",
 				    current->comm, task_pid_nr(current),
-				    vma->vm_file, why, dev_name(dev));
+				    vma->vm_file, why, who);
 	else
 		pr_info_ratelimited("register: %s[%d]: p2pdma memory at %#lx %s %s\n",
 				    current->comm, task_pid_nr(current), addr,
-				    why, dev_name(dev));
+				    why, who);
 	mmap_read_unlock(mm);
 }
 

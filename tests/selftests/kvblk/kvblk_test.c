@@ -1657,6 +1657,33 @@ TEST_F(kvblk_io, reg_p2pdma_unavailable_eopnotsupp)
 	EXPECT_ERRNO(EOPNOTSUPP, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
 }
 
+/*
+ * Header: "-EINVAL ... a page of the range is not P2PDMA memory". A context
+ * whose only target is KVBLK_ATTACH_F_ENGINE_BIO has no DMA device, so the
+ * check runs without one (kvblk_mem_p2pdma_create(NULL, ...)); its
+ * kernel-log line once took dev_name(NULL) and oopsed (found by the fuzz
+ * case, 7.2 iommu, 2026-12-03).
+ */
+TEST_F(kvblk, reg_p2pdma_host_memory_bio_only_einval)
+{
+	size_t len = 4 * page_size();
+	unsigned char *mem = map_filled(len, 0x5a);
+	struct kvblk_attach a;
+	struct kvblk_buf_reg r;
+
+	if (!(get_features(self->fd) & KVBLK_FEAT_MEM_P2PDMA)) {
+		munmap(mem, len);
+		SKIP(return, "KVBLK_FEAT_MEM_P2PDMA is not set");
+	}
+	attach_init(&a, self->bdev_fd);
+	a.flags = KVBLK_ATTACH_F_ENGINE_BIO;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a)) TH_LOG("attach: %s", strerror(errno));
+	reg_init(&r, mem, len);
+	r.kind = KVBLK_MEM_P2PDMA;
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	munmap(mem, len);
+}
+
 TEST_F(kvblk_io, reg_dmabuf_unavailable_eopnotsupp)
 {
 	struct kvblk_buf_reg r;
