@@ -135,9 +135,10 @@ fi
 # Every kernel: loglevel=5 (after "quiet") puts KERN_WARNING and KERN_DEFAULT
 # lines on the console too: the stacks of soft-lockup, hung-task and RCU-stall
 # reports (printed at KERN_DEFAULT) and the runner's "kvblk-vm: START" markers,
-# so that the console of a guest that died, which never writes its dmesg.txt,
-# still says which case it died in and where (run-suite.sh,
-# report_outside_kvblk; CI 2026-12-03 kept only "soft lockup ... [kvblkctl]").
+# so that the console of a guest that died (its dmesg.txt was last saved after
+# the case before) still says which case it died in and where (run-suite.sh
+# console_part, lib.sh vm_report_outside_kvblk; CI 2026-12-03 kept only
+# "soft lockup ... [kvblkctl]").
 [ "$VM_KREL" = debug ] && append_krel="no5lvl ignore_loglevel"
 append="console=ttyS0 quiet loglevel=5 panic=-1 printk.devkmsg=on tsc=reliable ${append_krel:-} $VM_APPEND ${KVBLK_VM_APPEND:-}"
 read -ra extra <<<"$VM_QEMU_EXTRA ${KVBLK_VM_QEMU_EXTRA:-}"
