@@ -630,6 +630,42 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) K
 int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 
 /**
+ * struct kvblk_buffer_info - a registered buffer, as kvblk_get_buffer_info() reports it
+ * (since 0.4).
+ * @info_size: sizeof(struct kvblk_buffer_info), set by the caller.
+ * @kind:      enum kvblk_mem_kind it was registered as.
+ * @path:      enum kvblk_path its loads take: KVBLK_PATH_HOST for host memory,
+ *             KVBLK_PATH_P2P (DMA into device memory) or KVBLK_PATH_STAGED (CUDA memory
+ *             through the bounce pool).
+ * @addr:      the address it was registered at (KVBLK_MEM_HOST, KVBLK_MEM_P2PDMA: the
+ *             process's virtual address; KVBLK_MEM_CUDA: the CUDA device address;
+ *             KVBLK_MEM_DMABUF: 0).
+ * @len:       bytes registered.
+ * @stale:     1 when kvblk_check_buffer() found it replaced (batches naming it fail with
+ *             -ESTALE), else 0.
+ * @reserved:  0.
+ */
+struct kvblk_buffer_info {
+	size_t info_size;
+	uint32_t kind;
+	uint32_t path;
+	uint64_t addr;
+	uint64_t len;
+	uint32_t stale;
+	uint32_t reserved;
+};
+
+/**
+ * kvblk_get_buffer_info() - what buffer @id is (since 0.4): a layer over libkvblk that is
+ * handed buffer ids (the kvblk store, <kvblk/kvstore.h>) learns from it whether the CPU can
+ * read the memory (kind KVBLK_MEM_HOST) and where.
+ * Errors: -EINVAL NULL @dev or @info, info_size below sizeof(struct kvblk_buffer_info) of 0.4
+ * or above 64 KiB (a larger one gets the rest zeroed); -ENOENT @id is not registered (or is
+ * being unregistered); -EBADFD the handle was inherited through fork().
+ */
+int kvblk_get_buffer_info(kvblk_dev *dev, uint32_t id, struct kvblk_buffer_info *info) KVBLK_NOEXCEPT;
+
+/**
  * kvblk_check_buffer() - whether registered host buffer @id still maps the
  * memory it was registered with (since 0.3).
  *

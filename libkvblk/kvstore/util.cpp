@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: MIT
+// The store's per-thread error message, clocks, aligned buffers, counters, and metadata I/O:
+// whole 4 KiB blocks read and written through the store's kvblk_dev (kvblk_load_many(),
+// kvblk_store_many(), kvblk_flush()), never around it.
+#include "store.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <vector>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <new>
+
+namespace kvblk::kvstore {
+namespace {
+
+thread_local char t_error[512];
+
+void vset(const char *fmt, va_list ap)
+{
+	vsnprintf(t_error, sizeof(t_error), fmt, ap);
+}
+
+/* One metadata transfer; libkvblk splits it into commands. */
+int meta_io(Store &s, const Drive &d, bool write, uint64_t offset, void *buf, uint64_t len)
+{
+	/* At most 1 GiB per descriptor, so that a large checkpoint stays within every limit. */
+	std::vector<kvblk_desc> descs;
+	std::vector<kvblk_result> res;
+	for (uint64_t done = 0; done < len;) {
+		const uint64_t n = std::min<uint64_t>(len - done, 1ull << 30);
+		kvblk_desc x{};
+		x.offset = offset + done;
+		x.length = n;
+		x.addr = uint64_t(uintptr_t(static_cast<uint8_t *>(buf) + done));
+		x.buf_id = KVBLK_BUF_NONE;
+		x.target = d.target;
+		descs.push_back(x);
+		done += n;
+	}
+	res.resize(descs.size());
+	const int ret = write ? kvblk_store_many(s.dev, descs.data(), uint32_t(descs.size()), res.data(), nullptr)
+			      : kvblk_load_many(s.dev, descs.data(), uint32_t(descs.size()), res.data(), nullptr);
+	if (ret < 0)
+		return fail(ret, "drive %u (%s): metadata %s of %llu bytes at %llu: %s", d.index, d.path.c_str(),
+			    write ? "write" : "read", (unsigned long long)len, (unsigned long long)offset,
+			    kvblk_last_error());
+	for (const kvblk_result &r : res)
+		if (r.status)
+			return fail(r.status, "drive %u (%s): metadata %s of %llu bytes at %llu: %s", d.index,
+				    d.path.c_str(), write ? "write" : "read", (unsigned long long)len,
+				    (unsigned long long)offset, errno_name(r.status).c_str());
+	return 0;
+}
+
+} // namespace
+
+void set_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vset(fmt, ap);
+	va_end(ap);
+}
+
+int fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vset(fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+std::string errno_name(int err)
+{
+	if (err < 0)
+		err = -err;
+	const char *name = strerrorname_np(err);
+	char buf[96];
+	snprintf(buf, sizeof(buf), "%s (%s)", name ? name : "?", strerror(err));
+	return buf;
+}
+
+uint64_t now_ns() noexcept
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+}
+
+AlignedBuf::AlignedBuf(size_t n)
+{
+	const size_t rounded = (n + kBlock - 1) / kBlock * kBlock;
+	void *q = nullptr;
+	if (posix_memalign(&q, kBlock, rounded ? rounded : kBlock))
+		throw std::bad_alloc();
+	memset(q, 0, rounded ? rounded : kBlock);
+	p = static_cast<uint8_t *>(q);
+	len = rounded;
+}
+
+AlignedBuf::~AlignedBuf()
+{
+	free(p);
+}
+
+AlignedBuf &AlignedBuf::operator=(AlignedBuf &&o) noexcept
+{
+	if (this != &o) {
+		free(p);
+		p = o.p;
+		len = o.len;
+		o.p = nullptr;
+		o.len = 0;
+	}
+	return *this;
+}
+
+void Counters::reset() noexcept
+{
+	for (auto *c : {&gets, &puts, &exists, &deletes, &hits, &misses, &checksum_failures, &get_errors,
+			&put_errors, &evictions, &evictions_dropped, &bytes_read, &bytes_written, &journal_commits,
+			&checkpoints, &flushes})
+		c->store(0, std::memory_order_relaxed);
+}
+
+int read_meta(Store &s, const Drive &d, uint64_t offset, void *buf, uint64_t len)
+{
+	return meta_io(s, d, false, offset, buf, len);
+}
+
+int write_meta(Store &s, const Drive &d, uint64_t offset, const void *buf, uint64_t len)
+{
+	return meta_io(s, d, true, offset, const_cast<void *>(buf), len);
+}
+
+int flush_drive(Store &s, Drive &d)
+{
+	s.ctr.flushes.fetch_add(1, std::memory_order_relaxed);
+	const int ret = kvblk_flush(s.dev, d.target, 0);
+	if (ret)
+		return fail(ret, "drive %u (%s): flush: %s", d.index, d.path.c_str(), kvblk_last_error());
+	return 0;
+}
+
+} // namespace kvblk::kvstore
+
+extern "C" const char *kvblk_kvstore_last_error(void) noexcept
+{
+	return kvblk::kvstore::t_error;
+}
