@@ -18,7 +18,7 @@ set -euo pipefail
 want=${1:-all}
 user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev libgmock-dev
 	   libnvme-dev jq
-	   libcli11-dev nlohmann-json3-dev libfmt-dev fio util-linux
+	   libcli11-dev nlohmann-json3-dev libfmt-dev libisal-dev fio util-linux
 	   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest)
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
