@@ -498,7 +498,7 @@ int kvblk_kvstore_list(kvblk_kvstore *store, uint64_t *cursor, struct kvblk_kvst
 #define KVBLK_KVSTORE_DRIVE_MISSING	2u /* not given to a KVBLK_KVSTORE_OPEN_DEGRADED open */
 
 /**
- * struct kvblk_kvstore_drive_info - one drive; kvblk_kvstore_drive_info().
+ * struct kvblk_kvstore_drive_info - one drive; kvblk_kvstore_get_drive_info().
  * @info_size:     sizeof(*info).
  * @index:         its index in the store (as created).
  * @state:         KVBLK_KVSTORE_DRIVE_*.
@@ -580,10 +580,10 @@ struct kvblk_kvstore_info {
 int kvblk_kvstore_get_info(kvblk_kvstore *store, struct kvblk_kvstore_info *info) KVBLK_NOEXCEPT;
 
 /**
- * kvblk_kvstore_drive_info() - fill @info for drive @index (set info_size first).
+ * kvblk_kvstore_get_drive_info() - fill @info for drive @index (set info_size first).
  * Errors: -EINVAL NULL argument, info_size too small; -ENOENT no such drive; -EBADFD.
  */
-int kvblk_kvstore_drive_info(kvblk_kvstore *store, uint32_t index,
+int kvblk_kvstore_get_drive_info(kvblk_kvstore *store, uint32_t index,
 			     struct kvblk_kvstore_drive_info *info) KVBLK_NOEXCEPT;
 
 /**

@@ -586,7 +586,7 @@ int kvblk_kvstore_get_info(kvblk_kvstore *store, struct kvblk_kvstore_info *info
 	return 0;
 }
 
-int kvblk_kvstore_drive_info(kvblk_kvstore *store, uint32_t index, struct kvblk_kvstore_drive_info *info) noexcept
+int kvblk_kvstore_get_drive_info(kvblk_kvstore *store, uint32_t index, struct kvblk_kvstore_drive_info *info) noexcept
 {
 	if (int ret = check_owner(store, "kvblk_kvstore_drive_info"))
 		return ret;

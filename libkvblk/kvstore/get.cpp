@@ -155,10 +155,38 @@ struct GetOp final : IoOp {
 			res.assign(descs.size(), kvblk_result{});
 			const uint32_t fl = KVBLK_SUBMIT_PER_OBJECT |
 					    ((b->flags & KVBLK_KVSTORE_SUBMIT_PRIORITY) ? KVBLK_SUBMIT_PRIORITY : 0);
-			const int ret = submit_io(s, this, descs.data(), uint32_t(descs.size()), fl, res.data());
+			int32_t bad = -1;
+			const int ret = submit_io(s, this, descs.data(), uint32_t(descs.size()), fl, res.data(), &bad);
 			if (ret == 0)
 				return true;
-			/* Refused: fail this part's objects with the reason, go on with the rest. */
+			if (bad >= 0 && size_t(bad) < cur.size() && (ret == -ERANGE || ret == -ENOENT || ret == -EBADF)) {
+				/*
+				 * libkvblk refused the batch for one drive: it is smaller than the store (a
+				 * file cut short, a device shrunk) or gone. That drive fails; the part is
+				 * issued again without its objects.
+				 */
+				Drive &d = *s.drives[items[cur[size_t(bad)]].obj->drive];
+				fail_drive(s, d, std::string("a read was refused: ") + kvblk_kvstore_last_error());
+				std::vector<uint32_t> keep;
+				for (uint32_t k : cur) {
+					if (items[k].obj->drive == d.index)
+						items[k].status = -ENODEV;
+					else
+						keep.push_back(k);
+				}
+				if (!keep.empty()) {
+					if (verifying) {
+						/* Rebuild the group from the kept items. */
+						for (uint32_t k : keep)
+							items[k].status = 0;
+						part = keep.front();
+					} else {
+						parts.insert(parts.begin() + long(part), keep);
+					}
+				}
+				continue;
+			}
+			/* Refused otherwise: fail this part's objects with the reason, go on with the rest. */
 			for (uint32_t k : cur)
 				if (items[k].status == 1 || verifying)
 					items[k].status = ret;

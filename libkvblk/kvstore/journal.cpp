@@ -216,11 +216,11 @@ int later_commit_exists(Store &s, Drive &d, uint64_t seq, bool *found, uint64_t 
 
 /* Decode the records of a checked commit or checkpoint payload; -EUCLEAN on a bad one. */
 int each_record(const Store &s, const Drive &d, const uint8_t *p, uint64_t bytes, uint64_t count, uint64_t seq,
-		const std::function<void(const Record &, uint64_t)> &apply)
+		const std::function<void(Record &, uint64_t)> &apply)
 {
 	uint64_t off = 0;
+	Record r;
 	for (uint64_t i = 0; i < count; i++) {
-		Record r;
 		size_t used;
 		if (decode_record(p + off, bytes - off, s.geo.max_key, s.geo.max_meta, &r, &used))
 			return -EUCLEAN;
@@ -236,7 +236,7 @@ int each_record(const Store &s, const Drive &d, const uint8_t *p, uint64_t bytes
 } // namespace
 
 int replay_drive(Store &s, Drive &d, bool recover, ReplayReport *rep,
-		 const std::function<void(const Record &, uint64_t seq)> &apply)
+		 const std::function<void(Record &, uint64_t seq)> &apply)
 {
 	const uint64_t J = d.sb.journal_bytes;
 	/* 1. The checkpoints: the valid one with the higher seq. */

@@ -253,13 +253,14 @@ struct ReplayReport {
 	uint64_t max_seq_seen = 0;  /* the highest seq of any valid header in the ring */
 };
 /*
- * Read drive @d's checkpoint and journal and give every record, in order, to @apply
+ * Read drive @d's checkpoint and journal and give every record, in order, to @apply (which may
+ * move its strings)
  * (checkpoint records first, then the journal's); set d.jnl and the class high-water marks.
  * 0; -EUCLEAN (damaged: *rep says where; with @recover the records before the damage are
  * given and 0 returned); other -errno.
  */
 int replay_drive(Store &s, Drive &d, bool recover, ReplayReport *rep,
-		 const std::function<void(const Record &, uint64_t seq)> &apply);
+		 const std::function<void(Record &, uint64_t seq)> &apply);
 
 /* --- the index (index.cpp); all with index_mu held */
 void lru_unlink(Store &s, Obj *o) noexcept;
@@ -272,6 +273,8 @@ void removal_durable_locked(Store &s, Obj *o) noexcept;
 void put_reader_locked(Store &s, Obj *o) noexcept;
 /* Publish @o (new) for its key. */
 void publish_locked(Store &s, Obj *o) noexcept;
+/* The rest of publish_locked() for @o already in the map (the open's replay). */
+void adopt_locked(Store &s, Obj *o) noexcept;
 void free_slot_locked(Store &s, uint32_t drive, uint8_t cls, uint64_t slot) noexcept;
 /* The class for an object of @length bytes, or -1 when it is larger than every class. */
 int class_for(const Store &s, uint64_t length) noexcept;
@@ -294,8 +297,12 @@ void run_drops(Store &s);
 /* Queue a put or delete batch for the writer. */
 void writer_enqueue(Store &s, std::unique_ptr<Batch> b);
 void writer_kick(Store &s);
-/* Submit an asynchronous libkvblk batch whose completions go to @op (reaper.cpp). */
-int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results);
+/*
+ * Submit an asynchronous libkvblk batch whose completions go to @op (reaper.cpp). On a refusal
+ * *bad_index (when not NULL) names the descriptor libkvblk refused, or -1.
+ */
+int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results,
+	      int32_t *bad_index = nullptr);
 /* The reaper's op ended (from on_batch(), last thing it does with the store). */
 void io_ended(Store &s) noexcept;
 
