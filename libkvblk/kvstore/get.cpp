@@ -230,7 +230,7 @@ struct GetOp final : IoOp {
 				if (it.status == 0) {
 					hits++;
 					bytes += it.obj->length;
-					d.bytes_read.fetch_add(it.obj->length, std::memory_order_relaxed);
+					d.dc->bytes_read.fetch_add(it.obj->length, std::memory_order_relaxed);
 					if (it.obj->in_index) {
 						lru_unlink(s, it.obj);
 						lru_push_front(s, it.obj);
@@ -241,7 +241,7 @@ struct GetOp final : IoOp {
 					else
 						errs++;
 					if (it.status != -ECANCELED)
-						d.read_errors.fetch_add(1, std::memory_order_relaxed);
+						d.dc->read_errors.fetch_add(1, std::memory_order_relaxed);
 					if ((it.status == -EBADMSG || it.status == -EIO) && it.obj->in_index) {
 						/* Its bytes cannot be trusted: the key goes (a DEL the writer commits). */
 						retire_locked(s, it.obj);
@@ -259,10 +259,10 @@ struct GetOp final : IoOp {
 		}
 		for (uint32_t dix : gone)
 			fail_drive(s, *s.drives[dix], "a read reported the device gone");
-		s.ctr.hits.fetch_add(hits, std::memory_order_relaxed);
-		s.ctr.checksum_failures.fetch_add(bad, std::memory_order_relaxed);
-		s.ctr.get_errors.fetch_add(errs, std::memory_order_relaxed);
-		s.ctr.bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+		s.ctr->hits.fetch_add(hits, std::memory_order_relaxed);
+		s.ctr->checksum_failures.fetch_add(bad, std::memory_order_relaxed);
+		s.ctr->get_errors.fetch_add(errs, std::memory_order_relaxed);
+		s.ctr->bytes_read.fetch_add(bytes, std::memory_order_relaxed);
 		if (drops || !probe.empty()) {
 			std::lock_guard<std::mutex> lk(s.writer_mu);
 			for (uint32_t dix : probe)
@@ -354,8 +354,8 @@ int start_get(Store &s, std::unique_ptr<Batch> b)
 			op->items.push_back(it);
 		}
 	}
-	s.ctr.misses.fetch_add(misses, std::memory_order_relaxed);
-	s.ctr.get_errors.fetch_add(errs, std::memory_order_relaxed);
+	s.ctr->misses.fetch_add(misses, std::memory_order_relaxed);
+	s.ctr->get_errors.fetch_add(errs, std::memory_order_relaxed);
 	if (op->items.empty()) {
 		finish_batch(s, std::move(op->b), KVBLK_PATH_HOST, 0, 0);
 		return 0;

@@ -147,6 +147,8 @@ void fail_drive(Store &s, Drive &d, const std::string &why)
 	if (d.state.load() == KVBLK_KVSTORE_DRIVE_OK) {
 		d.why_failed = why;
 		d.state.store(KVBLK_KVSTORE_DRIVE_FAILED);
+		if (d.dc)
+			d.dc->state.store(KVBLK_KVSTORE_DRIVE_FAILED);
 	}
 }
 

@@ -121,7 +121,7 @@ int commit_records(Store &s, Drive &d, const std::vector<Record> &recs)
 		return ret;
 	if (int ret = flush_drive(s, d))
 		return ret;
-	s.ctr.journal_commits.fetch_add(1, std::memory_order_relaxed);
+	s.ctr->journal_commits.fetch_add(1, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -186,7 +186,7 @@ int write_checkpoint(Store &s, Drive &d)
 	d.jnl.ckpt_seq[area] = h.seq;
 	d.jnl.ckpt_pos[area] = h.pos;
 	d.jnl.newest = area;
-	s.ctr.checkpoints.fetch_add(1, std::memory_order_relaxed);
+	s.ctr->checkpoints.fetch_add(1, std::memory_order_relaxed);
 	return 0;
 }
 

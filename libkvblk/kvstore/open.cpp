@@ -103,6 +103,12 @@ int read_superblocks(kvblk_dev *dev, uint32_t t, Superblock *sb, bool *ro_only, 
 	AlignedBuf b(kBlock);
 	int best = -EMEDIUMTYPE;
 	*bad_copies = 0;
+	kvblk_dev_info ti{};
+	ti.info_size = sizeof(ti);
+	if (kvblk_get_target_info(dev, t, &ti) == 0 && ti.capacity < kSbOffset[1] + kBlock) {
+		*why = "too small to hold one (" + std::to_string(ti.capacity) + " bytes)";
+		return -EMEDIUMTYPE;
+	}
 	std::string first_why;
 	for (int copy = 0; copy < 2; copy++) {
 		kvblk_desc x{};
@@ -208,6 +214,7 @@ Store::~Store()
 		delete o;
 	if (wake_fd >= 0)
 		close(wake_fd);
+	stats_detach(*this);
 }
 
 /* Open the store over @paths: everything but threads and the final checkpoint. */
@@ -309,6 +316,7 @@ int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_op
 	}
 	s->dev = op->dev;
 	op->dev = nullptr;
+	stats_attach(*s);
 
 	/* Replay every drive, then merge by generation. */
 	const bool recover = o.flags & KVBLK_KVSTORE_OPEN_RECOVER;
@@ -599,6 +607,12 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 	kvblk_kvstore tmp;
 	tmp.dev = op.dev;
 	tmp.geo = sb;
+	tmp.flags = KVBLK_KVSTORE_OPEN_RDONLY; /* its counters on the heap */
+	stats_attach(tmp);
+	struct Disown {
+		kvblk_kvstore &t;
+		~Disown() { t.dev = nullptr; } /* @op closes the device */
+	} disown{tmp};
 	AlignedBuf zero(64u << 10), blk(kBlock);
 	for (uint32_t i = 0; i < n; i++) {
 		Drive d;
@@ -652,7 +666,6 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 		if (ret)
 			return ret;
 	}
-	tmp.dev = nullptr;
 	made.keep = true;
 	return 0;
 }
@@ -678,6 +691,37 @@ void close_store(kvblk_kvstore *s)
 			dp->lock_fd = -1;
 		}
 	delete s;
+}
+
+} // namespace kvblk::kvstore
+
+namespace kvblk::kvstore {
+
+int identify(const char *path, Superblock *sb, uint32_t *ok_copies)
+{
+	kvblk_open_opts oo;
+	kvblk_open_opts_init(&oo, sizeof(oo));
+	/* Any backend reads two blocks; io_uring needs no module and no privilege. */
+	oo.backend = KVBLK_BACKEND_URING;
+	kvblk_dev *dev = nullptr;
+	if (int ret = kvblk_open(path, &oo, &dev)) {
+		oo.backend = KVBLK_BACKEND_PSYNC;
+		if (kvblk_open(path, &oo, &dev))
+			return fail(ret, "kvblk_kvstore_identify: %s: %s", path, kvblk_last_error());
+	}
+	bool ro;
+	int bad = 0;
+	std::string why;
+	const int ret = read_superblocks(dev, 0, sb, &ro, &bad, &why);
+	kvblk_close(dev);
+	if (ret == -EMEDIUMTYPE)
+		return fail(ret, "kvblk_kvstore_identify: %s is not a kvblk store (%s)", path, why.c_str());
+	if (ret == -EPROTONOSUPPORT)
+		return fail(ret, "kvblk_kvstore_identify: %s holds a kvblk store of a newer format: %s", path, why.c_str());
+	if (ret)
+		return fail(ret, "kvblk_kvstore_identify: %s: both superblock copies are damaged (%s)", path, why.c_str());
+	*ok_copies = 2 - uint32_t(bad);
+	return 0;
 }
 
 } // namespace kvblk::kvstore

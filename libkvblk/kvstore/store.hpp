@@ -105,7 +105,7 @@ struct Drive {
 	std::vector<SlotAlloc> alloc;  /* per class; under index_mu */
 	uint64_t objects = 0;	       /* under index_mu */
 	JournalState jnl;
-	std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, read_errors{0}, write_errors{0};
+	struct DriveCounters *dc = nullptr; /* its counters, in Store::shared */
 	[[nodiscard]] bool ok() const noexcept { return state.load() == KVBLK_KVSTORE_DRIVE_OK; }
 };
 
@@ -115,13 +115,38 @@ inline uint64_t slot_offset(const Drive &d, uint8_t cls, uint64_t slot) noexcept
 	return d.sb.classes[cls].offset + slot * d.sb.classes[cls].slot_bytes;
 }
 
-/* Counters (relaxed atomics). */
+/* Counters (relaxed atomics), in the order of struct kvblk_kvstore_stats. */
 struct Counters {
 	std::atomic<uint64_t> gets{0}, puts{0}, exists{0}, deletes{0}, hits{0}, misses{0},
 		checksum_failures{0}, get_errors{0}, put_errors{0}, evictions{0}, evictions_dropped{0},
 		bytes_read{0}, bytes_written{0}, journal_commits{0}, checkpoints{0}, flushes{0};
 	void reset() noexcept;
 };
+
+/* One drive's counters (and its state, mirrored for readers in other processes). */
+struct DriveCounters {
+	std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, read_errors{0}, write_errors{0};
+	std::atomic<uint32_t> state{0};
+	uint32_t reserved = 0;
+};
+
+/*
+ * struct SharedStats - the counters of an open store, in a file of /dev/shm named after the
+ * store's UUID (shared_stats_path()), so that `kvblkctl store stats` reads them live from
+ * another process; a heap copy when /dev/shm cannot hold it. Layout version kSharedStatsVersion.
+ */
+inline constexpr uint32_t kSharedStatsVersion = 1;
+struct SharedStats {
+	char magic[8];	/* "KVBLKSTA" */
+	uint32_t version;
+	int32_t pid;	/* the process that has the store open */
+	uint8_t uuid[16];
+	uint32_t drives;
+	uint32_t reserved;
+	Counters ctr;
+	DriveCounters drive[KVBLK_KVSTORE_MAX_DRIVES];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 struct Store;
 
@@ -191,7 +216,10 @@ struct Store {
 	std::atomic<uint64_t> list_epoch{0};
 
 	CompletionQueue cq;
-	Counters ctr;
+	SharedStats *shared = nullptr; /* mapped (shared_fd >= 0) or allocated */
+	bool shared_mapped = false;
+	std::string shared_path;
+	Counters *ctr = nullptr;	 /* &shared->ctr */
 	std::vector<struct ReplayReport> replay; /* what the open found, per drive (check reports it) */
 
 	/* The writer thread. */
@@ -213,6 +241,10 @@ struct Store {
 
 	~Store();
 };
+
+/* Make the store's counters (shared file or heap); never fails for want of /dev/shm. */
+void stats_attach(Store &s);
+void stats_detach(Store &s) noexcept;
 
 /* now in CLOCK_MONOTONIC ns. */
 uint64_t now_ns() noexcept;

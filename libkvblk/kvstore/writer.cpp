@@ -67,7 +67,7 @@ std::vector<bool> commit_all(Store &s, std::map<uint32_t, std::vector<Record>> &
 		}
 		if (int ret = commit_records(s, d, v)) {
 			fail_drive(s, d, std::string("journal commit failed: ") + kvblk_kvstore_last_error());
-			d.write_errors.fetch_add(1, std::memory_order_relaxed);
+			d.dc->write_errors.fetch_add(1, std::memory_order_relaxed);
 			(void)ret;
 			bad[dix] = true;
 		}
@@ -116,13 +116,13 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 			try {
 				if (s.evicted.size() >= kMaxEvictedKept) {
 					s.evicted.pop_front();
-					s.ctr.evictions_dropped.fetch_add(1, std::memory_order_relaxed);
+					s.ctr->evictions_dropped.fetch_add(1, std::memory_order_relaxed);
 				}
 				s.evicted.push_back(Evicted{o->key, o->drive, o->length, o->gen});
 			} catch (...) {
-				s.ctr.evictions_dropped.fetch_add(1, std::memory_order_relaxed);
+				s.ctr->evictions_dropped.fetch_add(1, std::memory_order_relaxed);
 			}
-			s.ctr.evictions.fetch_add(1, std::memory_order_relaxed);
+			s.ctr->evictions.fetch_add(1, std::memory_order_relaxed);
 			delete o; /* its slot went to a put of this batch */
 		}
 		for (PutItem &it : items)
@@ -250,7 +250,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 	}
 	for (PutItem &it : items)
 		if (it.status != 1 && it.status != -ENOSPC && it.status != -ENODEV && it.drive != UINT32_MAX) {
-			s.drives[it.drive]->write_errors.fetch_add(1, std::memory_order_relaxed);
+			s.drives[it.drive]->dc->write_errors.fetch_add(1, std::memory_order_relaxed);
 			if (device_gone(it.status))
 				fail_drive(s, *s.drives[it.drive], "a write reported the device gone");
 		}
@@ -333,11 +333,11 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 			r.length = op.length;
 			r.drive = it.drive;
 			stored += op.length;
-			s.drives[it.drive]->bytes_written.fetch_add(op.length, std::memory_order_relaxed);
+			s.drives[it.drive]->dc->bytes_written.fetch_add(op.length, std::memory_order_relaxed);
 		}
 	}
-	s.ctr.bytes_written.fetch_add(stored, std::memory_order_relaxed);
-	s.ctr.put_errors.fetch_add(errors, std::memory_order_relaxed);
+	s.ctr->bytes_written.fetch_add(stored, std::memory_order_relaxed);
+	s.ctr->put_errors.fetch_add(errors, std::memory_order_relaxed);
 	finish_batch(s, std::move(b), KVBLK_PATH_HOST, 0, stored);
 }
 
