@@ -168,9 +168,10 @@ typedef struct kvblk_kvstore kvblk_kvstore;
 /**
  * kvblk_kvstore_create() - make a new, empty store over @nr_paths drives and open it.
  * @paths:    drives: block devices (whole NVMe namespaces, partitions, md, dm, NVMe-oF
- *            namespaces, loop...) or regular files (see @copts->file_bytes). Drive i of
- *            the store is @paths[i]; each may have its own size and logical block size
- *            (at most 4096).
+ *            namespaces, loop...), regular files (see @copts->file_bytes), or, with
+ *            @oopts->backend KVBLK_BACKEND_URING_CMD, NVMe generic char devices (/dev/ngXnY).
+ *            Drive i of the store is @paths[i]; each may have its own size and logical
+ *            block size (at most 4096).
  * @nr_paths: 1..KVBLK_KVSTORE_MAX_DRIVES.
  * @copts:    layout; NULL = one class of 4 MiB slots and the defaults.
  * @oopts:    how to serve it once made (as kvblk_kvstore_open()); NULL = defaults.

@@ -50,8 +50,8 @@ int open_drives(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 			return fail(-EINVAL, "%s: path %u is NULL", fn, i);
 		struct stat st;
 		if (stat(paths[i], &st) == 0) {
-			const auto id = S_ISBLK(st.st_mode) ? std::make_pair(st.st_rdev, ino_t(0))
-							    : std::make_pair(st.st_dev, st.st_ino);
+			const auto id = S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode) ? std::make_pair(st.st_rdev, ino_t(0))
+										   : std::make_pair(st.st_dev, st.st_ino);
 			if (!seen.insert(id).second)
 				return fail(-EINVAL, "%s: %s is given twice (as the same file or device)", fn, paths[i]);
 		}
@@ -564,8 +564,9 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 			return fail(-EINVAL, "%s: path %u is NULL", fn, i);
 		struct stat st;
 		if (stat(paths[i], &st) == 0) {
-			if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode))
-				return fail(-EOPNOTSUPP, "%s: %s is neither a block device nor a regular file", fn, paths[i]);
+			if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode))
+				return fail(-EOPNOTSUPP, "%s: %s is neither a block device, an NVMe generic char device "
+							 "nor a regular file", fn, paths[i]);
 			continue;
 		}
 		if (errno != ENOENT)
@@ -701,8 +702,10 @@ int identify(const char *path, Superblock *sb, uint32_t *ok_copies)
 {
 	kvblk_open_opts oo;
 	kvblk_open_opts_init(&oo, sizeof(oo));
-	/* Any backend reads two blocks; io_uring needs no module and no privilege. */
-	oo.backend = KVBLK_BACKEND_URING;
+	/* Any backend reads two blocks; io_uring needs no module and no privilege (an NVMe
+	 * generic char device: uring_cmd, the only backend that takes one). */
+	struct stat st;
+	oo.backend = stat(path, &st) == 0 && S_ISCHR(st.st_mode) ? KVBLK_BACKEND_URING_CMD : KVBLK_BACKEND_URING;
 	kvblk_dev *dev = nullptr;
 	if (int ret = kvblk_open(path, &oo, &dev)) {
 		oo.backend = KVBLK_BACKEND_PSYNC;
