@@ -13,6 +13,7 @@
 #include <set>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 namespace kvblk::kvstore {
@@ -535,6 +536,18 @@ struct Made {
 
 int make_file(const char *path, uint64_t bytes, Made *made)
 {
+	/*
+	 * Refused before anything is allocated when the file system has less room: an fallocate(2)
+	 * that runs out fills the file system before it fails, and every other writer on it
+	 * meanwhile gets ENOSPC.
+	 */
+	std::string dir = path;
+	const auto slash = dir.rfind('/');
+	dir = slash == std::string::npos ? "." : slash == 0 ? "/" : dir.substr(0, slash);
+	struct statvfs v;
+	if (statvfs(dir.c_str(), &v) == 0 && uint64_t(v.f_bavail) * v.f_frsize < bytes)
+		return fail(-ENOSPC, "kvblk_kvstore_create: %s: %llu bytes asked, the file system has %llu free "
+				     "(nothing was created)", path, ull(bytes), ull(uint64_t(v.f_bavail) * v.f_frsize));
 	const int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return fail(-errno, "kvblk_kvstore_create: cannot create %s: %s", path, errno_name(errno).c_str());
