@@ -45,12 +45,15 @@ crash)
 	dd if="$s1" of="$s2" bs=1M oflag=direct status=none || fail "copy $s1 to $s2"
 	dd if=/dev/zero of="$log" bs=1M count=1 oflag=direct status=none || fail "clear the log's super"
 	sectors=$(blockdev --getsz "$s1")
-	dmsetup create kvlog --table "0 $sectors log-writes $s1 $log" || fail "dmsetup create log-writes"
-	cleanup+=("dmsetup remove kvlog 2>/dev/null")
+	dmsetup create --noudevsync kvlog --table "0 $sectors log-writes $s1 $log" || fail "dmsetup create log-writes"
+	cleanup+=("dmsetup remove --noudevsync kvlog 2>/dev/null")
+	# No udev in the guest: the device node by its minor.
+	dm=/dev/dm-$(dmsetup info -c --noheadings -o minor kvlog | tr -d ' ')
+	[ -b "$dm" ] || fail "$dm is not there"
 	man=$KVBLK_VM_CASE_DIR/manifest.txt
-	"$kv" crash-load --manifest "$man" --mark-cmd "dmsetup message kvlog 0 mark ack-%V" /dev/mapper/kvlog ||
+	"$kv" crash-load --manifest "$man" --mark-cmd "dmsetup message kvlog 0 mark ack-%V" "$dm" ||
 		fail "the store's puts under dm-log-writes"
-	dmsetup remove kvlog || fail "dmsetup remove kvlog"
+	dmsetup remove --noudevsync kvlog || fail "dmsetup remove kvlog"
 	"$kv" crash-check --log "$log" --target "$s2" --manifest "$man" --seed "${KVBLK_KVSTORE_SEED:-20261204}" ||
 		fail "a crash point left the store other than old, new or missing objects"
 	;;
