@@ -95,8 +95,8 @@ struct kvblk_kvstore_class {
  *                  it is created with this size and preallocated (fallocate(2); a file
  *                  system without fallocate refuses with -EOPNOTSUPP). 0: such a path is
  *                  an error (-ENOENT). An existing file keeps its size.
- * @journal_bytes:  journal ring per drive, a multiple of 4096, >= 1 MiB; 0 = 64 MiB (or
- *                  1/64 of the drive when that is smaller, at least 1 MiB).
+ * @journal_bytes:  journal ring per drive, a multiple of 4096, >= 4 MiB; 0 = 64 MiB (or
+ *                  1/64 of the drive when that is smaller, at least 4 MiB).
  * @max_key_bytes:  longest key, 1..KVBLK_KVSTORE_MAX_KEY; 0 = 512.
  * @max_meta_bytes: longest metadata per object, 0..KVBLK_KVSTORE_MAX_META;
  *                  UINT32_MAX = 0 bytes; 0 = 128.
@@ -145,6 +145,9 @@ void kvblk_kvstore_create_opts_init(struct kvblk_kvstore_create_opts *opts, size
  *                   one before it has completed; the objects of every drive are issued
  *                   interleaved, so that every drive is busy from the start. 0 = 1 GiB.
  * @max_cmd_bytes:   as kvblk_open_opts.max_cmd_bytes; 0 = libkvblk's default.
+ * @max_descs:       keys per batch, and descriptors per libkvblk call, as
+ *                   kvblk_open_opts.max_descs (1..2^20); 0 = libkvblk's default (65536).
+ * @reserved32:      must be 0.
  * @reserved:        must be 0.
  */
 struct kvblk_kvstore_open_opts {
@@ -157,7 +160,9 @@ struct kvblk_kvstore_open_opts {
 	uint32_t max_batches;
 	uint64_t drive_budget_bytes;
 	uint64_t max_cmd_bytes;
-	uint64_t reserved[4];
+	uint32_t max_descs;
+	uint32_t reserved32;
+	uint64_t reserved[3];
 };
 
 /** kvblk_kvstore_open_opts_init() - zero @opts and set opts_size to @size (pass sizeof(*opts)). */
@@ -271,11 +276,14 @@ kvblk_dev *kvblk_kvstore_dev(kvblk_kvstore *store) KVBLK_NOEXCEPT;
  * @flags:    0.
  * @tag:      the caller's value, copied to the key's result.
  *
- * Alignment: none is required. A host destination or source whose address or length is
- * not a multiple of the drive's alignment is read with KVBLK_DESC_UNALIGNED (a get: at
- * most two extra blocks through libkvblk's bounce) or written through a store-owned
- * bounce block (a put: the last block, or the whole object when the address is
- * unaligned). Device memory (CUDA, dma-buf, P2PDMA buffers) must be aligned to the
+ * Alignment: none is required. A host destination whose address is aligned to the drive's
+ * mem_align and whose room covers the object's last block is read straight into; one whose
+ * room ends inside that block is read with KVBLK_DESC_UNALIGNED (the last block through
+ * libkvblk's bounce); one whose address is not aligned is read whole through that bounce
+ * and copied (a get issues such objects in parts of at most KVBLK_MAX_BOUNCE_BYTES of
+ * bounce). Align destinations to the page for the direct path. A put's source is written
+ * straight from its address when aligned (only a last partial block through a store-owned
+ * bounce block), else through a bounce copy of the whole object. Device memory (CUDA, dma-buf, P2PDMA buffers) must be aligned to the
  * drive's mem_align with room for the object rounded up to its logical block size.
  */
 struct kvblk_kvstore_op {

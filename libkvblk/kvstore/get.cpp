@@ -369,18 +369,36 @@ int start_get(Store &s, std::unique_ptr<Batch> b)
 		for (auto &v : per)
 			if (round < v.size())
 				order.push_back(v[round]);
+	/*
+	 * Parts: at most drive_budget bytes per drive, max_descs objects, and KVBLK_MAX_BOUNCE_BYTES of
+	 * libkvblk's bounce (a destination not aligned to the drive's mem_align is read whole through
+	 * it; one whose room ends inside the last block, that block): past it libkvblk refuses the
+	 * batch (-E2BIG).
+	 */
 	std::vector<uint64_t> used(s.drives.size(), 0);
+	uint64_t bounce = 0;
 	op->parts.emplace_back();
 	for (uint32_t k : order) {
-		const Obj *o = op->items[k].obj;
+		const GetItem &it = op->items[k];
+		const Obj *o = it.obj;
+		const Drive &d = *s.drives[o->drive];
 		const uint64_t len = o->length;
+		const uint64_t full = round_up(len, d.lba);
+		uint64_t b = 0;
+		if (it.host && uintptr_t(it.host_addr) % d.mem_align)
+			b = full;
+		else if (it.host && bt.ops[it.op].length < full)
+			b = d.lba;
 		auto &p = op->parts.back();
-		if (!p.empty() && (used[o->drive] + len > s.drive_budget || p.size() >= s.max_descs)) {
+		if (!p.empty() && (used[o->drive] + len > s.drive_budget || p.size() >= s.max_descs ||
+				   bounce + b > KVBLK_MAX_BOUNCE_BYTES)) {
 			op->parts.emplace_back();
 			std::fill(used.begin(), used.end(), 0);
+			bounce = 0;
 		}
 		op->parts.back().push_back(k);
 		used[o->drive] += len;
+		bounce += b;
 	}
 	GetOp *raw = op.release();
 	if (!raw->next()) {

@@ -63,6 +63,7 @@ int open_drives(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 	oo.queue_depth = o.queue_depth;
 	oo.workers = o.workers;
 	oo.max_cmd_bytes = o.max_cmd_bytes;
+	oo.max_descs = o.max_descs;
 	oo.flags = write ? KVBLK_OPEN_WRITE : 0;
 	oo.max_batches = std::min<uint32_t>(KVBLK_MAX_BATCHES, (o.max_batches ? o.max_batches : 256) * 2 + 16);
 	if (int ret = kvblk_open(paths[0], &oo, &out->dev))

@@ -676,3 +676,75 @@ TEST(KvstoreCrc, crc32c_matches_the_standard_check_value)
 }
 
 } // namespace
+
+namespace {
+
+TEST(KvstoreLimits, max_descs_bounds_a_batch_and_two_waiters_of_one_ticket_are_safe)
+{
+	TempDir dir;
+	const std::string path = dir.file("d");
+	auto c = create_opts({64 * KiB}, 32 * MiB);
+	auto o = open_opts();
+	o.max_descs = 4;
+	const char *pp[] = {path.c_str()};
+	Store st;
+	ASSERT_EQ(kvblk_kvstore_create(pp, 1, &c, &o, &st.s), 0) << kvblk_kvstore_last_error();
+	std::vector<kvblk_kvstore_result> r;
+	EXPECT_EQ(put_keys(st.s, {"a", "b", "c", "d", "e"}, 1, 100, &r), -E2BIG);
+	EXPECT_NE(std::string(kvblk_kvstore_last_error()).find("max_descs"), std::string::npos);
+	ASSERT_EQ(put_keys(st.s, {"a", "b", "c", "d"}, 1, 100), 4);
+	/* Two threads wait for one ticket: one takes it, the other is told it is gone. */
+	for (int round = 0; round < 20; round++) {
+		std::vector<uint8_t> out(64 * KiB);
+		const std::string ka = "a";
+		auto g = op_for(ka, out.data(), out.size());
+		kvblk_kvstore_result gr{};
+		kvblk_kvstore_submit_opts so;
+		kvblk_kvstore_submit_opts_init(&so, sizeof(so));
+		so.results = &gr;
+		uint64_t t;
+		ASSERT_EQ(kvblk_kvstore_submit(st.s, KVBLK_KVSTORE_GET, &g, 1, &so, &t), 0);
+		std::atomic<int> got{0}, gone{0};
+		std::vector<std::thread> w;
+		for (int i = 0; i < 2; i++)
+			w.emplace_back([&] {
+				const int rc = kvblk_kvstore_wait(st.s, t, -1, nullptr);
+				if (rc == 1)
+					got++;
+				else if (rc == -ENOENT)
+					gone++;
+			});
+		for (auto &x : w)
+			x.join();
+		EXPECT_EQ(got.load(), 1);
+		EXPECT_EQ(gone.load(), 1);
+	}
+}
+
+/* Misaligned host destinations go whole through libkvblk's bounce: a get of more than
+ * KVBLK_MAX_BOUNCE_BYTES of them is issued in parts, every object lands. */
+TEST(KvstoreLimits, misaligned_destinations_beyond_the_bounce_limit_all_land)
+{
+	TempDir dir;
+	const std::string path = dir.file("d");
+	auto c = create_opts({32 * MiB}, 400 * MiB);
+	const char *pp[] = {path.c_str()};
+	Store st;
+	ASSERT_EQ(kvblk_kvstore_create(pp, 1, &c, nullptr, &st.s), 0) << kvblk_kvstore_last_error();
+	const int n = 9; /* 288 MiB > 256 MiB */
+	std::vector<std::string> keys;
+	for (int i = 0; i < n; i++)
+		keys.push_back("big" + std::to_string(i));
+	ASSERT_EQ(put_keys(st.s, keys, 3, 32 * MiB), n);
+	Buf dst(uint64_t(n) * 32 * MiB + 4096);
+	std::vector<kvblk_kvstore_op> ops;
+	for (int i = 0; i < n; i++)
+		ops.push_back(op_for(keys[i], dst.p + 16 + uint64_t(i) * 32 * MiB, 32 * MiB));
+	std::vector<kvblk_kvstore_result> r(n);
+	ASSERT_EQ(kvblk_kvstore_get(st.s, ops.data(), n, r.data()), n) << r[0].status;
+	for (int i = 0; i < n; i++)
+		EXPECT_EQ(0, memcmp(dst.p + 16 + uint64_t(i) * 32 * MiB, object_bytes(keys[i], 3, 32 * MiB).data(), 32 * MiB))
+			<< keys[i];
+}
+
+} // namespace
