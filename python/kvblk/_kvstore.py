@@ -1027,16 +1027,25 @@ class KVStore:
     def closed(self):
         return self._core is None or self._core.c.closed
 
-    def close(self):
-        """Finish every outstanding batch (queued ones end -ECANCELED per key), write a
-        checkpoint and close the store; their Tickets are then done. Waits for calls in
-        progress on other threads. Idempotent. In a child made by fork(): frees nothing."""
+    def close(self, finish=False):
+        """Close the store: batches running are waited for, batches queued and not started end
+        -ECANCELED per key (finish=True: every outstanding batch runs to its end first), a
+        checkpoint is written; every Ticket is then done. Waits for calls in progress on other
+        threads. Idempotent. In a child made by fork(): frees nothing."""
         core = self._core
         if core is None or core.c.closed:
             return
         if core.c.forked:
             core.c.close()
             return
+        if finish:
+            with core.lock:
+                tickets = {id(t): t for t, _ in core.pending.values()}
+            for t in tickets.values():
+                try:
+                    t.wait()
+                except (Error, ValueError):
+                    pass
         for r in list(core.reapers.values()):
             r.detach()
         core.c.close()
