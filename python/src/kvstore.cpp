@@ -575,6 +575,8 @@ py::dict get_info(Store &self)
 		d["backend"] = kvblk_backend_name(int(di.backend));
 		d["backend_reason"] = std::string(di.backend_reason, strnlen(di.backend_reason, sizeof(di.backend_reason)));
 		d["max_descs"] = di.max_descs;
+		d["mem_align"] = di.mem_align;
+		d["logical_block_size"] = di.logical_block_size;
 		d["max_batches_dev"] = di.max_batches;
 		d["queue_depth"] = di.queue_depth;
 		d["workers"] = di.workers;
@@ -843,6 +845,7 @@ void bind_kvstore(py::module_ &m)
 	m.attr("KVSTORE_SLOT_ALIGN") = KVBLK_KVSTORE_SLOT_ALIGN;
 	m.attr("KVSTORE_FORMAT_VERSION") = KVBLK_KVSTORE_FORMAT_VERSION;
 	m.attr("KVSTORE_MAX_BATCHES") = KVBLK_MAX_BATCHES;
+	m.attr("MAX_BOUNCE_BYTES") = uint64_t(KVBLK_MAX_BOUNCE_BYTES);
 
 	m.def(
 		"kvstore_crc32c",
@@ -861,6 +864,20 @@ void bind_kvstore(py::module_ &m)
 				       "Keys whose destination is device memory (registered for this batch).")
 		.def("__len__", &Batch::size)
 		.def("columns", &columns, "(status, meta_len, length, drive, room) arrays.")
+		.def(
+			"addrs",
+			[](const Batch &b) {
+				py::array_t<uint64_t> a(b.ops.size());
+				py::array_t<uint32_t> ids(b.ops.size());
+				auto x = a.mutable_unchecked<1>();
+				auto y = ids.mutable_unchecked<1>();
+				for (size_t i = 0; i < b.ops.size(); i++) {
+					x(py::ssize_t(i)) = b.ops[i].addr;
+					y(py::ssize_t(i)) = b.ops[i].buf_id;
+				}
+				return py::make_tuple(a, ids);
+			},
+			"(addr uint64[n], buf_id uint32[n]) of the ops.")
 		.def("meta", &meta, py::arg("i"), "Key i's metadata (bytes), or None.")
 		.def("release", &Batch::release, py::arg("store"),
 		     "Unregister the buffers registered for the batch and give back its views (the batch is over).");

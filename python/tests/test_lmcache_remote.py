@@ -199,11 +199,11 @@ def test_full_cpu_buffer_is_a_miss(env):
 def test_cancelled_get_releases_only_after_the_reads_landed(env):
     c = env.connect()
     cpu = env.cpu
-    keys = [key(i) for i in range(6)]
-    env.run(c.batched_put(keys, [obj(cpu, SHAPE_32M, i) for i in range(6)]))
+    keys = [key(i) for i in range(8)]
+    env.run(c.batched_put(keys, [obj(cpu, SHAPE_4M, i) for i in range(8)]))
     want = {}
     for i, k in enumerate(keys):
-        o = obj(cpu, SHAPE_32M, i)
+        o = obj(cpu, SHAPE_4M, i)
         want[k.to_string()] = bytes(o.byte_array[:4096]) + bytes(o.byte_array[-4096:])
         o.ref_count_down()
     store = c.c._store
@@ -228,14 +228,14 @@ def test_cancelled_get_releases_only_after_the_reads_landed(env):
             break
         deadline.wait(0.05)
     assert cpu.live == {}
-    assert len(landed) == 6
+    assert len(landed) == 8
     assert sorted(landed) == sorted(want.values())  # each freed only with its bytes in place
 
 
 def test_cancelled_put_still_waits_for_the_store(env):
     c = env.connect()
     cpu = env.cpu
-    srcs = [obj(cpu, SHAPE_32M, 10 + i) for i in range(4)]
+    srcs = [obj(cpu, SHAPE_4M, 10 + i) for i in range(4)]
     keys = [key(10 + i) for i in range(4)]
     store = c.c._store
     seen = []
