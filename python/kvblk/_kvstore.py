@@ -209,9 +209,9 @@ class KeyResult:
         self.key, self.index, self.status, self.length = key, index, status, length
         self.meta, self.drive, self.error = meta, drive, error
 
-    ok = property(lambda self: self.status == 0)
-    miss = property(lambda self: self.status == -_errno.ENOENT)
-    errno = property(lambda self: -self.status)
+    ok = property(lambda self: self.status == 0, doc="status == 0 (hit, stored, present, deleted).")
+    miss = property(lambda self: self.status == -_errno.ENOENT, doc="status == -ENOENT (not in the store).")
+    errno = property(lambda self: -self.status, doc="-status: the positive errno (0 when ok).")
 
     def __repr__(self):
         what = "ok" if self.ok else f"{_errno.errorcode.get(-self.status, self.status)}: {self.error}"
@@ -251,8 +251,9 @@ class StoreResult:
         self.user_data = user_data
         self._store_name = store_name
 
-    ok = property(lambda self: int(np.count_nonzero(self.status == 0)))
-    failed = property(lambda self: int(np.count_nonzero(self.status != 0)))
+    ok = property(lambda self: int(np.count_nonzero(self.status == 0)), doc="Keys with status 0.")
+    failed = property(lambda self: int(np.count_nonzero(self.status != 0)),
+                      doc="Keys with another status (misses included).")
 
     @property
     def hits(self):
@@ -261,6 +262,7 @@ class StoreResult:
 
     @property
     def bytes(self):
+        """Bytes of the keys with status 0 (get: read; put: stored)."""
         return int(self.length[self.status == 0].sum())
 
     def __len__(self):
@@ -435,6 +437,7 @@ class Ticket:
 
     @property
     def id(self):
+        """The batch's (first) C ticket."""
         return self._parts[0][1]
 
     def _part_done(self, part, cqe):
@@ -571,6 +574,7 @@ class StoreBuffer:
 
     @property
     def registered(self):
+        """True until unregister() (or the store's close())."""
         return self._dest is not None
 
     def __enter__(self):
@@ -1076,6 +1080,7 @@ class KVStore:
     # ----------------------------------------------------------------- close
     @property
     def closed(self):
+        """True once close() ran (or the open failed)."""
         return self._core is None or self._core.c.closed
 
     def close(self, finish=False):
@@ -1148,10 +1153,10 @@ class EvictedKey(tuple):
     def __new__(cls, key, drive, length, gen):
         return tuple.__new__(cls, (key, drive, length, gen))
 
-    key = property(lambda self: self[0])
-    drive = property(lambda self: self[1])
-    length = property(lambda self: self[2])
-    gen = property(lambda self: self[3])
+    key = property(lambda self: self[0], doc="The key (bytes, or str with decode=True).")
+    drive = property(lambda self: self[1], doc="The drive it was on.")
+    length = property(lambda self: self[2], doc="Its object's length.")
+    gen = property(lambda self: self[3], doc="Its object's generation (docs/kvstore-format.md).")
 
 
 def _decode(k):

@@ -585,3 +585,34 @@ def test_drives_info_and_check(tmpdir_disk):
         assert e.value.errno == errno.EROFS
     for p in paths:
         os.unlink(p)
+
+
+class FakeCudaArray:
+    """__cuda_array_interface__ over an address that is no CUDA memory: the CUDA path of a get
+    (a registration with the store's kvblk_dev for the batch) is taken, and refused."""
+
+    def __init__(self, n):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": "|u1", "data": (0x7F0000000000, False),
+                                         "version": 3}
+
+
+def test_cuda_destination_path_without_a_gpu(st):
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a GPU is here: test_cuda_destination covers the real path")
+    st.put(["a"], [pattern(65536, 1)])
+    with pytest.raises(kvblk.Error) as e:
+        st.get(["a"], [FakeCudaArray(65536)])
+    assert e.value.errno in (errno.EOPNOTSUPP, errno.ENODEV, errno.EINVAL)
+    assert "key 'a' (index 0)" in str(e.value) and "kvblk_register_buffer" in str(e.value)
+    with pytest.raises(kvblk.Error) as e:
+        st.put(["b"], [FakeCudaArray(65536)])
+    assert e.value.errno == errno.EOPNOTSUPP and "puts come from host memory" in str(e.value)
+    assert st.exists(["a", "b"]).status.tolist() == [0, -errno.ENOENT]
+
+
+def test_verify_and_priority_flags(st):
+    st.put(["a", "b"], [pattern(70_000, 1), pattern(80_000, 2)])
+    d = [np.zeros(70_000, np.uint8), np.zeros(80_000, np.uint8)]
+    r = st.get(["a", "b"], d, verify=True, priority=True)
+    assert r.ok == 2 and r.path == "host" and r.backend in kvblk.BACKENDS
+    assert np.array_equal(d[0], pattern(70_000, 1)) and np.array_equal(d[1], pattern(80_000, 2))

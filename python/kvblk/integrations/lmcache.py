@@ -359,6 +359,7 @@ class KvblkConnector:
 
     @property
     def max_key_bytes(self) -> int:
+        """The longest key the store takes."""
         return self._max_key
 
     # ----------------------------------------------------------- internals

@@ -453,6 +453,7 @@ class KvblkRemoteConnector(_ConnectorBase):
             await asyncio.get_running_loop().run_in_executor(None, st.close)
 
     def support_ping(self) -> bool:
+        """True: ping() is implemented."""
         return True
 
     async def ping(self) -> int:
@@ -463,6 +464,7 @@ class KvblkRemoteConnector(_ConnectorBase):
         return 0 if info["drives_ok"] == info["drives"] else 1
 
     def support_batched_get(self) -> bool:
+        """True: batched_get() is implemented."""
         return True
 
     async def batched_get(self, keys):
@@ -470,6 +472,7 @@ class KvblkRemoteConnector(_ConnectorBase):
         return await self._get_many(list(keys))
 
     def support_batched_put(self) -> bool:
+        """True: batched_put() is implemented."""
         return True
 
     async def batched_put(self, keys, memory_objs):
@@ -500,6 +503,7 @@ class KvblkRemoteConnector(_ConnectorBase):
                                + "; ".join(f"{k.key!r}: {k.error}" for k in bad[:3]))
 
     def support_batched_async_contains(self) -> bool:
+        """True: batched_async_contains() is implemented."""
         return True
 
     async def batched_async_contains(self, lookup_id: str, keys, pin: bool = False) -> int:
@@ -508,6 +512,7 @@ class KvblkRemoteConnector(_ConnectorBase):
         return hits.index(False) if False in hits else len(hits)
 
     def support_batched_get_non_blocking(self) -> bool:
+        """True: batched_get_non_blocking() is implemented."""
         return True
 
     async def batched_get_non_blocking(self, lookup_id: str, keys):
@@ -525,6 +530,7 @@ class KvblkRemoteConnector(_ConnectorBase):
         return out
 
     def support_batched_contains(self) -> bool:
+        """True: batched_contains() is implemented."""
         return True
 
     def batched_contains(self, keys) -> int:
