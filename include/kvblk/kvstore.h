@@ -498,7 +498,7 @@ int kvblk_kvstore_list(kvblk_kvstore *store, uint64_t *cursor, struct kvblk_kvst
 #define KVBLK_KVSTORE_DRIVE_MISSING	2u /* not given to a KVBLK_KVSTORE_OPEN_DEGRADED open */
 
 /**
- * struct kvblk_kvstore_drive_info - one drive; kvblk_kvstore_drive_info().
+ * struct kvblk_kvstore_drive_info - one drive; kvblk_kvstore_get_drive_info().
  * @info_size:     sizeof(*info).
  * @index:         its index in the store (as created).
  * @state:         KVBLK_KVSTORE_DRIVE_*.
@@ -580,10 +580,10 @@ struct kvblk_kvstore_info {
 int kvblk_kvstore_get_info(kvblk_kvstore *store, struct kvblk_kvstore_info *info) KVBLK_NOEXCEPT;
 
 /**
- * kvblk_kvstore_drive_info() - fill @info for drive @index (set info_size first).
+ * kvblk_kvstore_get_drive_info() - fill @info for drive @index (set info_size first).
  * Errors: -EINVAL NULL argument, info_size too small; -ENOENT no such drive; -EBADFD.
  */
-int kvblk_kvstore_drive_info(kvblk_kvstore *store, uint32_t index,
+int kvblk_kvstore_get_drive_info(kvblk_kvstore *store, uint32_t index,
 			     struct kvblk_kvstore_drive_info *info) KVBLK_NOEXCEPT;
 
 /**
@@ -629,6 +629,62 @@ int kvblk_kvstore_get_stats(kvblk_kvstore *store, struct kvblk_kvstore_stats *st
 
 /** kvblk_kvstore_reset_stats() - zero the counters (not the drives' state). Errors: -EINVAL; -EBADFD. */
 int kvblk_kvstore_reset_stats(kvblk_kvstore *store) KVBLK_NOEXCEPT;
+
+/**
+ * struct kvblk_kvstore_identity - what one drive's superblock says; kvblk_kvstore_identify().
+ * @identity_size:  sizeof(*id), set by the caller.
+ * @format_version: of the store.
+ * @drive_index:    this drive's index in its store; @drive_count drives in all.
+ * @nr_classes:     classes; @slot_bytes[c] and @slots[c] (on this drive) describe class c.
+ * @store_uuid, @drive_uuid: the store's and this drive's UUIDs.
+ * @drive_bytes:    bytes of the drive the store uses.
+ * @created_ns:     when the store was made (CLOCK_REALTIME ns).
+ * @journal_bytes:  this drive's journal ring.
+ * @max_key_bytes, @max_meta_bytes: as created.
+ * @live_pid:       a process that has the store open for writing now (its counters are
+ *                  readable with kvblk_kvstore_peek_stats()), or 0.
+ * @superblocks_ok: valid superblock copies (1 or 2).
+ */
+struct kvblk_kvstore_identity {
+	size_t identity_size;
+	uint32_t format_version;
+	uint32_t drive_index;
+	uint32_t drive_count;
+	uint32_t nr_classes;
+	uint8_t store_uuid[16];
+	uint8_t drive_uuid[16];
+	uint64_t drive_bytes;
+	uint64_t created_ns;
+	uint64_t journal_bytes;
+	uint32_t max_key_bytes;
+	uint32_t max_meta_bytes;
+	uint64_t slot_bytes[KVBLK_KVSTORE_MAX_CLASSES];
+	uint64_t slots[KVBLK_KVSTORE_MAX_CLASSES];
+	int32_t live_pid;
+	uint32_t superblocks_ok;
+};
+
+/**
+ * kvblk_kvstore_identify() - read the superblocks of drive @path without opening the store
+ * (no lock taken, nothing written; works while another process has it open).
+ * Errors: -EINVAL NULL argument or identity_size too small; -EMEDIUMTYPE not a kvblk store;
+ * -EUCLEAN both superblock copies damaged; -EPROTONOSUPPORT a newer format; the errors of
+ * kvblk_open() for @path.
+ */
+int kvblk_kvstore_identify(const char *path, struct kvblk_kvstore_identity *id) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_kvstore_peek_stats() - the live counters of the store drive @path belongs to, as the
+ * process that has it open counts them (they live in /dev/shm/kvblk-kvstore-<UUID> while it is
+ * open for writing): @stats, and for each of its drives up to @max_drives, @drives[i]
+ * (set each info_size first; the fields a process outside the store cannot know, path,
+ * objects and slots, are 0).
+ * Return: the number of drives of the store. Errors: -EINVAL NULL @path or @stats, sizes too
+ * small; -ESRCH no process has the store open for writing (or it died: its file is stale);
+ * the errors of kvblk_kvstore_identify().
+ */
+int kvblk_kvstore_peek_stats(const char *path, struct kvblk_kvstore_stats *stats,
+			     struct kvblk_kvstore_drive_info *drives, uint32_t max_drives) KVBLK_NOEXCEPT;
 
 /* kvblk_kvstore_check() flags */
 #define KVBLK_KVSTORE_CHECK_DATA	(1u << 0) /* also read every object and check its CRC32C */

@@ -8,6 +8,10 @@
 #include <cstring>
 #include <new>
 #include <unordered_set>
+#include <csignal>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kvblk::kvstore {
@@ -236,7 +240,7 @@ int submit(kvblk_kvstore *s, uint32_t kind, const kvblk_kvstore_op *ops, uint32_
 	*ticket = b->ticket;
 	switch (kind) {
 	case KVBLK_KVSTORE_GET: {
-		s->ctr.gets.fetch_add(n, std::memory_order_relaxed);
+		s->ctr->gets.fetch_add(n, std::memory_order_relaxed);
 		const uint64_t t = b->ticket;
 		if (int ret = start_get(*s, std::move(b))) {
 			s->cq.abort(t);
@@ -245,15 +249,15 @@ int submit(kvblk_kvstore *s, uint32_t kind, const kvblk_kvstore_op *ops, uint32_
 		return 0;
 	}
 	case KVBLK_KVSTORE_PUT:
-		s->ctr.puts.fetch_add(n, std::memory_order_relaxed);
+		s->ctr->puts.fetch_add(n, std::memory_order_relaxed);
 		writer_enqueue(*s, std::move(b));
 		return 0;
 	case KVBLK_KVSTORE_DELETE:
-		s->ctr.deletes.fetch_add(n, std::memory_order_relaxed);
+		s->ctr->deletes.fetch_add(n, std::memory_order_relaxed);
 		writer_enqueue(*s, std::move(b));
 		return 0;
 	default: {
-		s->ctr.exists.fetch_add(n, std::memory_order_relaxed);
+		s->ctr->exists.fetch_add(n, std::memory_order_relaxed);
 		{
 			std::lock_guard<std::mutex> lk(s->index_mu);
 			for (uint32_t i = 0; i < n; i++) {
@@ -586,7 +590,7 @@ int kvblk_kvstore_get_info(kvblk_kvstore *store, struct kvblk_kvstore_info *info
 	return 0;
 }
 
-int kvblk_kvstore_drive_info(kvblk_kvstore *store, uint32_t index, struct kvblk_kvstore_drive_info *info) noexcept
+int kvblk_kvstore_get_drive_info(kvblk_kvstore *store, uint32_t index, struct kvblk_kvstore_drive_info *info) noexcept
 {
 	if (int ret = check_owner(store, "kvblk_kvstore_drive_info"))
 		return ret;
@@ -602,10 +606,10 @@ int kvblk_kvstore_drive_info(kvblk_kvstore *store, uint32_t index, struct kvblk_
 	info->state = d.state.load();
 	memcpy(info->uuid, d.sb.drive_uuid.data(), 16);
 	snprintf(info->path, sizeof(info->path), "%s", d.path.c_str());
-	info->bytes_read = d.bytes_read.load();
-	info->bytes_written = d.bytes_written.load();
-	info->read_errors = d.read_errors.load();
-	info->write_errors = d.write_errors.load();
+	info->bytes_read = d.dc->bytes_read.load();
+	info->bytes_written = d.dc->bytes_written.load();
+	info->read_errors = d.dc->read_errors.load();
+	info->write_errors = d.dc->write_errors.load();
 	std::lock_guard<std::mutex> lk(store->index_mu);
 	snprintf(info->why_failed, sizeof(info->why_failed), "%s", d.why_failed.c_str());
 	if (d.target != UINT32_MAX) {
@@ -629,7 +633,7 @@ int kvblk_kvstore_get_stats(kvblk_kvstore *store, struct kvblk_kvstore_stats *st
 	const size_t sz = stats->stats_size;
 	memset(stats, 0, std::min<size_t>(sz, 64u << 10));
 	stats->stats_size = sz;
-	const Counters &c = store->ctr;
+	const Counters &c = *store->ctr;
 	stats->gets = c.gets.load();
 	stats->puts = c.puts.load();
 	stats->exists = c.exists.load();
@@ -658,7 +662,10 @@ int kvblk_kvstore_reset_stats(kvblk_kvstore *store) noexcept
 		return ret;
 	if (!store)
 		return fail(-EINVAL, "kvblk_kvstore_reset_stats: NULL store");
-	store->ctr.reset();
+	store->ctr->reset();
+	for (auto &dp : store->drives)
+		for (auto *c : {&dp->dc->bytes_read, &dp->dc->bytes_written, &dp->dc->read_errors, &dp->dc->write_errors})
+			c->store(0, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -676,6 +683,145 @@ int kvblk_kvstore_check(kvblk_kvstore *store, uint32_t flags, struct kvblk_kvsto
 		return check_store(store, flags, report);
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "kvblk_kvstore_check: out of memory");
+	}
+}
+
+} // extern "C"
+
+namespace kvblk::kvstore {
+int identify(const char *path, Superblock *sb, uint32_t *ok_copies);
+}
+
+namespace {
+
+/* The live counters file of store @uuid: mapped read-only, or nullptr (-ESRCH). */
+const kvblk::kvstore::SharedStats *map_live(const kvblk::kvstore::Uuid &uuid, int *pid)
+{
+	using namespace kvblk::kvstore;
+	const std::string p = "/dev/shm/kvblk-kvstore-" + uuid_text(uuid);
+	const int fd = open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return nullptr;
+	struct stat st;
+	void *m = MAP_FAILED;
+	if (fstat(fd, &st) == 0 && uint64_t(st.st_size) >= sizeof(SharedStats))
+		m = mmap(nullptr, sizeof(SharedStats), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED)
+		return nullptr;
+	auto *x = static_cast<const SharedStats *>(m);
+	if (memcmp(x->magic, "KVBLKSTA", 8) != 0 || x->version != kSharedStatsVersion ||
+	    memcmp(x->uuid, uuid.data(), 16) != 0 || x->pid <= 0 || (kill(x->pid, 0) != 0 && errno == ESRCH)) {
+		munmap(m, sizeof(SharedStats));
+		return nullptr;
+	}
+	*pid = x->pid;
+	return x;
+}
+
+} // namespace
+
+extern "C" {
+
+int kvblk_kvstore_identify(const char *path, struct kvblk_kvstore_identity *id) noexcept
+{
+	if (!path || !id || id->identity_size < sizeof(*id))
+		return fail(-EINVAL, "kvblk_kvstore_identify: NULL argument or identity_size too small");
+	try {
+		Superblock sb;
+		uint32_t ok = 0;
+		if (int ret = identify(path, &sb, &ok))
+			return ret;
+		const size_t sz = id->identity_size;
+		memset(id, 0, std::min<size_t>(sz, 64u << 10));
+		id->identity_size = sz;
+		id->format_version = sb.version;
+		id->drive_index = sb.drive_index;
+		id->drive_count = sb.drive_count;
+		id->nr_classes = sb.nr_classes;
+		memcpy(id->store_uuid, sb.store_uuid.data(), 16);
+		memcpy(id->drive_uuid, sb.drive_uuid.data(), 16);
+		id->drive_bytes = sb.drive_bytes;
+		id->created_ns = sb.created_ns;
+		id->journal_bytes = sb.journal_bytes;
+		id->max_key_bytes = sb.max_key;
+		id->max_meta_bytes = sb.max_meta;
+		for (uint32_t c = 0; c < sb.nr_classes; c++) {
+			id->slot_bytes[c] = sb.classes[c].slot_bytes;
+			id->slots[c] = sb.classes[c].nr_slots;
+		}
+		id->superblocks_ok = ok;
+		int pid = 0;
+		if (const SharedStats *x = map_live(sb.store_uuid, &pid)) {
+			id->live_pid = pid;
+			munmap(const_cast<SharedStats *>(x), sizeof(SharedStats));
+		}
+		return 0;
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_kvstore_identify: out of memory");
+	}
+}
+
+int kvblk_kvstore_peek_stats(const char *path, struct kvblk_kvstore_stats *stats,
+			     struct kvblk_kvstore_drive_info *drives, uint32_t max_drives) noexcept
+{
+	if (!path || !stats || stats->stats_size < sizeof(*stats) || (max_drives && !drives))
+		return fail(-EINVAL, "kvblk_kvstore_peek_stats: NULL argument or stats_size too small");
+	for (uint32_t i = 0; i < max_drives; i++)
+		if (drives[i].info_size < sizeof(drives[i]))
+			return fail(-EINVAL, "kvblk_kvstore_peek_stats: drives[%u].info_size too small", i);
+	try {
+		Superblock sb;
+		uint32_t ok = 0;
+		if (int ret = identify(path, &sb, &ok))
+			return ret;
+		int pid = 0;
+		const SharedStats *x = map_live(sb.store_uuid, &pid);
+		if (!x)
+			return fail(-ESRCH, "kvblk_kvstore_peek_stats: no process has store %s open for writing",
+				    uuid_text(sb.store_uuid).c_str());
+		const size_t sz = stats->stats_size;
+		memset(stats, 0, std::min<size_t>(sz, 64u << 10));
+		stats->stats_size = sz;
+		const Counters &c = x->ctr;
+		stats->gets = c.gets.load();
+		stats->puts = c.puts.load();
+		stats->exists = c.exists.load();
+		stats->deletes = c.deletes.load();
+		stats->hits = c.hits.load();
+		stats->misses = c.misses.load();
+		stats->checksum_failures = c.checksum_failures.load();
+		stats->get_errors = c.get_errors.load();
+		stats->put_errors = c.put_errors.load();
+		stats->evictions = c.evictions.load();
+		stats->evictions_dropped = c.evictions_dropped.load();
+		stats->bytes_read = c.bytes_read.load();
+		stats->bytes_written = c.bytes_written.load();
+		stats->journal_commits = c.journal_commits.load();
+		stats->checkpoints = c.checkpoints.load();
+		stats->flushes = c.flushes.load();
+		const uint32_t n = std::min<uint32_t>(x->drives, KVBLK_KVSTORE_MAX_DRIVES);
+		for (uint32_t d = 0; d < n; d++) {
+			if (x->drive[d].state.load() != KVBLK_KVSTORE_DRIVE_OK)
+				stats->degraded = 1;
+			if (d >= max_drives)
+				continue;
+			kvblk_kvstore_drive_info &di = drives[d];
+			const size_t dsz = di.info_size;
+			memset(&di, 0, std::min<size_t>(dsz, 64u << 10));
+			di.info_size = dsz;
+			di.index = d;
+			di.state = x->drive[d].state.load();
+			memcpy(di.uuid, sb.members[d].data(), 16);
+			di.bytes_read = x->drive[d].bytes_read.load();
+			di.bytes_written = x->drive[d].bytes_written.load();
+			di.read_errors = x->drive[d].read_errors.load();
+			di.write_errors = x->drive[d].write_errors.load();
+		}
+		munmap(const_cast<SharedStats *>(x), sizeof(SharedStats));
+		return int(n);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_kvstore_peek_stats: out of memory");
 	}
 }
 

@@ -155,10 +155,38 @@ struct GetOp final : IoOp {
 			res.assign(descs.size(), kvblk_result{});
 			const uint32_t fl = KVBLK_SUBMIT_PER_OBJECT |
 					    ((b->flags & KVBLK_KVSTORE_SUBMIT_PRIORITY) ? KVBLK_SUBMIT_PRIORITY : 0);
-			const int ret = submit_io(s, this, descs.data(), uint32_t(descs.size()), fl, res.data());
+			int32_t bad = -1;
+			const int ret = submit_io(s, this, descs.data(), uint32_t(descs.size()), fl, res.data(), &bad);
 			if (ret == 0)
 				return true;
-			/* Refused: fail this part's objects with the reason, go on with the rest. */
+			if (bad >= 0 && size_t(bad) < cur.size() && (ret == -ERANGE || ret == -ENOENT || ret == -EBADF)) {
+				/*
+				 * libkvblk refused the batch for one drive: it is smaller than the store (a
+				 * file cut short, a device shrunk) or gone. That drive fails; the part is
+				 * issued again without its objects.
+				 */
+				Drive &d = *s.drives[items[cur[size_t(bad)]].obj->drive];
+				fail_drive(s, d, std::string("a read was refused: ") + kvblk_kvstore_last_error());
+				std::vector<uint32_t> keep;
+				for (uint32_t k : cur) {
+					if (items[k].obj->drive == d.index)
+						items[k].status = -ENODEV;
+					else
+						keep.push_back(k);
+				}
+				if (!keep.empty()) {
+					if (verifying) {
+						/* Rebuild the group from the kept items. */
+						for (uint32_t k : keep)
+							items[k].status = 0;
+						part = keep.front();
+					} else {
+						parts.insert(parts.begin() + long(part), keep);
+					}
+				}
+				continue;
+			}
+			/* Refused otherwise: fail this part's objects with the reason, go on with the rest. */
 			for (uint32_t k : cur)
 				if (items[k].status == 1 || verifying)
 					items[k].status = ret;
@@ -202,7 +230,7 @@ struct GetOp final : IoOp {
 				if (it.status == 0) {
 					hits++;
 					bytes += it.obj->length;
-					d.bytes_read.fetch_add(it.obj->length, std::memory_order_relaxed);
+					d.dc->bytes_read.fetch_add(it.obj->length, std::memory_order_relaxed);
 					if (it.obj->in_index) {
 						lru_unlink(s, it.obj);
 						lru_push_front(s, it.obj);
@@ -213,7 +241,7 @@ struct GetOp final : IoOp {
 					else
 						errs++;
 					if (it.status != -ECANCELED)
-						d.read_errors.fetch_add(1, std::memory_order_relaxed);
+						d.dc->read_errors.fetch_add(1, std::memory_order_relaxed);
 					if ((it.status == -EBADMSG || it.status == -EIO) && it.obj->in_index) {
 						/* Its bytes cannot be trusted: the key goes (a DEL the writer commits). */
 						retire_locked(s, it.obj);
@@ -231,10 +259,10 @@ struct GetOp final : IoOp {
 		}
 		for (uint32_t dix : gone)
 			fail_drive(s, *s.drives[dix], "a read reported the device gone");
-		s.ctr.hits.fetch_add(hits, std::memory_order_relaxed);
-		s.ctr.checksum_failures.fetch_add(bad, std::memory_order_relaxed);
-		s.ctr.get_errors.fetch_add(errs, std::memory_order_relaxed);
-		s.ctr.bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+		s.ctr->hits.fetch_add(hits, std::memory_order_relaxed);
+		s.ctr->checksum_failures.fetch_add(bad, std::memory_order_relaxed);
+		s.ctr->get_errors.fetch_add(errs, std::memory_order_relaxed);
+		s.ctr->bytes_read.fetch_add(bytes, std::memory_order_relaxed);
 		if (drops || !probe.empty()) {
 			std::lock_guard<std::mutex> lk(s.writer_mu);
 			for (uint32_t dix : probe)
@@ -326,8 +354,8 @@ int start_get(Store &s, std::unique_ptr<Batch> b)
 			op->items.push_back(it);
 		}
 	}
-	s.ctr.misses.fetch_add(misses, std::memory_order_relaxed);
-	s.ctr.get_errors.fetch_add(errs, std::memory_order_relaxed);
+	s.ctr->misses.fetch_add(misses, std::memory_order_relaxed);
+	s.ctr->get_errors.fetch_add(errs, std::memory_order_relaxed);
 	if (op->items.empty()) {
 		finish_batch(s, std::move(op->b), KVBLK_PATH_HOST, 0, 0);
 		return 0;

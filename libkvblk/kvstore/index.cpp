@@ -118,6 +118,11 @@ void publish_locked(Store &s, Obj *o) noexcept
 		removal_durable_locked(s, old);
 	}
 	s.index.emplace(std::string_view(o->key), o);
+	adopt_locked(s, o);
+}
+
+void adopt_locked(Store &s, Obj *o) noexcept
+{
 	o->in_index = true;
 	lru_push_front(s, o);
 	Drive &d = *s.drives[o->drive];
@@ -142,6 +147,8 @@ void fail_drive(Store &s, Drive &d, const std::string &why)
 	if (d.state.load() == KVBLK_KVSTORE_DRIVE_OK) {
 		d.why_failed = why;
 		d.state.store(KVBLK_KVSTORE_DRIVE_FAILED);
+		if (d.dc)
+			d.dc->state.store(KVBLK_KVSTORE_DRIVE_FAILED);
 	}
 }
 

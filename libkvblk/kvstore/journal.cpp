@@ -121,7 +121,7 @@ int commit_records(Store &s, Drive &d, const std::vector<Record> &recs)
 		return ret;
 	if (int ret = flush_drive(s, d))
 		return ret;
-	s.ctr.journal_commits.fetch_add(1, std::memory_order_relaxed);
+	s.ctr->journal_commits.fetch_add(1, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -186,7 +186,7 @@ int write_checkpoint(Store &s, Drive &d)
 	d.jnl.ckpt_seq[area] = h.seq;
 	d.jnl.ckpt_pos[area] = h.pos;
 	d.jnl.newest = area;
-	s.ctr.checkpoints.fetch_add(1, std::memory_order_relaxed);
+	s.ctr->checkpoints.fetch_add(1, std::memory_order_relaxed);
 	return 0;
 }
 
@@ -216,11 +216,11 @@ int later_commit_exists(Store &s, Drive &d, uint64_t seq, bool *found, uint64_t 
 
 /* Decode the records of a checked commit or checkpoint payload; -EUCLEAN on a bad one. */
 int each_record(const Store &s, const Drive &d, const uint8_t *p, uint64_t bytes, uint64_t count, uint64_t seq,
-		const std::function<void(const Record &, uint64_t)> &apply)
+		const std::function<void(Record &, uint64_t)> &apply)
 {
 	uint64_t off = 0;
+	Record r;
 	for (uint64_t i = 0; i < count; i++) {
-		Record r;
 		size_t used;
 		if (decode_record(p + off, bytes - off, s.geo.max_key, s.geo.max_meta, &r, &used))
 			return -EUCLEAN;
@@ -236,7 +236,7 @@ int each_record(const Store &s, const Drive &d, const uint8_t *p, uint64_t bytes
 } // namespace
 
 int replay_drive(Store &s, Drive &d, bool recover, ReplayReport *rep,
-		 const std::function<void(const Record &, uint64_t seq)> &apply)
+		 const std::function<void(Record &, uint64_t seq)> &apply)
 {
 	const uint64_t J = d.sb.journal_bytes;
 	/* 1. The checkpoints: the valid one with the higher seq. */

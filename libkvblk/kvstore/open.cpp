@@ -103,6 +103,12 @@ int read_superblocks(kvblk_dev *dev, uint32_t t, Superblock *sb, bool *ro_only, 
 	AlignedBuf b(kBlock);
 	int best = -EMEDIUMTYPE;
 	*bad_copies = 0;
+	kvblk_dev_info ti{};
+	ti.info_size = sizeof(ti);
+	if (kvblk_get_target_info(dev, t, &ti) == 0 && ti.capacity < kSbOffset[1] + kBlock) {
+		*why = "too small to hold one (" + std::to_string(ti.capacity) + " bytes)";
+		return -EMEDIUMTYPE;
+	}
 	std::string first_why;
 	for (int copy = 0; copy < 2; copy++) {
 		kvblk_desc x{};
@@ -122,12 +128,10 @@ int read_superblocks(kvblk_dev *dev, uint32_t t, Superblock *sb, bool *ro_only, 
 		const int d = decode_superblock(b.p, sb, &ro, &w);
 		if (d == 0) {
 			*ro_only = ro;
-			if (copy == 1)
-				(*bad_copies)++;
 			return 0;
 		}
-		if (d != -EMEDIUMTYPE || copy == 1)
-			(*bad_copies) += (d != -EMEDIUMTYPE);
+		/* A copy without magic next to a good one is damaged too (only both without: not a store). */
+		(*bad_copies)++;
 		if (first_why.empty() || (best == -EMEDIUMTYPE && d != -EMEDIUMTYPE))
 			first_why = w;
 		if (best == -EMEDIUMTYPE || d == -EPROTONOSUPPORT)
@@ -137,47 +141,62 @@ int read_superblocks(kvblk_dev *dev, uint32_t t, Superblock *sb, bool *ro_only, 
 	return best;
 }
 
-/* Per-drive replay state: the records that hold after its replay. */
+/*
+ * Per-drive replay state: the objects that hold after its replay, made as the records come
+ * (the record's strings moved into them), keyed by views of their own keys.
+ */
 struct DriveIndex {
-	std::unordered_map<std::string, Record> keys;
-	std::unordered_map<uint64_t, std::string> owners; /* (cls << 56 | slot) -> key */
-	std::vector<uint64_t> max_slot;			  /* per class: highest slot + 1 named by a PUT */
+	std::unordered_map<std::string_view, Obj *> keys;
+	std::unordered_map<uint64_t, Obj *> owners; /* (cls << 56 | slot) -> object */
+	std::vector<uint64_t> max_slot;		    /* per class: highest slot + 1 named by a PUT */
 	uint64_t max_gen = 0;
 	uint64_t dropped = 0;
+	~DriveIndex()
+	{
+		for (auto &[k, o] : keys)
+			delete o;
+	}
+	void remove(Obj *o)
+	{
+		owners.erase(owner_key(o->cls, o->slot));
+		keys.erase(o->key);
+		delete o;
+	}
+	static uint64_t owner_key(uint8_t cls, uint64_t slot) { return (uint64_t(cls) << 56) | slot; }
 };
 
-uint64_t owner_key(uint8_t cls, uint64_t slot)
-{
-	return (uint64_t(cls) << 56) | slot;
-}
-
-void apply_record(DriveIndex &di, const Record &r)
+void apply_record(DriveIndex &di, Record &r, uint32_t drive)
 {
 	di.max_gen = std::max(di.max_gen, r.gen);
 	auto it = di.keys.find(r.key);
 	if (r.type == kRecDel) {
-		if (it != di.keys.end() && it->second.gen < r.gen) {
-			di.owners.erase(owner_key(it->second.cls, it->second.slot));
-			di.keys.erase(it);
-		}
+		if (it != di.keys.end() && it->second->gen < r.gen)
+			di.remove(it->second);
 		return;
 	}
 	di.max_slot[r.cls] = std::max(di.max_slot[r.cls], r.slot + 1);
 	if (it != di.keys.end()) {
-		if (it->second.gen >= r.gen)
+		if (it->second->gen >= r.gen)
 			return; /* an older record of a key already newer */
-		di.owners.erase(owner_key(it->second.cls, it->second.slot));
-		di.keys.erase(it);
+		di.remove(it->second);
 	}
 	/* A later record took the slot: whatever held it before is gone. */
-	auto own = di.owners.find(owner_key(r.cls, r.slot));
+	auto own = di.owners.find(DriveIndex::owner_key(r.cls, r.slot));
 	if (own != di.owners.end()) {
-		di.keys.erase(own->second);
-		di.owners.erase(own);
+		di.remove(own->second);
 		di.dropped++;
 	}
-	di.owners[owner_key(r.cls, r.slot)] = r.key;
-	di.keys.emplace(r.key, r);
+	Obj *o = new Obj;
+	o->key = std::move(r.key);
+	o->meta = std::move(r.meta);
+	o->drive = drive;
+	o->cls = r.cls;
+	o->slot = r.slot;
+	o->length = r.length;
+	o->crc = r.crc;
+	o->gen = r.gen;
+	di.owners.emplace(DriveIndex::owner_key(r.cls, r.slot), o);
+	di.keys.emplace(std::string_view(o->key), o);
 }
 
 } // namespace
@@ -195,6 +214,7 @@ Store::~Store()
 		delete o;
 	if (wake_fd >= 0)
 		close(wake_fd);
+	stats_detach(*this);
 }
 
 /* Open the store over @paths: everything but threads and the final checkpoint. */
@@ -296,6 +316,7 @@ int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_op
 	}
 	s->dev = op->dev;
 	op->dev = nullptr;
+	stats_attach(*s);
 
 	/* Replay every drive, then merge by generation. */
 	const bool recover = o.flags & KVBLK_KVSTORE_OPEN_RECOVER;
@@ -307,49 +328,78 @@ int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_op
 			continue;
 		(*reports)[d].superblocks_bad = uint32_t(bad_copies[dr.target]);
 		idx[d].max_slot.assign(g.nr_classes, 0);
+		uint64_t slots = 0;
+		for (uint32_t c = 0; c < g.nr_classes; c++)
+			slots += dr.sb.classes[c].nr_slots;
+		idx[d].keys.reserve(std::min<uint64_t>(slots, 1u << 20));
+		idx[d].owners.reserve(std::min<uint64_t>(slots, 1u << 20));
 		const int ret = replay_drive(*s, dr, recover, &(*reports)[d],
-					     [&](const Record &r, uint64_t) { apply_record(idx[d], r); });
+					     [&](Record &r, uint64_t) { apply_record(idx[d], r, d); });
 		if (ret)
 			return ret;
 		for (uint32_t c = 0; c < g.nr_classes; c++)
 			dr.alloc[c].hwm = std::max(dr.alloc[c].hwm, idx[d].max_slot[c]);
 		s->next_gen = std::max(s->next_gen, idx[d].max_gen + 1);
 	}
-	/* The same key on two drives: the higher generation wins. */
-	std::unordered_map<std::string, uint32_t> winner;
-	for (uint32_t d = 0; d < g.drive_count; d++)
-		for (const auto &[k, r] : idx[d].keys) {
-			auto [it, fresh] = winner.emplace(k, d);
-			if (!fresh && idx[it->second].keys.at(k).gen < r.gen)
-				it->second = d;
-		}
+	/* The same key on two drives: the higher generation wins; the other's slot is free. */
+	size_t total = 0;
+	for (const auto &x : idx)
+		total += x.keys.size();
 	std::vector<Obj *> all;
-	all.reserve(winner.size());
+	all.reserve(total);
+	std::unordered_map<std::string_view, Obj *> adopted;
+	{
+		std::unordered_map<std::string_view, size_t> at; /* key -> index in all (several drives only) */
+		if (g.drive_count > 1)
+			at.reserve(total);
+		for (uint32_t d = 0; d < g.drive_count; d++) {
+			for (auto &[k, o] : idx[d].keys) {
+				if (g.drive_count > 1) {
+					auto it = at.find(std::string_view(o->key));
+					if (it != at.end()) {
+						const size_t i = it->second;
+						Obj *cur = all[i];
+						if (cur->gen < o->gen) {
+							/* The map's key views the object it is about to lose: re-key it. */
+							at.erase(it);
+							delete cur;
+							all[i] = o;
+							at.emplace(std::string_view(o->key), i);
+						} else {
+							delete o;
+						}
+						continue;
+					}
+					at.emplace(std::string_view(o->key), all.size());
+				}
+				all.push_back(o);
+			}
+			if (g.drive_count == 1)
+				adopted.swap(idx[d].keys); /* the index, as it is: no second hashing */
+			idx[d].keys.clear(); /* owned by @all now */
+			idx[d].owners.clear();
+		}
+	}
 	std::vector<std::vector<std::vector<bool>>> used(g.drive_count);
 	for (uint32_t d = 0; d < g.drive_count; d++) {
 		used[d].resize(g.nr_classes);
 		for (uint32_t c = 0; c < g.nr_classes; c++)
 			used[d][c].assign(s->drives[d]->alloc[c].hwm, false);
 	}
-	for (const auto &[k, d] : winner) {
-		const Record &r = idx[d].keys.at(k);
-		Obj *ob = new Obj;
-		ob->key = r.key;
-		ob->meta = r.meta;
-		ob->drive = d;
-		ob->cls = r.cls;
-		ob->slot = r.slot;
-		ob->length = r.length;
-		ob->crc = r.crc;
-		ob->gen = r.gen;
-		all.push_back(ob);
-		used[d][r.cls][r.slot] = true;
-	}
+	for (const Obj *ob : all)
+		used[ob->drive][ob->cls][ob->slot] = true;
 	std::sort(all.begin(), all.end(), [](const Obj *a, const Obj *b) { return a->gen < b->gen; });
 	{
 		std::lock_guard<std::mutex> lk(s->index_mu);
-		for (Obj *ob : all)
-			publish_locked(*s, ob);
+		if (g.drive_count == 1) {
+			s->index.swap(adopted);
+			for (Obj *ob : all)
+				adopt_locked(*s, ob);
+		} else {
+			s->index.reserve(all.size());
+			for (Obj *ob : all)
+				publish_locked(*s, ob);
+		}
 		for (uint32_t d = 0; d < g.drive_count; d++)
 			for (uint32_t c = 0; c < g.nr_classes; c++) {
 				SlotAlloc &a = s->drives[d]->alloc[c];
@@ -557,6 +607,12 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 	kvblk_kvstore tmp;
 	tmp.dev = op.dev;
 	tmp.geo = sb;
+	tmp.flags = KVBLK_KVSTORE_OPEN_RDONLY; /* its counters on the heap */
+	stats_attach(tmp);
+	struct Disown {
+		kvblk_kvstore &t;
+		~Disown() { t.dev = nullptr; } /* @op closes the device */
+	} disown{tmp};
 	AlignedBuf zero(64u << 10), blk(kBlock);
 	for (uint32_t i = 0; i < n; i++) {
 		Drive d;
@@ -610,7 +666,6 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 		if (ret)
 			return ret;
 	}
-	tmp.dev = nullptr;
 	made.keep = true;
 	return 0;
 }
@@ -636,6 +691,37 @@ void close_store(kvblk_kvstore *s)
 			dp->lock_fd = -1;
 		}
 	delete s;
+}
+
+} // namespace kvblk::kvstore
+
+namespace kvblk::kvstore {
+
+int identify(const char *path, Superblock *sb, uint32_t *ok_copies)
+{
+	kvblk_open_opts oo;
+	kvblk_open_opts_init(&oo, sizeof(oo));
+	/* Any backend reads two blocks; io_uring needs no module and no privilege. */
+	oo.backend = KVBLK_BACKEND_URING;
+	kvblk_dev *dev = nullptr;
+	if (int ret = kvblk_open(path, &oo, &dev)) {
+		oo.backend = KVBLK_BACKEND_PSYNC;
+		if (kvblk_open(path, &oo, &dev))
+			return fail(ret, "kvblk_kvstore_identify: %s: %s", path, kvblk_last_error());
+	}
+	bool ro;
+	int bad = 0;
+	std::string why;
+	const int ret = read_superblocks(dev, 0, sb, &ro, &bad, &why);
+	kvblk_close(dev);
+	if (ret == -EMEDIUMTYPE)
+		return fail(ret, "kvblk_kvstore_identify: %s is not a kvblk store (%s)", path, why.c_str());
+	if (ret == -EPROTONOSUPPORT)
+		return fail(ret, "kvblk_kvstore_identify: %s holds a kvblk store of a newer format: %s", path, why.c_str());
+	if (ret)
+		return fail(ret, "kvblk_kvstore_identify: %s: both superblock copies are damaged (%s)", path, why.c_str());
+	*ok_copies = 2 - uint32_t(bad);
+	return 0;
 }
 
 } // namespace kvblk::kvstore

@@ -46,7 +46,8 @@ void reaper_main(Store &s)
 
 } // namespace
 
-int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results)
+int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results,
+	      int32_t *bad_index)
 {
 	kvblk_submit_opts o;
 	kvblk_submit_opts_init(&o, sizeof(o));
@@ -59,6 +60,8 @@ int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t 
 	}
 	uint64_t ticket;
 	const int ret = kvblk_submit(s.dev, descs, n, &o, &ticket);
+	if (bad_index)
+		*bad_index = o.bad_index;
 	if (ret) {
 		const std::string why = kvblk_last_error();
 		io_ended(s);

@@ -105,7 +105,7 @@ struct Drive {
 	std::vector<SlotAlloc> alloc;  /* per class; under index_mu */
 	uint64_t objects = 0;	       /* under index_mu */
 	JournalState jnl;
-	std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, read_errors{0}, write_errors{0};
+	struct DriveCounters *dc = nullptr; /* its counters, in Store::shared */
 	[[nodiscard]] bool ok() const noexcept { return state.load() == KVBLK_KVSTORE_DRIVE_OK; }
 };
 
@@ -115,13 +115,38 @@ inline uint64_t slot_offset(const Drive &d, uint8_t cls, uint64_t slot) noexcept
 	return d.sb.classes[cls].offset + slot * d.sb.classes[cls].slot_bytes;
 }
 
-/* Counters (relaxed atomics). */
+/* Counters (relaxed atomics), in the order of struct kvblk_kvstore_stats. */
 struct Counters {
 	std::atomic<uint64_t> gets{0}, puts{0}, exists{0}, deletes{0}, hits{0}, misses{0},
 		checksum_failures{0}, get_errors{0}, put_errors{0}, evictions{0}, evictions_dropped{0},
 		bytes_read{0}, bytes_written{0}, journal_commits{0}, checkpoints{0}, flushes{0};
 	void reset() noexcept;
 };
+
+/* One drive's counters (and its state, mirrored for readers in other processes). */
+struct DriveCounters {
+	std::atomic<uint64_t> bytes_read{0}, bytes_written{0}, read_errors{0}, write_errors{0};
+	std::atomic<uint32_t> state{0};
+	uint32_t reserved = 0;
+};
+
+/*
+ * struct SharedStats - the counters of an open store, in a file of /dev/shm named after the
+ * store's UUID (shared_stats_path()), so that `kvblkctl store stats` reads them live from
+ * another process; a heap copy when /dev/shm cannot hold it. Layout version kSharedStatsVersion.
+ */
+inline constexpr uint32_t kSharedStatsVersion = 1;
+struct SharedStats {
+	char magic[8];	/* "KVBLKSTA" */
+	uint32_t version;
+	int32_t pid;	/* the process that has the store open */
+	uint8_t uuid[16];
+	uint32_t drives;
+	uint32_t reserved;
+	Counters ctr;
+	DriveCounters drive[KVBLK_KVSTORE_MAX_DRIVES];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 struct Store;
 
@@ -191,7 +216,10 @@ struct Store {
 	std::atomic<uint64_t> list_epoch{0};
 
 	CompletionQueue cq;
-	Counters ctr;
+	SharedStats *shared = nullptr; /* mapped (shared_fd >= 0) or allocated */
+	bool shared_mapped = false;
+	std::string shared_path;
+	Counters *ctr = nullptr;	 /* &shared->ctr */
 	std::vector<struct ReplayReport> replay; /* what the open found, per drive (check reports it) */
 
 	/* The writer thread. */
@@ -213,6 +241,10 @@ struct Store {
 
 	~Store();
 };
+
+/* Make the store's counters (shared file or heap); never fails for want of /dev/shm. */
+void stats_attach(Store &s);
+void stats_detach(Store &s) noexcept;
 
 /* now in CLOCK_MONOTONIC ns. */
 uint64_t now_ns() noexcept;
@@ -253,13 +285,14 @@ struct ReplayReport {
 	uint64_t max_seq_seen = 0;  /* the highest seq of any valid header in the ring */
 };
 /*
- * Read drive @d's checkpoint and journal and give every record, in order, to @apply
+ * Read drive @d's checkpoint and journal and give every record, in order, to @apply (which may
+ * move its strings)
  * (checkpoint records first, then the journal's); set d.jnl and the class high-water marks.
  * 0; -EUCLEAN (damaged: *rep says where; with @recover the records before the damage are
  * given and 0 returned); other -errno.
  */
 int replay_drive(Store &s, Drive &d, bool recover, ReplayReport *rep,
-		 const std::function<void(const Record &, uint64_t seq)> &apply);
+		 const std::function<void(Record &, uint64_t seq)> &apply);
 
 /* --- the index (index.cpp); all with index_mu held */
 void lru_unlink(Store &s, Obj *o) noexcept;
@@ -272,6 +305,8 @@ void removal_durable_locked(Store &s, Obj *o) noexcept;
 void put_reader_locked(Store &s, Obj *o) noexcept;
 /* Publish @o (new) for its key. */
 void publish_locked(Store &s, Obj *o) noexcept;
+/* The rest of publish_locked() for @o already in the map (the open's replay). */
+void adopt_locked(Store &s, Obj *o) noexcept;
 void free_slot_locked(Store &s, uint32_t drive, uint8_t cls, uint64_t slot) noexcept;
 /* The class for an object of @length bytes, or -1 when it is larger than every class. */
 int class_for(const Store &s, uint64_t length) noexcept;
@@ -294,8 +329,12 @@ void run_drops(Store &s);
 /* Queue a put or delete batch for the writer. */
 void writer_enqueue(Store &s, std::unique_ptr<Batch> b);
 void writer_kick(Store &s);
-/* Submit an asynchronous libkvblk batch whose completions go to @op (reaper.cpp). */
-int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results);
+/*
+ * Submit an asynchronous libkvblk batch whose completions go to @op (reaper.cpp). On a refusal
+ * *bad_index (when not NULL) names the descriptor libkvblk refused, or -1.
+ */
+int submit_io(Store &s, IoOp *op, const kvblk_desc *descs, uint32_t n, uint32_t flags, kvblk_result *results,
+	      int32_t *bad_index = nullptr);
 /* The reaper's op ended (from on_batch(), last thing it does with the store). */
 void io_ended(Store &s) noexcept;
 

@@ -13,6 +13,9 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace kvblk::kvstore {
 namespace {
@@ -140,7 +143,7 @@ int write_meta(Store &s, const Drive &d, uint64_t offset, const void *buf, uint6
 
 int flush_drive(Store &s, Drive &d)
 {
-	s.ctr.flushes.fetch_add(1, std::memory_order_relaxed);
+	s.ctr->flushes.fetch_add(1, std::memory_order_relaxed);
 	const int ret = kvblk_flush(s.dev, d.target, 0);
 	if (ret)
 		return fail(ret, "drive %u (%s): flush: %s", d.index, d.path.c_str(), kvblk_last_error());
@@ -153,3 +156,54 @@ extern "C" const char *kvblk_kvstore_last_error(void) noexcept
 {
 	return kvblk::kvstore::t_error;
 }
+
+namespace kvblk::kvstore {
+
+void stats_attach(Store &s)
+{
+	const bool publish = !(s.flags & KVBLK_KVSTORE_OPEN_RDONLY);
+	if (publish) {
+		s.shared_path = "/dev/shm/kvblk-kvstore-" + uuid_text(s.geo.store_uuid);
+		const int fd = open(s.shared_path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+		if (fd >= 0) {
+			void *m = MAP_FAILED;
+			if (ftruncate(fd, sizeof(SharedStats)) == 0)
+				m = mmap(nullptr, sizeof(SharedStats), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+			close(fd);
+			if (m != MAP_FAILED) {
+				s.shared = new (m) SharedStats{};
+				s.shared_mapped = true;
+			} else {
+				unlink(s.shared_path.c_str());
+			}
+		}
+	}
+	if (!s.shared)
+		s.shared = new SharedStats{};
+	SharedStats &x = *s.shared;
+	memcpy(x.magic, "KVBLKSTA", 8);
+	x.version = kSharedStatsVersion;
+	x.pid = int32_t(getpid());
+	memcpy(x.uuid, s.geo.store_uuid.data(), 16);
+	x.drives = uint32_t(s.drives.size());
+	s.ctr = &x.ctr;
+	for (auto &dp : s.drives) {
+		dp->dc = &x.drive[dp->index];
+		dp->dc->state.store(dp->state.load());
+	}
+}
+
+void stats_detach(Store &s) noexcept
+{
+	if (!s.shared)
+		return;
+	if (s.shared_mapped) {
+		munmap(s.shared, sizeof(SharedStats));
+		unlink(s.shared_path.c_str());
+	} else {
+		delete s.shared;
+	}
+	s.shared = nullptr;
+}
+
+} // namespace kvblk::kvstore

@@ -67,7 +67,7 @@ std::vector<bool> commit_all(Store &s, std::map<uint32_t, std::vector<Record>> &
 		}
 		if (int ret = commit_records(s, d, v)) {
 			fail_drive(s, d, std::string("journal commit failed: ") + kvblk_kvstore_last_error());
-			d.write_errors.fetch_add(1, std::memory_order_relaxed);
+			d.dc->write_errors.fetch_add(1, std::memory_order_relaxed);
 			(void)ret;
 			bad[dix] = true;
 		}
@@ -116,13 +116,13 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 			try {
 				if (s.evicted.size() >= kMaxEvictedKept) {
 					s.evicted.pop_front();
-					s.ctr.evictions_dropped.fetch_add(1, std::memory_order_relaxed);
+					s.ctr->evictions_dropped.fetch_add(1, std::memory_order_relaxed);
 				}
 				s.evicted.push_back(Evicted{o->key, o->drive, o->length, o->gen});
 			} catch (...) {
-				s.ctr.evictions_dropped.fetch_add(1, std::memory_order_relaxed);
+				s.ctr->evictions_dropped.fetch_add(1, std::memory_order_relaxed);
 			}
-			s.ctr.evictions.fetch_add(1, std::memory_order_relaxed);
+			s.ctr->evictions.fetch_add(1, std::memory_order_relaxed);
 			delete o; /* its slot went to a put of this batch */
 		}
 		for (PutItem &it : items)
@@ -170,23 +170,64 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 		}
 	}
 	std::vector<kvblk_result> res(descs.size());
+	bool crcs = false;
 	for (size_t at = 0; at < descs.size();) {
-		const uint32_t cnt = uint32_t(std::min<size_t>(descs.size() - at, s.max_descs));
-		PutIo io;
-		const int ret = submit_io(s, &io, descs.data() + at, cnt, KVBLK_SUBMIT_STORE, res.data() + at);
-		if (ret) {
-			for (uint32_t k = 0; k < cnt; k++)
-				res[at + k].status = ret;
-		} else {
-			if (at == 0)
-				for (PutItem &it : items)
-					if (it.status == 1)
-						it.crc = crc32c(0, b->ops[it.op].host, b->ops[it.op].length);
-			io.wait();
-			io_ended(s);
+		/* The next chunk: descriptors of items still going on. */
+		std::vector<kvblk_desc> chunk;
+		std::vector<size_t> idx;
+		for (; at < descs.size() && chunk.size() < s.max_descs; at++) {
+			if (items[owner[at]].status != 1)
+				continue;
+			chunk.push_back(descs[at]);
+			idx.push_back(at);
 		}
-		at += cnt;
+		while (!chunk.empty()) {
+			std::vector<kvblk_result> r(chunk.size());
+			PutIo io;
+			int32_t bad = -1;
+			const int ret = submit_io(s, &io, chunk.data(), uint32_t(chunk.size()), KVBLK_SUBMIT_STORE,
+						  r.data(), &bad);
+			if (ret == 0) {
+				if (!crcs) {
+					for (PutItem &it : items)
+						if (it.status == 1)
+							it.crc = crc32c(0, b->ops[it.op].host, b->ops[it.op].length);
+					crcs = true;
+				}
+				io.wait();
+				io_ended(s);
+				for (size_t k = 0; k < chunk.size(); k++)
+					res[idx[k]] = r[k];
+				break;
+			}
+			if (bad >= 0 && size_t(bad) < chunk.size() && (ret == -ERANGE || ret == -ENOENT || ret == -EBADF)) {
+				/* One drive refused (cut short, gone): it fails, the rest is written. */
+				const uint32_t dix = items[owner[idx[size_t(bad)]]].drive;
+				fail_drive(s, *s.drives[dix], std::string("a write was refused: ") + kvblk_kvstore_last_error());
+				std::vector<kvblk_desc> keep;
+				std::vector<size_t> kidx;
+				for (size_t k = 0; k < chunk.size(); k++) {
+					PutItem &it = items[owner[idx[k]]];
+					if (it.drive == dix) {
+						it.status = -ENODEV;
+						continue;
+					}
+					keep.push_back(chunk[k]);
+					kidx.push_back(idx[k]);
+				}
+				chunk.swap(keep);
+				idx.swap(kidx);
+				continue;
+			}
+			for (size_t k = 0; k < chunk.size(); k++)
+				res[idx[k]].status = ret;
+			break;
+		}
 	}
+	if (!crcs)
+		for (PutItem &it : items)
+			if (it.status == 1)
+				it.crc = crc32c(0, b->ops[it.op].host, b->ops[it.op].length);
 	for (size_t k = 0; k < descs.size(); k++) {
 		PutItem &it = items[owner[k]];
 		if (res[k].status && it.status == 1)
@@ -209,7 +250,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 	}
 	for (PutItem &it : items)
 		if (it.status != 1 && it.status != -ENOSPC && it.status != -ENODEV && it.drive != UINT32_MAX) {
-			s.drives[it.drive]->write_errors.fetch_add(1, std::memory_order_relaxed);
+			s.drives[it.drive]->dc->write_errors.fetch_add(1, std::memory_order_relaxed);
 			if (device_gone(it.status))
 				fail_drive(s, *s.drives[it.drive], "a write reported the device gone");
 		}
@@ -292,11 +333,11 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 			r.length = op.length;
 			r.drive = it.drive;
 			stored += op.length;
-			s.drives[it.drive]->bytes_written.fetch_add(op.length, std::memory_order_relaxed);
+			s.drives[it.drive]->dc->bytes_written.fetch_add(op.length, std::memory_order_relaxed);
 		}
 	}
-	s.ctr.bytes_written.fetch_add(stored, std::memory_order_relaxed);
-	s.ctr.put_errors.fetch_add(errors, std::memory_order_relaxed);
+	s.ctr->bytes_written.fetch_add(stored, std::memory_order_relaxed);
+	s.ctr->put_errors.fetch_add(errors, std::memory_order_relaxed);
 	finish_batch(s, std::move(b), KVBLK_PATH_HOST, 0, stored);
 }
 

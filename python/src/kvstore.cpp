@@ -604,9 +604,9 @@ py::dict drive_info(Store &self, uint32_t index)
 	struct kvblk_kvstore_drive_info i{};
 	i.info_size = sizeof(i);
 	std::string why;
-	int ret = nogil([&] { return kvblk_kvstore_drive_info(u.st, index, &i); }, why);
+	int ret = nogil([&] { return kvblk_kvstore_get_drive_info(u.st, index, &i); }, why);
 	if (ret < 0)
-		raise_call_error(ret, "kvblk_kvstore_drive_info", why);
+		raise_call_error(ret, "kvblk_kvstore_get_drive_info", why);
 	py::dict d;
 	d["index"] = i.index;
 	d["state"] = drive_state(i.state);

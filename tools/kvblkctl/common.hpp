@@ -56,5 +56,6 @@ void register_crossover(CLI::App &app, Globals &g, Handler &h);
 void register_info(CLI::App &app, Globals &g, Handler &h);
 void register_probe(CLI::App &app, Globals &g, Handler &h);
 void register_trace(CLI::App &app, Globals &g, Handler &h);
+void register_store(CLI::App &app, Globals &g, Handler &h);
 
 } // namespace kvblkctl

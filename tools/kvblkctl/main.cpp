@@ -95,6 +95,7 @@ int main(int argc, char **argv)
 	register_probe(app, g, handler);
 	register_trace(app, g, handler);
 	register_crossover(app, g, handler);
+	register_store(app, g, handler);
 
 	/* The first word that is not an option must name a subcommand. */
 	for (int i = 1; i < argc; i++) {
