@@ -1073,6 +1073,24 @@ class KVStore:
         return b
 
     @staticmethod
+    def identify(path):
+        """What the superblock of drive ``path`` says, without opening the store (no lock taken,
+        nothing written; kvblk_kvstore_identify()): format_version, drive_index, drive_count,
+        store_uuid, drive_uuid, drive_bytes, created_ns, journal_bytes, max_key_bytes,
+        max_meta_bytes, classes (slot_bytes, slots on this drive), live_pid (a process that has
+        the store open for writing, or 0), superblocks_ok. Errors: kvblk.Error EMEDIUMTYPE not
+        a store, EUCLEAN damaged, EPROTONOSUPPORT newer, and open(2)'s."""
+        return _kvblk.kvstore_identify(os.fsdecode(os.fspath(path)))
+
+    @staticmethod
+    def peek_stats(path):
+        """The live counters of the store drive ``path`` belongs to, as the process that has it
+        open for writing counts them (kvblk_kvstore_peek_stats()): (stats dict as stats(),
+        [drive dicts as drive_info(), without path, objects and slots]). Errors: kvblk.Error
+        ESRCH no process has it open for writing, and identify()'s."""
+        return _kvblk.kvstore_peek_stats(os.fsdecode(os.fspath(path)))
+
+    @staticmethod
     def crc32c(data, crc=0):
         """The store's object checksum (CRC32C, kvblk_kvstore_crc32c()) of a bytes-like ``data``."""
         return _kvblk.kvstore_crc32c(data, crc)

@@ -598,15 +598,8 @@ const char *drive_state(uint32_t s)
 	}
 }
 
-py::dict drive_info(Store &self, uint32_t index)
+py::dict drive_dict(const struct kvblk_kvstore_drive_info &i)
 {
-	Store::Use u(self);
-	struct kvblk_kvstore_drive_info i{};
-	i.info_size = sizeof(i);
-	std::string why;
-	int ret = nogil([&] { return kvblk_kvstore_get_drive_info(u.st, index, &i); }, why);
-	if (ret < 0)
-		raise_call_error(ret, "kvblk_kvstore_get_drive_info", why);
 	py::dict d;
 	d["index"] = i.index;
 	d["state"] = drive_state(i.state);
@@ -625,15 +618,20 @@ py::dict drive_info(Store &self, uint32_t index)
 	return d;
 }
 
-py::dict get_stats(Store &self)
+py::dict drive_info(Store &self, uint32_t index)
 {
 	Store::Use u(self);
-	kvblk_kvstore_stats s{};
-	s.stats_size = sizeof(s);
+	struct kvblk_kvstore_drive_info i{};
+	i.info_size = sizeof(i);
 	std::string why;
-	int ret = nogil([&] { return kvblk_kvstore_get_stats(u.st, &s); }, why);
+	int ret = nogil([&] { return kvblk_kvstore_get_drive_info(u.st, index, &i); }, why);
 	if (ret < 0)
-		raise_call_error(ret, "kvblk_kvstore_get_stats", why);
+		raise_call_error(ret, "kvblk_kvstore_get_drive_info", why);
+	return drive_dict(i);
+}
+
+py::dict stats_dict(const kvblk_kvstore_stats &s)
+{
 	py::dict d;
 #define KVBLK_PY_STAT(f) d[#f] = s.f
 	KVBLK_PY_STAT(gets);
@@ -655,6 +653,71 @@ py::dict get_stats(Store &self)
 	KVBLK_PY_STAT(degraded);
 #undef KVBLK_PY_STAT
 	return d;
+}
+
+py::dict get_stats(Store &self)
+{
+	Store::Use u(self);
+	kvblk_kvstore_stats s{};
+	s.stats_size = sizeof(s);
+	std::string why;
+	int ret = nogil([&] { return kvblk_kvstore_get_stats(u.st, &s); }, why);
+	if (ret < 0)
+		raise_call_error(ret, "kvblk_kvstore_get_stats", why);
+	return stats_dict(s);
+}
+
+/* kvblk_kvstore_identify(): what drive @path's superblock says (no open, no lock). */
+py::dict identify(const std::string &path)
+{
+	kvblk_kvstore_identity id{};
+	id.identity_size = sizeof(id);
+	std::string why;
+	int ret = nogil([&] { return kvblk_kvstore_identify(path.c_str(), &id); }, why);
+	if (ret < 0)
+		raise_call_error(ret, ("kvblk_kvstore_identify " + path).c_str(), why);
+	py::dict d;
+	d["format_version"] = id.format_version;
+	d["drive_index"] = id.drive_index;
+	d["drive_count"] = id.drive_count;
+	d["store_uuid"] = uuid_str(id.store_uuid);
+	d["drive_uuid"] = uuid_str(id.drive_uuid);
+	d["drive_bytes"] = id.drive_bytes;
+	d["created_ns"] = id.created_ns;
+	d["journal_bytes"] = id.journal_bytes;
+	d["max_key_bytes"] = id.max_key_bytes;
+	d["max_meta_bytes"] = id.max_meta_bytes;
+	py::list classes;
+	for (uint32_t c = 0; c < id.nr_classes && c < KVBLK_KVSTORE_MAX_CLASSES; c++) {
+		py::dict cd;
+		cd["slot_bytes"] = id.slot_bytes[c];
+		cd["slots"] = id.slots[c];
+		classes.append(cd);
+	}
+	d["classes"] = classes;
+	d["live_pid"] = id.live_pid;
+	d["superblocks_ok"] = id.superblocks_ok;
+	return d;
+}
+
+/* kvblk_kvstore_peek_stats(): (stats, [drive dicts]) of the process that has the store open. */
+py::tuple peek_stats(const std::string &path)
+{
+	kvblk_kvstore_stats s{};
+	s.stats_size = sizeof(s);
+	std::vector<struct kvblk_kvstore_drive_info> drives(KVBLK_KVSTORE_MAX_DRIVES);
+	for (auto &d : drives)
+		d.info_size = sizeof(d);
+	std::string why;
+	int ret = nogil(
+		[&] { return kvblk_kvstore_peek_stats(path.c_str(), &s, drives.data(), uint32_t(drives.size())); },
+		why);
+	if (ret < 0)
+		raise_call_error(ret, ("kvblk_kvstore_peek_stats " + path).c_str(), why);
+	py::list dl;
+	for (int k = 0; k < ret && k < int(drives.size()); k++)
+		dl.append(drive_dict(drives[size_t(k)]));
+	return py::make_tuple(stats_dict(s), dl);
 }
 
 void reset_stats(Store &self)
@@ -857,6 +920,10 @@ void bind_kvstore(py::module_ &m)
 			return kvblk_kvstore_crc32c(crc, p, n);
 		},
 		py::arg("data"), py::arg("crc") = 0, "kvblk_kvstore_crc32c(): the store's object checksum (CRC32C).");
+
+	m.def("kvstore_identify", &identify, py::arg("path"), "kvblk_kvstore_identify() as a dict.");
+	m.def("kvstore_peek_stats", &peek_stats, py::arg("path"),
+	      "kvblk_kvstore_peek_stats(): (stats dict, [drive dicts]).");
 
 	py::class_<Batch>(m, "KVStoreBatch", "One store batch as the C API takes it (kvblk/_kvstore.py makes them).")
 		.def_property_readonly("kind", [](const Batch &b) { return b.kind; })

@@ -575,6 +575,11 @@ def test_drives_info_and_check(tmpdir_disk):
         assert sum(d["bytes_written"] for d in ds) == 20 * MiB
         rep = s.check(data=True)
         assert rep["bad"] == 0 and rep["objects"] == 20 and rep["bytes_checked"] == 20 * MiB
+        ident = kvblk.KVStore.identify(paths[1])
+        assert ident["store_uuid"] == info["uuid"] and ident["drive_index"] == 1
+        assert ident["drive_count"] == 2 and ident["live_pid"] == os.getpid()
+        stats, drives = kvblk.KVStore.peek_stats(paths[0])
+        assert stats["puts"] == 20 and len(drives) == 2
         with pytest.raises(kvblk.Error) as e:
             s.drive_info(2)
         assert e.value.errno == errno.ENOENT
