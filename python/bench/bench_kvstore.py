@@ -15,7 +15,8 @@ whose speed drifts (a shared or virtual disk) moves both alike. GB/s per call is
 its wall time (GB = 1e9 bytes); reported are the medians over the rounds, the median of the
 per-round ratios Python / C (the verdict, checked against --threshold, default 0.95), the
 pooled ratio (all bytes over all time of each leg) and CPU seconds per GB of each leg (the
-process's CPU time during its calls: the store's and libkvblk's threads included). Gets check
+process's CPU time during its calls: the store's and libkvblk's threads included), and the
+cost of the call itself: microseconds per get of --count keys that all miss (no I/O). Gets check
 every object's CRC32C (the store does); the first round's bytes are compared with the sources.
 Exit 0 when every row passes.
 
@@ -152,6 +153,35 @@ def rounds_of(leg, kind, rounds):
             "c_gbps_rounds": c, "python_gbps_rounds": py}
 
 
+def overhead(lib, store, count, calls):
+    """Microseconds per call of a get of ``count`` keys that all miss (no I/O: the cost of the
+    call itself), C leg and Python leg, interleaved in blocks of 100 calls."""
+    keys = [f"bench@miss@{i:04d}" for i in range(count)]
+    dst = [kvblk.aligned_empty(4096) for _ in range(count)]
+    kb = [k.encode() for k in keys]
+    keybuf = b"".join(kb)
+    klen = np.array([len(k) for k in kb], np.uint32)
+    addr = np.array([d.ctypes.data for d in dst], np.uint64)
+    ln = np.full(count, 4096, np.uint64)
+    ops = lib.kvblk_c_kvstore_ops(count, keybuf, klen.ctypes.data, addr.ctypes.data, ln.ctypes.data)
+    res = (ctypes.c_byte * (count * 64))()
+    ns, failed = ctypes.c_uint64(), ctypes.c_int64()
+    h = store._core.c._handle
+    t = {"c": 0.0, "py": 0.0}
+    for _ in range(max(1, calls // 100)):
+        t0 = time.perf_counter()
+        for _ in range(100):
+            lib.kvblk_c_kvstore_run(h, GET, ops, count, res, ctypes.byref(ns), ctypes.byref(failed))
+        t["c"] += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(100):
+            store.get(keys, dst, meta=False)
+        t["py"] += time.perf_counter() - t0
+    lib.kvblk_c_kvstore_free(ops)
+    n = max(1, calls // 100) * 100
+    return {"keys": count, "calls": n, "c_us_per_call": t["c"] / n * 1e6, "python_us_per_call": t["py"] / n * 1e6}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--path", default="/var/tmp/kvblk-kvstore-bench.kvs",
@@ -159,8 +189,10 @@ def main():
     ap.add_argument("--sizes", default="4M,32M", help="object sizes (default 4M,32M)")
     ap.add_argument("--count", type=int, default=32, help="keys per batch (default 32)")
     ap.add_argument("--backend", default="uring")
-    ap.add_argument("--get-rounds", type=int, default=9)
-    ap.add_argument("--put-rounds", type=int, default=5)
+    ap.add_argument("--get-rounds", type=int, default=15)
+    ap.add_argument("--put-rounds", type=int, default=9)
+    ap.add_argument("--overhead-calls", type=int, default=2000,
+                    help="calls per leg of the all-miss get that times the call itself (0: none)")
     ap.add_argument("--threshold", type=float, default=0.95)
     ap.add_argument("--keep", action="store_true", help="keep the store file")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
@@ -189,6 +221,7 @@ def main():
             rows.append(rounds_of(leg, GET, args.get_rounds))
             rows.append(rounds_of(leg, PUT, args.put_rounds))
             leg.free()
+        ovh = overhead(lib, store, args.count, args.overhead_calls) if args.overhead_calls else None
     finally:
         store.close()
         if not args.keep:
@@ -199,7 +232,7 @@ def main():
         ok &= x["pass"]
     if args.json:
         print(json.dumps({"path": args.path, "backend": info["backend"], "threshold": args.threshold,
-                          "results": rows}, indent=1))
+                          "results": rows, "overhead": ovh}, indent=1))
     else:
         print(f"store {args.path} ({file_bytes >> 20} MiB, backend {info['backend']}), "
               f"{args.count} keys per batch, legs alternating by round; medians, GB = 1e9 B")
@@ -210,6 +243,9 @@ def main():
                   f"{x['python_gbps']:8.3f} {x['ratio']:6.3f} {x['pooled_ratio']:6.3f} "
                   f"{x['c_cpu_s_per_gb']:10.3f} {x['python_cpu_s_per_gb']:11.3f}  "
                   f"{'pass' if x['pass'] else 'MISS'} (>= {args.threshold})")
+        if ovh:
+            print(f"the call itself (a get of {ovh['keys']} keys that all miss, {ovh['calls']} calls per leg): "
+                  f"C {ovh['c_us_per_call']:.1f} us, Python {ovh['python_us_per_call']:.1f} us per call")
     return 0 if ok else 1
 
 

@@ -771,6 +771,8 @@ class KVStore:
         """Where to cut get batch ``b`` so that each part's destinations that are not aligned to
         the drives' mem_align hold at most KVBLK_MAX_BOUNCE_BYTES; [] when it fits whole."""
         core = self._core
+        if b.misaligned_bytes(core.mem_align) <= _kvblk.MAX_BOUNCE_BYTES:
+            return []
         addr, ids = b.addrs()
         room = b.columns()[4]
         mis = (ids == np.uint32(_UINT32_MAX)) & ((addr % np.uint64(core.mem_align)) != 0)
@@ -789,6 +791,8 @@ class KVStore:
         return cuts
 
     def _dest_refs(self, dests):
+        if _REF_TYPES.isdisjoint(map(type, dests)):
+            return dests
         out = None
         for i, d in enumerate(dests):
             if isinstance(d, (StoreBuffer, BufferSlice)):
@@ -1161,6 +1165,7 @@ class KVStore:
 
 
 max_ = max
+_REF_TYPES = frozenset((StoreBuffer, BufferSlice))
 
 
 class EvictedKey(tuple):
