@@ -89,6 +89,18 @@ def test_round_trip_4_and_32_MiB_chunks_in_one_batch(env):
     assert st["hits"] == len(keys) and st["chunks"] == len(keys) and st["checksum_failures"] == 0
 
 
+@pytest.mark.parametrize("backend", ["uring", "threadpool", "psync"])
+def test_round_trip_every_backend(env, backend):
+    c, h = env.open(backend=backend)
+    assert c.info()["backend"] == backend
+    keys = [f"k{i}" for i in range(8)]
+    data = [payload(i, 40_000 + 3000 * i) for i in range(8)]
+    assert h.set(keys, data).bools == [True] * 8
+    out = [bytearray(len(d)) for d in data]
+    r = h.get(keys, out)
+    assert (r.ok, r.bools) == (True, [True] * 8) and out == data
+
+
 def test_lmcache_views_and_other_dtypes(env):
     c, h = env.open()
     src = [payload(100 + i, 64 << 10) for i in range(4)]
