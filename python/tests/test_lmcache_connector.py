@@ -456,3 +456,30 @@ def test_dropped_connector_is_collected_and_the_store_reopens(env):
     assert threading.active_count() <= threads
     c, h = env.reopen()
     assert h.exists(["a", "b"]).bools == [True, True]
+
+
+def test_completion_taken_before_the_batch_was_registered_still_wakes_lmcache(env):
+    """Another thread may drain a batch's completion between the store's submit and the
+    connector's bookkeeping (the drain then finds nothing for it); the connector then makes
+    the eventfd readable again, so LMCache drains once more and gets it."""
+    import select
+    c, h = env.open()
+    h.close(close_client=False)
+    env.open_ones.remove(h)
+    store = c.store
+    orig = store.submit_exists
+
+    def racing_submit(*a, **kw):
+        t = orig(*a, **kw)
+        assert c.drain_completions() == []  # as if LMCache's demux thread drained right now
+        assert t.done()
+        return t
+
+    store.submit_exists = racing_submit
+    fid = c.submit_batch_exists(["nope"])
+    p = select.poll()
+    p.register(c.event_fd(), select.POLLIN)
+    assert p.poll(1000) != []
+    assert c.drain_completions() == [(fid, True, "", [False])]
+    assert p.poll(0) == []
+    c.close()
