@@ -15,6 +15,7 @@ from . import _kvblk
 from ._device import Batch, Buffer, Device, Ticket, open
 from ._dest import BufferSlice, resolve
 from ._errors import Error, WaitTimeout
+from ._kvstore import EvictedKey, KeyResult, KVStore, StoreBuffer, StoreResult
 from ._layout import (BUF_NONE, CQE_DTYPE, DESC_DTYPE, RESULT_DTYPE, aligned_empty, empty_descs,
                       make_descs)
 
@@ -35,5 +36,5 @@ __all__ = [
     "open", "Device", "Buffer", "BufferSlice", "Ticket", "Batch", "Error", "WaitTimeout", "resolve",
     "DESC_DTYPE", "RESULT_DTYPE", "CQE_DTYPE", "BUF_NONE", "empty_descs", "make_descs",
     "aligned_empty", "BACKENDS", "MEM_HOST", "MEM_CUDA", "MEM_P2PDMA", "DESC_UNALIGNED",
-    "CQE_BATCH", "CQE_OBJECT",
+    "CQE_BATCH", "CQE_OBJECT", "KVStore", "StoreResult", "KeyResult", "StoreBuffer", "EvictedKey",
 ]

@@ -3,6 +3,7 @@
 // handle, constants and struct layouts; kvblk/*.py builds the public surface on it.
 #include "dest.hpp"
 #include "device.hpp"
+#include "kvstore.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -103,4 +104,5 @@ PYBIND11_MODULE(_kvblk, m)
 
 	kvblkpy::bind_dest(m);
 	kvblkpy::bind_device(m);
+	kvblkpy::bind_kvstore(m);
 }
