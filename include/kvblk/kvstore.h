@@ -28,6 +28,12 @@
  * while completions wait. Each key of a batch gets its own status in a results array. The
  * synchronous calls (kvblk_kvstore_get() ...) are submit + wait.
  *
+ * Several drives: a drive missing at an open (KVBLK_KVSTORE_OPEN_DEGRADED) may hold older
+ * copies of keys; generations grow with the wall clock across sessions so that what is put
+ * meanwhile wins when the drive returns, and deletions made meanwhile are kept as tombstones
+ * until an open with every drive present (a wall clock stepped back past an earlier
+ * session's puts defeats this).
+ *
  * Threads: one store may be used from several threads at once, as a kvblk_dev;
  * kvblk_kvstore_close() must not race other calls. A store starts two threads: one takes
  * libkvblk's completions of gets (and checks their checksums), one runs puts, deletes and
@@ -227,7 +233,8 @@ int kvblk_kvstore_create(const char *const *paths, uint32_t nr_paths,
  * says where. KVBLK_KVSTORE_OPEN_RECOVER (not with RDONLY) opens such a store anyway: the
  * records before the damage are kept, every object is read and those whose CRC32C fails
  * are dropped, and a fresh checkpoint is written (`kvblkctl store check --repair`;
- * both superblock copies damaged stays -EUCLEAN); -EPROTONOSUPPORT the
+ * both superblock copies, or both checkpoints, damaged stays -EUCLEAN: there is no index
+ * to start from); -EPROTONOSUPPORT the
  * store is of a newer format (or needs features this library lacks: read-only open
  * allowed when only read-only-compatible features are unknown); -EXDEV the drives belong
  * to different stores, or two paths are the same drive of the store; -ENODEV a drive of the
@@ -251,8 +258,9 @@ void kvblk_kvstore_close(kvblk_kvstore *store) KVBLK_NOEXCEPT;
  * kvblk_kvstore_dev() - the kvblk_dev the store moves its bytes through (drive i is target
  * i of it). Use it to register destinations and sources (kvblk_register_buffer(),
  * kvblk_register_dmabuf()), whose ids the store's batches then name, and for
- * kvblk_get_stats()/kvblk_get_info(). Never store through it, remove its targets, or close
- * it: the store owns it. NULL for a NULL store.
+ * kvblk_get_stats()/kvblk_get_info(). Never store, submit, reap, wait or cancel through it,
+ * remove its targets, or close it: the store owns it (its reaper thread takes every completion
+ * of it). NULL for a NULL store.
  */
 kvblk_dev *kvblk_kvstore_dev(kvblk_kvstore *store) KVBLK_NOEXCEPT;
 
@@ -313,7 +321,10 @@ struct kvblk_kvstore_op {
  *            being read); -ENODEV no healthy drive has its class; -EIO a write or flush
  *            failed (the key keeps its older object, if any).
  *            exists: 0 present; -ENOENT absent; -ENODEV on a failed drive.
- *            delete: 0 was present and is deleted (durable); -ENOENT absent.
+ *            delete: 0 was present and is deleted (durable); -ENOENT absent; -ENODEV its
+ *            drive has failed (nothing deleted); -EIO the journal commit failed (the key is
+ *            gone for this session and its drive failed; it may come back at the next open).
+ *            A get that fails with -EBADMSG drops the key; other read errors keep it.
  * @meta_len: get, exists: the object's metadata length (may be more than op.meta_len).
  * @length:   get, exists: the object's length (also on -EMSGSIZE); put: bytes stored.
  * @tag:      the op's tag.
@@ -494,7 +505,8 @@ int kvblk_kvstore_evicted(kvblk_kvstore *store, struct kvblk_kvstore_key *keys, 
  *          a walk may or may not be seen; no key present for the whole walk is missed or
  *          seen twice.
  * @keys, @max, @buf, @buf_len: as kvblk_kvstore_evicted().
- * Return: keys written. Errors: -EINVAL NULL argument or @max 0; -EBADFD.
+ * Return: keys written. Errors: -EINVAL NULL argument or @max 0; -ENOSPC @buf_len cannot
+ * hold the next key; -EBADFD.
  */
 int kvblk_kvstore_list(kvblk_kvstore *store, uint64_t *cursor, struct kvblk_kvstore_key *keys,
 		       uint32_t max, void *buf, size_t buf_len) KVBLK_NOEXCEPT;

@@ -81,6 +81,8 @@ int open_common(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 		const int ret = check_store(raw, KVBLK_KVSTORE_CHECK_DATA | KVBLK_KVSTORE_CHECK_REPAIR, &rep);
 		if (ret < 0) {
 			const std::string why = kvblk_kvstore_last_error();
+			/* Nothing unchecked may become a checkpoint: the next open finds the damage again. */
+			raw->no_final_checkpoint = true;
 			close_store(raw);
 			return fail(ret, "%s: recovery: %s", fn, why.c_str());
 		}
@@ -89,14 +91,17 @@ int open_common(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 	}
 	/* A checkpoint now, before the writer runs (it alone writes journals after this): the next
 	 * open replays nothing. */
-	if ((replayed || created) && !(o.flags & KVBLK_KVSTORE_OPEN_RDONLY))
+	if ((replayed || created || raw->open_rewrite) && !(o.flags & KVBLK_KVSTORE_OPEN_RDONLY))
 		for (auto &dp : raw->drives)
 			if (dp->ok() && dp->target != UINT32_MAX && write_checkpoint(*raw, *dp))
 				fail_drive(*raw, *dp, std::string("checkpoint failed: ") + kvblk_kvstore_last_error());
-	if (int ret = start_writer(*raw)) {
-		const std::string why = kvblk_kvstore_last_error();
-		close_store(raw);
-		return fail(ret, "%s", why.c_str());
+	/* A read-only store writes nothing: no writer thread (no puts, deletes, drops or probes). */
+	if (!(o.flags & KVBLK_KVSTORE_OPEN_RDONLY)) {
+		if (int ret = start_writer(*raw)) {
+			const std::string why = kvblk_kvstore_last_error();
+			close_store(raw);
+			return fail(ret, "%s", why.c_str());
+		}
 	}
 	*out = raw;
 	return 0;

@@ -721,30 +721,4 @@ TEST(KvstoreLimits, max_descs_bounds_a_batch_and_two_waiters_of_one_ticket_are_s
 	}
 }
 
-/* Misaligned host destinations go whole through libkvblk's bounce: a get of more than
- * KVBLK_MAX_BOUNCE_BYTES of them is issued in parts, every object lands. */
-TEST(KvstoreLimits, misaligned_destinations_beyond_the_bounce_limit_all_land)
-{
-	TempDir dir;
-	const std::string path = dir.file("d");
-	auto c = create_opts({32 * MiB}, 400 * MiB);
-	const char *pp[] = {path.c_str()};
-	Store st;
-	ASSERT_EQ(kvblk_kvstore_create(pp, 1, &c, nullptr, &st.s), 0) << kvblk_kvstore_last_error();
-	const int n = 9; /* 288 MiB > 256 MiB */
-	std::vector<std::string> keys;
-	for (int i = 0; i < n; i++)
-		keys.push_back("big" + std::to_string(i));
-	ASSERT_EQ(put_keys(st.s, keys, 3, 32 * MiB), n);
-	Buf dst(uint64_t(n) * 32 * MiB + 4096);
-	std::vector<kvblk_kvstore_op> ops;
-	for (int i = 0; i < n; i++)
-		ops.push_back(op_for(keys[i], dst.p + 16 + uint64_t(i) * 32 * MiB, 32 * MiB));
-	std::vector<kvblk_kvstore_result> r(n);
-	ASSERT_EQ(kvblk_kvstore_get(st.s, ops.data(), n, r.data()), n) << r[0].status;
-	for (int i = 0; i < n; i++)
-		EXPECT_EQ(0, memcmp(dst.p + 16 + uint64_t(i) * 32 * MiB, object_bytes(keys[i], 3, 32 * MiB).data(), 32 * MiB))
-			<< keys[i];
-}
-
 } // namespace
