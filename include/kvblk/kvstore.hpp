@@ -27,7 +27,9 @@
  *
  * Threads and processes: as the C store. A KvStore may be used from several threads at once,
  * except close(), destruction and assignment, which must not race other calls. In a child made
- * by fork() every call throws Error with EBADFD, and destruction frees nothing.
+ * by fork() the calls throw Error with EBADFD (dev() and event_fd() aside), destruction frees
+ * nothing, and the store cannot be opened again while the child holds the drives' flock(2)
+ * locks (kvblk_kvstore_create(3)).
  */
 #ifndef KVBLK_KVSTORE_HPP
 #define KVBLK_KVSTORE_HPP
@@ -54,11 +56,12 @@ namespace detail {
 [[noreturn]] inline void throw_kvstore_error(int rc, const char *call)
 {
 	std::string msg(call);
-	const char *why = kvblk_kvstore_last_error();
-	if (why && *why) {
-		msg += ": ";
-		msg += why;
-	}
+	const char *w = kvblk_kvstore_last_error();
+	const std::string_view why = w ? w : "";
+	if (why.substr(0, msg.size() + 1) == msg + ":")
+		msg = why; /* the reason names the call already */
+	else if (!why.empty())
+		msg += ": " + std::string(why);
 	throw Error(rc, msg);
 }
 

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <poll.h>
 #include <set>
+#include <sys/wait.h>
 #include <type_traits>
 #include <unistd.h>
 
@@ -215,6 +216,12 @@ TEST(KvstoreCxx, errors_throw_the_errno_and_the_stores_reason)
 	const std::string plain = dir.file("plain");
 	make_file(plain, 1 * MiB);
 	expect_error([&] { (void)kvblk::KvStore::open({plain}); }, EMEDIUMTYPE, {"kvblk_kvstore_open", "not a kvblk store"});
+	try {
+		(void)kvblk::KvStore::open({plain});
+	} catch (const kvblk::Error &e) {
+		EXPECT_EQ(std::string(e.what()).find("kvblk_kvstore_open: kvblk_kvstore_open"), std::string::npos)
+			<< "the call named twice: " << e.what();
+	}
 	expect_error([&] { (void)kvblk::KvStore::open({dir.file("missing")}); }, ENOENT, {"kvblk_kvstore_open"});
 
 	/* A read-only store refuses puts and deletes with EROFS. */
@@ -278,6 +285,35 @@ TEST(KvstoreCxx, move_only_ownership)
 	adopted.close();
 	adopted.close(); /* twice is harmless */
 	EXPECT_FALSE(adopted);
+}
+
+TEST(KvstoreCxx, a_fork_child_gets_ebadfd_and_its_destructor_frees_nothing)
+{
+	TempDir dir;
+	kvblk::KvStore s = kvblk::KvStore::create({dir.file("d0")}, one_class(64 * KiB, 16 * MiB));
+	const std::vector<uint8_t> a = object_bytes("k", 1, 3000);
+	ASSERT_EQ(s.put("k", a.data(), a.size()).status, 0);
+	const pid_t pid = fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		int code = 0;
+		try {
+			(void)s.exists("k");
+			code = 1;
+		} catch (const kvblk::Error &e) {
+			code = e.errno_value() == EBADFD ? 0 : 2;
+		}
+		s.close(); /* frees nothing in the child */
+		_exit(code);
+	}
+	int st = 0;
+	ASSERT_EQ(waitpid(pid, &st, 0), pid);
+	ASSERT_TRUE(WIFEXITED(st));
+	EXPECT_EQ(WEXITSTATUS(st), 0) << "1: no error in the child; 2: another errno than EBADFD";
+	/* The parent's store is whole. */
+	std::vector<uint8_t> out(a.size());
+	ASSERT_EQ(s.get("k", out.data(), out.size()).status, 0);
+	EXPECT_EQ(out, a);
 }
 
 TEST(KvstoreCxx, reopen_keeps_every_object)
