@@ -255,7 +255,8 @@ public:
 	explicit KvStore(kvblk_kvstore *store) noexcept : s_(store) {}
 
 	/**
-	 * Make a new, empty store over @drives (block devices or files; drive i is @drives[i]) and
+	 * Make a new, empty store over @drives (block devices, files, or with Backend::uring_cmd
+	 * NVMe generic char devices; drive i is @drives[i]) and
 	 * open it (kvblk_kvstore_create(); throws Error: EEXIST a drive holds a store and @c.force
 	 * is not set, ENOSPC a drive too small, EBUSY a drive open in another store, ...).
 	 */
