@@ -144,6 +144,7 @@ enum class WhenFull : uint32_t {
  *                     kvblk::Options (AUTO: kvblk.ko where it serves, else io_uring).
  * @when_full:         WhenFull::evict_lru or WhenFull::refuse.
  * @max_batches:       batches outstanding at once, 1..65536; 0: 256.
+ * @max_descs:         keys per batch (and descriptors per libkvblk call), 1..2^20; 0: 65536.
  * @drive_budget_bytes: bytes of one get batch in flight per drive; 0: 1 GiB.
  * @read_only:         KVBLK_KVSTORE_OPEN_RDONLY: no put or delete (EROFS), nothing written.
  * @degraded:          KVBLK_KVSTORE_OPEN_DEGRADED: open although drives are missing.
@@ -159,6 +160,7 @@ struct KvStoreOptions {
 	WhenFull when_full = WhenFull::evict_lru;
 	uint32_t max_batches = 0;
 	uint64_t drive_budget_bytes = 0;
+	uint32_t max_descs = 0;
 	bool read_only = false;
 	bool degraded = false;
 	bool recover = false;
@@ -177,6 +179,7 @@ struct KvStoreOptions {
 		o.max_batches = max_batches;
 		o.drive_budget_bytes = drive_budget_bytes;
 		o.max_cmd_bytes = max_cmd_bytes;
+		o.max_descs = max_descs;
 		return o;
 	}
 };

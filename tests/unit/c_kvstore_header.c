@@ -25,6 +25,7 @@ void kvblk_c_kvstore_get_layout(struct kvblk_c_kvstore_layout *out)
 	out->identity = sizeof(struct kvblk_kvstore_identity);
 	out->check_report = sizeof(struct kvblk_kvstore_check_report);
 	out->off_create_reserved = offsetof(struct kvblk_kvstore_create_opts, reserved);
+	out->off_open_max_descs = offsetof(struct kvblk_kvstore_open_opts, max_descs);
 	out->off_open_reserved = offsetof(struct kvblk_kvstore_open_opts, reserved);
 	out->off_op_tag = offsetof(struct kvblk_kvstore_op, tag);
 	out->off_result_drive = offsetof(struct kvblk_kvstore_result, drive);

@@ -13,7 +13,8 @@ extern "C" {
 struct kvblk_c_kvstore_layout {
 	size_t cls, create_opts, open_opts, op, result, submit_opts, key;
 	size_t drive_info, class_info, info, stats, identity, check_report;
-	size_t off_create_reserved, off_open_reserved, off_op_tag, off_result_drive, off_submit_results;
+	size_t off_create_reserved, off_open_max_descs, off_open_reserved, off_op_tag, off_result_drive;
+	size_t off_submit_results;
 	size_t off_key_gen, off_drive_why_failed, off_info_classes, off_stats_degraded;
 	size_t off_identity_superblocks_ok, off_report_first_problem;
 };

@@ -80,6 +80,7 @@ TEST(KvstoreCxx, c_header_has_the_layout_cxx_sees)
 	EXPECT_EQ(c.identity, sizeof(kvblk_kvstore_identity));
 	EXPECT_EQ(c.check_report, sizeof(kvblk_kvstore_check_report));
 	EXPECT_EQ(c.off_create_reserved, offsetof(kvblk_kvstore_create_opts, reserved));
+	EXPECT_EQ(c.off_open_max_descs, offsetof(kvblk_kvstore_open_opts, max_descs));
 	EXPECT_EQ(c.off_open_reserved, offsetof(kvblk_kvstore_open_opts, reserved));
 	EXPECT_EQ(c.off_op_tag, offsetof(kvblk_kvstore_op, tag));
 	EXPECT_EQ(c.off_result_drive, offsetof(kvblk_kvstore_result, drive));
@@ -224,6 +225,16 @@ TEST(KvstoreCxx, errors_throw_the_errno_and_the_stores_reason)
 	}
 	expect_error([&] { (void)kvblk::KvStore::open({dir.file("missing")}); }, ENOENT, {"kvblk_kvstore_open"});
 
+	/* KvStoreOptions::max_descs bounds a batch: E2BIG past it. */
+	{
+		kvblk::KvStoreOptions small;
+		small.max_descs = 2;
+		kvblk::KvStore m = kvblk::KvStore::open({path}, small);
+		const std::vector<kvblk_kvstore_op> three = {kvblk::KvStore::key_op("a"), kvblk::KvStore::key_op("b"),
+							     kvblk::KvStore::key_op("c")};
+		expect_error([&] { (void)m.exists(three); }, E2BIG, {"kvblk_kvstore_exists", "max_descs"});
+		EXPECT_EQ(m.exists(kvblk::Span<const kvblk_kvstore_op>(three.data(), 2)).size(), 2u);
+	}
 	/* A read-only store refuses puts and deletes with EROFS. */
 	kvblk::KvStoreOptions ro;
 	ro.read_only = true;
