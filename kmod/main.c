@@ -97,4 +97,4 @@ module_exit(kvblk_exit);
 MODULE_DESCRIPTION("kvblk: batched multi-object NVMe reads into registered memory");
 MODULE_AUTHOR("kvblk authors");
 MODULE_LICENSE("GPL");
-MODULE_VERSION("0.3.0");
+MODULE_VERSION("0.4.0");

@@ -57,7 +57,7 @@ extern "C" {
 #endif
 
 #define KVBLK_VERSION_MAJOR 0
-#define KVBLK_VERSION_MINOR 3
+#define KVBLK_VERSION_MINOR 4
 #define KVBLK_VERSION_PATCH 0
 
 /** kvblk_version() - "MAJOR.MINOR.PATCH" of the loaded library. */

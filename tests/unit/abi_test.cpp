@@ -104,7 +104,7 @@ TEST(AbiTest, linked_program_uses_the_shared_library)
 	ASSERT_NE(dladdr(reinterpret_cast<void *>(&kvblk_open), &where), 0);
 	EXPECT_NE(std::string(where.dli_fname).find("libkvblk.so"), std::string::npos) << where.dli_fname;
 	EXPECT_EQ(KVBLK_CHECK_VERSION(), 1);
-	EXPECT_STREQ(kvblk_version(), "0.3.0");
+	EXPECT_STREQ(kvblk_version(), "0.4.0");
 }
 
 TEST(AbiTest, c_caller_through_the_shared_library)

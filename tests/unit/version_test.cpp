@@ -15,7 +15,7 @@ TEST(VersionTest, string_matches_header)
 	const std::string want = std::to_string(KVBLK_VERSION_MAJOR) + "." + std::to_string(KVBLK_VERSION_MINOR) +
 				 "." + std::to_string(KVBLK_VERSION_PATCH);
 	EXPECT_EQ(std::string(kvblk_version()), want);
-	EXPECT_EQ(want, "0.3.0");
+	EXPECT_EQ(want, "0.4.0");
 }
 
 TEST(VersionTest, check_version)
@@ -25,7 +25,8 @@ TEST(VersionTest, check_version)
 	EXPECT_EQ(kvblk_check_version(0, 1), 1);
 	EXPECT_EQ(kvblk_check_version(0, 2), 1);
 	EXPECT_EQ(kvblk_check_version(0, 3), 1);
-	EXPECT_EQ(kvblk_check_version(0, 4), 0) << "a program built against a newer minor";
+	EXPECT_EQ(kvblk_check_version(0, 4), 1);
+	EXPECT_EQ(kvblk_check_version(0, 5), 0) << "a program built against a newer minor";
 	EXPECT_EQ(kvblk_check_version(1, 0), 0) << "another major";
 	EXPECT_EQ(kvblk_check_version(-1, 0), 0);
 	EXPECT_EQ(kvblk_check_version(0, -1), 0);
