@@ -98,9 +98,10 @@ struct kvblk_kvstore_class {
  * @nr_classes:     classes used, 1..KVBLK_KVSTORE_MAX_CLASSES; 0 = one class of 4 MiB slots.
  * @classes:        the classes; any order (sorted by slot_bytes on disk); no two alike.
  * @file_bytes:     size of every drive that is a regular file that does not exist yet:
- *                  it is created with this size and preallocated (fallocate(2); a file
- *                  system without fallocate refuses with -EOPNOTSUPP). 0: such a path is
- *                  an error (-ENOENT). An existing file keeps its size.
+ *                  it is created with this size and preallocated (posix_fallocate(3): on a
+ *                  file system without fallocate(2) glibc writes the file out). It must fit
+ *                  the file system's free space (statvfs(3); -ENOSPC, nothing created). 0:
+ *                  such a path is an error (-ENOENT). An existing file keeps its size.
  * @journal_bytes:  journal ring per drive, a multiple of 4096, >= 4 MiB; 0 = 64 MiB (or
  *                  1/64 of the drive when that is smaller, at least 4 MiB).
  * @max_key_bytes:  longest key, 1..KVBLK_KVSTORE_MAX_KEY; 0 = 512.
@@ -193,18 +194,21 @@ typedef struct kvblk_kvstore kvblk_kvstore;
  * divided among the classes by weight (docs/kvstore-format.md). Everything is written and
  * flushed (kvblk_flush()) before the call returns. A drive that already holds a kvblk
  * store is refused (-EEXIST) unless KVBLK_KVSTORE_CREATE_FORCE; nothing is checked for
- * other contents (a file system on the device is overwritten). On failure nothing is left
- * behind: files this call created are removed; a drive already written keeps a superblock
- * that fails to open (-EUCLEAN) only when the failure came between two drives' writes.
+ * other contents (a file system on the device is overwritten). On failure the files this
+ * call created are removed; a block device or existing file already written keeps what was
+ * written (its old superblocks are cleared first, so it is no longer the store it held; a
+ * failure between two drives leaves the written ones a store that opens only with
+ * KVBLK_KVSTORE_OPEN_DEGRADED, or -ENODEV without it).
  *
  * Errors: -EINVAL NULL @paths or @out, @nr_paths 0 or too many, a path given twice, a bad
- * option (class size not a multiple of 4096 or 0, two classes alike, weights, limits,
- * reserved not 0); -EEXIST a drive holds a store (no FORCE); -ENOENT a file path does not
- * exist and @copts->file_bytes is 0; -ENOSPC a drive (or the file system, for a new file)
- * is too small for the metadata and one slot of every class: kvblk_kvstore_last_error()
- * says how much it needs; -EBUSY a drive is open in another store; -EOPNOTSUPP a drive's
- * logical block size is over 4096, or fallocate(2) is not supported; the errors of
- * kvblk_open() and kvblk_add_target() for each drive, and of the writes.
+ * option (class size not a multiple of 4096 or 0, two classes alike, limits, a journal under
+ * 4 MiB, reserved not 0, an open flag RDONLY, DEGRADED or RECOVER in @oopts); -EEXIST a drive
+ * holds a store (no FORCE); -ENOENT a file path does not exist and @copts->file_bytes is 0;
+ * -ENOSPC a drive (or the file system, for a new file) is too small for the metadata and one
+ * slot of every class: kvblk_kvstore_last_error() says how much it needs; -EBUSY a drive is
+ * open in another store; -EOPNOTSUPP a drive's logical block size is over 4096, or a path is
+ * neither a block device, a regular file nor an NVMe generic char device; the errors of
+ * kvblk_open() and kvblk_add_target() for each drive, of posix_fallocate(3), and of the writes.
  */
 int kvblk_kvstore_create(const char *const *paths, uint32_t nr_paths,
 			 const struct kvblk_kvstore_create_opts *copts,
@@ -312,7 +316,9 @@ struct kvblk_kvstore_op {
  *            their CRC32C matched; -ENOENT a miss; -EBADMSG the bytes read do not match
  *            the object's CRC32C (counted in checksum_failures; the key is dropped from
  *            the store, the next get of it is a miss); -EMSGSIZE the destination is
- *            smaller than the object (@length says how large it is); -ENODEV its drive
+ *            smaller than the object (@length says how large it is; device memory needs
+ *            room for whole blocks); -EINVAL a device-memory destination not aligned to the
+ *            drive's mem_align; -ENODEV its drive
  *            has failed or is missing; -EIO and the other errors of
  *            struct kvblk_result for its read; -ECANCELED not attempted (a rejected
  *            batch, or the store closed before it ran).
@@ -404,8 +410,9 @@ void kvblk_kvstore_submit_opts_init(struct kvblk_kvstore_submit_opts *opts, size
  * is reused only after its last reader completes.
  *
  * put: each object gets a slot on a drive chosen by its key (rendezvous hashing over the
- * healthy drives) unless that drive's class is fuller than another's (then the drive with
- * the most free slots), freed slots before never-written ones; when the class is full on
+ * healthy drives) unless that drive has no free slot of the class or fewer than half the mean
+ * of the others' (then the drive with the most free slots), freed slots before never-written
+ * ones; when the class is full on
  * every drive, the least recently used objects of the class are evicted (never one being
  * read) and reported (kvblk_kvstore_evicted()); their deletion is made durable before
  * their slots are written. The objects' CRC32C is computed while they are written; then

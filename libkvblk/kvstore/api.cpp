@@ -19,7 +19,7 @@ namespace kvblk::kvstore {
 int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_opts &o, const char *fn,
 	       std::unique_ptr<kvblk_kvstore> *out, std::vector<ReplayReport> *reports);
 int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_create_opts *copts,
-		 const kvblk_kvstore_open_opts &o);
+		 const kvblk_kvstore_open_opts &o, std::vector<std::string> *made_files);
 void close_store(kvblk_kvstore *s);
 int check_store(kvblk_kvstore *s, uint32_t flags, kvblk_kvstore_check_report *rep);
 
@@ -377,9 +377,16 @@ int kvblk_kvstore_create(const char *const *paths, uint32_t nr_paths, const stru
 					    sizeof(*oopts));
 			o = *oopts;
 		}
-		if (int ret = create_store(paths, nr_paths, copts, o))
+		std::vector<std::string> made;
+		if (int ret = create_store(paths, nr_paths, copts, o, &made))
 			return ret;
-		return open_common(paths, nr_paths, oopts, fn, out, true);
+		const int ret = open_common(paths, nr_paths, oopts, fn, out, true);
+		if (ret) {
+			/* Nothing is left behind: the files this call made go again. */
+			for (const auto &f : made)
+				unlink(f.c_str());
+		}
+		return ret;
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "%s: out of memory", fn);
 	}
@@ -452,6 +459,8 @@ int kvblk_kvstore_wait(kvblk_kvstore *store, uint64_t ticket, int64_t timeout_ns
 
 int kvblk_kvstore_event_fd(kvblk_kvstore *store) noexcept
 {
+	if (int ret = check_owner(store, "kvblk_kvstore_event_fd"))
+		return ret;
 	if (!store)
 		return fail(-EINVAL, "kvblk_kvstore_event_fd: NULL store");
 	return store->cq.fd();

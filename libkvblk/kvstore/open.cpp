@@ -36,8 +36,7 @@ struct Opened {
 		if (dev)
 			kvblk_close(dev);
 		for (int fd : locks)
-			if (fd >= 0)
-				close(fd);
+			lock_fd_close(fd);
 	}
 };
 
@@ -90,6 +89,7 @@ int open_drives(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 		if (fd < 0)
 			return fail(-errno, "%s: drive %s: %s", fn, paths[i], errno_name(errno).c_str());
 		out->locks.push_back(fd);
+		lock_fd_add(fd);
 		if (flock(fd, (write ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
 			const int e = errno;
 			return fail(e == EWOULDBLOCK ? -EBUSY : -e, "%s: drive %s is open in another kvblk store (%s)",
@@ -220,8 +220,7 @@ Store::~Store()
 	if (dev)
 		kvblk_close(dev);
 	for (auto &dp : drives)
-		if (dp->lock_fd >= 0)
-			close(dp->lock_fd);
+		lock_fd_close(dp->lock_fd);
 	for (auto &[k, o] : index)
 		delete o;
 	for (Obj *o : drops)
@@ -622,7 +621,7 @@ int make_file(const char *path, uint64_t bytes, Made *made)
 } // namespace
 
 int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_create_opts *copts,
-		 const kvblk_kvstore_open_opts &o)
+		 const kvblk_kvstore_open_opts &o, std::vector<std::string> *made_files)
 {
 	const char *fn = "kvblk_kvstore_create";
 	kvblk_kvstore_create_opts c;
@@ -739,6 +738,7 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 			return ret;
 	}
 	made.keep = true;
+	*made_files = made.files;
 	return 0;
 }
 
@@ -757,11 +757,10 @@ void close_store(kvblk_kvstore *s)
 	s->cq.shutdown();
 	kvblk_close(s->dev);
 	s->dev = nullptr;
-	for (auto &dp : s->drives)
-		if (dp->lock_fd >= 0) {
-			close(dp->lock_fd);
-			dp->lock_fd = -1;
-		}
+	for (auto &dp : s->drives) {
+		lock_fd_close(dp->lock_fd);
+		dp->lock_fd = -1;
+	}
 	delete s;
 }
 

@@ -255,6 +255,13 @@ struct Store {
 void stats_attach(Store &s);
 void stats_detach(Store &s) noexcept;
 
+/*
+ * A drive's lock descriptor (flock): registered so that a fork child closes its inherited copy
+ * at once (util.cpp); lock_fd_close() unregisters and closes it.
+ */
+void lock_fd_add(int fd) noexcept;
+void lock_fd_close(int fd) noexcept;
+
 /* now in CLOCK_MONOTONIC ns. */
 uint64_t now_ns() noexcept;
 

@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 #include <new>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -204,6 +206,56 @@ void stats_detach(Store &s) noexcept
 		delete s.shared;
 	}
 	s.shared = nullptr;
+}
+
+} // namespace kvblk::kvstore
+
+namespace kvblk::kvstore {
+namespace {
+
+/*
+ * The drives' lock descriptors of every store open in this process (fd + 1; 0 is empty). A child
+ * made by fork(2) inherits them, and with them the flock(2) locks (they belong to the open file
+ * description): the child closes its copies at once, in a pthread_atfork() handler that takes no
+ * lock, so that the locks stay the parent's alone (the parent can close and open the store again
+ * while the child lives, and the child can open it anew once the parent closed it).
+ */
+constexpr size_t kMaxLockFds = 4096;
+std::atomic<int> g_lock_fds[kMaxLockFds];
+std::once_flag g_atfork_once;
+
+void close_inherited_locks() noexcept
+{
+	for (auto &slot : g_lock_fds) {
+		const int v = slot.exchange(0, std::memory_order_relaxed);
+		if (v)
+			close(v - 1);
+	}
+}
+
+} // namespace
+
+void lock_fd_add(int fd) noexcept
+{
+	std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, close_inherited_locks); });
+	for (auto &slot : g_lock_fds) {
+		int empty = 0;
+		if (slot.compare_exchange_strong(empty, fd + 1, std::memory_order_relaxed))
+			return;
+	}
+	/* More than 4096 drives open at once: a fork child keeps this one's lock until it exits. */
+}
+
+void lock_fd_close(int fd) noexcept
+{
+	if (fd < 0)
+		return;
+	for (auto &slot : g_lock_fds) {
+		int mine = fd + 1;
+		if (slot.compare_exchange_strong(mine, 0, std::memory_order_relaxed))
+			break;
+	}
+	close(fd);
 }
 
 } // namespace kvblk::kvstore

@@ -6,6 +6,7 @@
 #include "kvstore_util.hpp"
 
 #include <algorithm>
+#include <csignal>
 #include <atomic>
 #include <map>
 #include <poll.h>
@@ -719,6 +720,70 @@ TEST(KvstoreLimits, max_descs_bounds_a_batch_and_two_waiters_of_one_ticket_are_s
 		EXPECT_EQ(got.load(), 1);
 		EXPECT_EQ(gone.load(), 1);
 	}
+}
+
+} // namespace
+
+namespace {
+
+/* A fork child does not keep the drives' locks: the parent closes and opens again while it lives,
+ * and the child opens the store itself once the parent has closed it. */
+TEST(KvstoreFork, a_child_does_not_hold_the_drives_locks)
+{
+	TempDir dir;
+	const std::string path = dir.file("d");
+	auto c = create_opts({64 * KiB}, 32 * MiB);
+	const char *pp[] = {path.c_str()};
+	kvblk_kvstore *s = nullptr;
+	ASSERT_EQ(kvblk_kvstore_create(pp, 1, &c, nullptr, &s), 0);
+	ASSERT_EQ(put_keys(s, {"k"}, 1, 1000), 1);
+	int go[2], done[2];
+	ASSERT_EQ(pipe(go), 0);
+	ASSERT_EQ(pipe(done), 0);
+	const pid_t pid = fork();
+	if (pid == 0) {
+		char b;
+		/* Wait until the parent closed the store, then open it here. */
+		if (read(go[0], &b, 1) != 1)
+			_exit(2);
+		kvblk_kvstore *cs = nullptr;
+		auto o = open_opts();
+		const int rc = kvblk_kvstore_open(pp, 1, &o, &cs);
+		std::vector<uint8_t> out;
+		const int got = rc == 0 ? get_key(cs, "k", 64 * KiB, &out) : rc;
+		kvblk_kvstore_close(cs);
+		b = char(got == 0 && out == object_bytes("k", 1, 1000));
+		if (write(done[1], &b, 1) != 1)
+			_exit(3);
+		_exit(0);
+	}
+	/* Whatever happens below, the child is not left waiting. */
+	struct Reap {
+		pid_t pid;
+		int fd;
+		~Reap()
+		{
+			close(fd);
+			kill(pid, SIGKILL);
+			waitpid(pid, nullptr, 0);
+		}
+	};
+	kvblk_kvstore_close(s);
+	s = nullptr;
+	auto o = open_opts();
+	const int reopened = kvblk_kvstore_open(pp, 1, &o, &s);
+	if (reopened) {
+		Reap r{pid, go[1]};
+		FAIL() << "the child kept the lock: " << kvblk_kvstore_last_error();
+	}
+	kvblk_kvstore_close(s);
+	char b = 1;
+	ASSERT_EQ(write(go[1], &b, 1), 1);
+	ASSERT_EQ(read(done[0], &b, 1), 1);
+	EXPECT_EQ(b, 1) << "the child could not open the store the parent closed";
+	int status = 0;
+	ASSERT_EQ(waitpid(pid, &status, 0), pid);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 } // namespace
