@@ -90,7 +90,15 @@ int open_drives(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 			return fail(-errno, "%s: drive %s: %s", fn, paths[i], errno_name(errno).c_str());
 		out->locks.push_back(fd);
 		lock_fd_add(fd);
-		if (flock(fd, (write ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+		/*
+		 * A few tries over 100 ms: a child forked by the process that held the drive keeps the
+		 * lock until its fork handler has closed its copy (util.cpp, lock_fd_add()).
+		 */
+		int r = -1;
+		for (int tries = 0; tries < 20 && (r = flock(fd, (write ? LOCK_EX : LOCK_SH) | LOCK_NB)) != 0 &&
+				    errno == EWOULDBLOCK; tries++)
+			usleep(5000);
+		if (r != 0) {
 			const int e = errno;
 			return fail(e == EWOULDBLOCK ? -EBUSY : -e, "%s: drive %s is open in another kvblk store (%s)",
 				    fn, paths[i], e == EWOULDBLOCK ? "flock held" : errno_name(e).c_str());

@@ -740,9 +740,14 @@ TEST(KvstoreFork, a_child_does_not_hold_the_drives_locks)
 	int go[2], done[2];
 	ASSERT_EQ(pipe(go), 0);
 	ASSERT_EQ(pipe(done), 0);
+	int started[2];
+	ASSERT_EQ(pipe(started), 0);
 	const pid_t pid = fork();
 	if (pid == 0) {
-		char b;
+		char b = 1;
+		/* Running: the fork handlers (which close the inherited locks) have run. */
+		if (write(started[1], &b, 1) != 1)
+			_exit(2);
 		/* Wait until the parent closed the store, then open it here. */
 		if (read(go[0], &b, 1) != 1)
 			_exit(2);
@@ -768,6 +773,8 @@ TEST(KvstoreFork, a_child_does_not_hold_the_drives_locks)
 			waitpid(pid, nullptr, 0);
 		}
 	};
+	char st;
+	ASSERT_EQ(read(started[0], &st, 1), 1);
 	kvblk_kvstore_close(s);
 	s = nullptr;
 	auto o = open_opts();
