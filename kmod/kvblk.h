@@ -412,6 +412,23 @@ struct kvblk_btgt {
 	u32 lba_shift;
 	u32 align_mask;			/* buf_offset alignment - 1 */
 	u32 nr_objs;			/* descriptors that name it */
+	/*
+	 * Sticky failure of its objects not yet submitted: -ENOLINK (its disk
+	 * is going away) or -ESTALE (PRP engine: its LBA format changed).
+	 * Written by the submitter only.
+	 */
+	int fail;
+	/* The engine's done() ran (batch.c, kvblk_batch_btgts_done()). */
+	bool done;
+	/* An object of it moved its bytes (kvblk_batch_notify()). */
+	bool moved;
+	/* The same target through its other engine in this batch, or NULL. */
+	struct kvblk_btgt *twin;
+	/*
+	 * PRP engine: its requests allocated and not yet completed; a command
+	 * that finds none re-checks the namespace (engine_prp.c).
+	 */
+	atomic_t prp_rqs;
 	u64 capacity;
 	/* A store: the byte range its objects write, [wr_start, wr_end). */
 	u64 wr_start;

@@ -500,8 +500,10 @@ struct kvblk_desc_result {
  *               The kernel writes the first 16 bytes of each result.
  * @bad_index:   out: index of the first rejected descriptor when the call
  *               fails with -EINVAL, -ERANGE, -E2BIG, -EXDEV or -ESTALE
- *               because of one, or (stores) -EBADF, -EROFS or -EOPNOTSUPP;
- *               -1 otherwise.
+ *               because of one, with -EPERM or -EACCES (the first
+ *               descriptor of a target the permission checks refused), or
+ *               (stores) -EBADF, -EROFS, -ETXTBSY or -EOPNOTSUPP; -1
+ *               otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch when one
  *               engine served every descriptor; KVBLK_ENGINE_MIXED when
@@ -521,9 +523,22 @@ struct kvblk_desc_result {
  * @nr_targets:  out: distinct targets the batch named; 0 when the call was
  *               rejected before submission. Since KVBLK_LOAD_MANY_SIZE_VER1.
  *
- * When the batch starts, the engine of every target the batch names
+ * When the batch starts, the per-call checks of read(2) (of write(2) for a
+ * store) run on the fd of every target the batch names, once per target
+ * over the byte range its descriptors span: rw_verify_area(), that is the
+ * LSM's file permission hook and fanotify's permission events, as io_uring
+ * runs them per request; a refusal fails the call before anything else
+ * (-EPERM from a fanotify listener's deny, -EACCES or another errno from an
+ * LSM). A batch that moved bytes of a target reports an access (a store: a
+ * modification) on its fd, as read(2) and write(2) do (inotify IN_ACCESS,
+ * IN_MODIFY; fanotify FAN_ACCESS, FAN_MODIFY).
+ * Then the engine of every target the batch names
  * re-reads that target's size and logical block size (and, for the PRP
  * engine, checks the namespace's LBA format is still the one attached).
+ * Before a load from a block device, the device's dirty page cache over
+ * each object's range is written back and waited for, as pread(O_DIRECT)
+ * does (a file's file system does the same in its direct I/O): a buffered
+ * write not yet written back is what the load reads.
  * Every descriptor is validated against its own target before anything
  * is submitted; one bad descriptor fails the whole call, reads nothing,
  * and is named by @bad_index (its result carries the reason, the others
@@ -560,6 +575,11 @@ struct kvblk_desc_result {
  * nvme driver unbound) since attach: kvblk released its DMA state for it;
  * every later call naming the target fails so (@bad_index names the first
  * descriptor of that target); close the context;
+ * -EPERM, -EACCES (or another errno of the kernel's file permission
+ * hooks) the permission checks of read(2)/write(2) refused a target: a
+ * fanotify permission listener denied the access (-EPERM), an LSM refused
+ * it (-EACCES); @bad_index names the target's first descriptor, nothing
+ * was read or written;
  * -ERANGE a descriptor reaches past its target's end (see @bad_index);
  * -EXDEV a descriptor's buffer cannot be reached by any engine of its
  * target: memory without struct pages (CUDA, dma-buf) on a target without
@@ -928,6 +948,8 @@ struct kvblk_uring_obj {
  * -EROFS      the block device is read-only now (BLKROSET, a write-protected
  *             device: bdev_read_only()), or the file's file system is
  *             mounted read-only;
+ * -ETXTBSY    the block device or file is active swap (pwrite() refuses
+ *             it the same way);
  * -EOPNOTSUPP the target is served by the PRP engine (it reads only; attach
  *             the same fd again with KVBLK_ATTACH_F_ENGINE_BIO |
  *             KVBLK_ATTACH_F_ADD_TARGET and name that target), or the
