@@ -115,6 +115,47 @@ static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
 	cmd->state_engine = NULL;
 }
 
+/* Each engine's done() for every target the batch began on, once. */
+static void kvblk_batch_btgts_done(struct kvblk_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nr_btgts; i++) {
+		struct kvblk_btgt *bt = &b->btgts[i];
+
+		if (bt->done)
+			continue;
+		bt->done = true;
+		if (bt->engine->done)
+			bt->engine->done(bt);
+	}
+}
+
+/*
+ * Every command of the batch completed: what only commands needed goes
+ * now, in the completion's context, before anyone collects the batch (the
+ * caller, its io_uring task work, or the workqueue for a killed caller,
+ * may come much later). The PRP lists the slots kept go back to their
+ * namespaces' pools (dma_pool_free() is IRQ-safe) and the PRP engine stops
+ * counting the batch (kvblk_prp_done()): the removal of an NVMe PCI
+ * function waits for that (kvblk_ns_drain()), and so only for commands,
+ * which the nvme driver completes or cancels, never for a task the user
+ * controls. The block-layer engines' bvec arrays stay until the release
+ * (kvfree() may sleep).
+ */
+static void kvblk_batch_engines_done(struct kvblk_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nr_slots; i++) {
+		struct kvblk_cmd *cmd = &b->slots[i];
+
+		if (cmd->state_engine && cmd->state_engine->dma_mapped)
+			kvblk_slot_state_release(cmd);
+	}
+	kvblk_batch_btgts_done(b);
+}
+
 /*
  * Count a submitted batch on the disk of every target it named: objects
  * per target, the batch once per disk.
@@ -164,6 +205,8 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	/* No command is in flight: what the slots kept goes back. */
 	for (i = 0; b->slots && i < b->nr_slots; i++)
 		kvblk_slot_state_release(&b->slots[i]);
+	/* A batch rejected before submission never reached its done. */
+	kvblk_batch_btgts_done(b);
 	for (i = 0; i < b->nr_btgts; i++)
 		if (b->btgts[i].engine->end)
 			b->btgts[i].engine->end(&b->btgts[i]);
@@ -186,6 +229,7 @@ static void kvblk_batch_free_work(struct work_struct *work)
 static void kvblk_batch_done(struct kvblk_batch *b)
 {
 	b->t_done = ktime_get_ns();
+	kvblk_batch_engines_done(b);
 	if (b->end) {
 		/* Asynchronous (uring.c): nobody waits, the end callback owns b. */
 		b->end(b);
@@ -1061,14 +1105,28 @@ void kvblk_batch_submit(struct kvblk_batch *b)
  * Syncs what the PRP engine's mapping received (nothing for the other
  * engines), once: before its per-object CQE (uring.c), else when the
  * batch finishes. Process context.
+ *
+ * Return: 0; -ENODEV when the bytes needed a sync (swiotlb, non-coherent
+ * DMA) and the mapping is gone: the removal of its PCI function unmapped
+ * it meanwhile (it no longer waits for batches whose commands completed),
+ * without copying anything back; the object's bytes are not in memory.
  */
-void kvblk_obj_sync(struct kvblk_obj *o)
+int kvblk_obj_sync(struct kvblk_obj *o)
 {
+	int ret = 0;
+
 	if (o->synced)
-		return;
+		return 0;
 	o->synced = true;
-	if (o->bt->engine->dma_mapped)
+	if (!o->bt->engine->dma_mapped || !o->buf->need_sync)
+		return 0;
+	if (kvblk_dma_use_begin(o->buf)) {
 		kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		kvblk_dma_use_end();
+	} else {
+		ret = -ENODEV;
+	}
+	return ret;
 }
 
 /**
@@ -1102,8 +1160,10 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 			b->interrupted = true;
 			ret = -EINTR;
 		}
-		if (ret != -EINTR)
-			kvblk_obj_sync(o);
+		if (ret != -EINTR && kvblk_obj_sync(o)) {
+			o->status = -ENODEV;
+			continue;
+		}
 		lm->nr_ok++;
 	}
 	lm->nr_cmds = b->nr_cmds;

@@ -250,9 +250,10 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	bt->max_cmd_bytes = bt->t->prp_max_cmd_bytes;
 	bt->capacity = bt->t->capacity;
 	/*
-	 * Counted until the batch is released (kvblk_prp_end()): the removal
-	 * of the PCI function waits for that before it frees the PRP pools
-	 * and the mappings.
+	 * Counted until every command of the batch completed (kvblk_prp_done(),
+	 * which the batch calls from its last completion): the removal of the
+	 * PCI function waits for that before it frees the PRP pools and the
+	 * mappings; never for the caller to collect the batch.
 	 */
 	atomic_inc(&ns->prp_batches);
 	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
@@ -281,8 +282,8 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	return 0;
 }
 
-/* The batch that began on @bt's namespace was released. */
-static void kvblk_prp_end(struct kvblk_btgt *bt)
+/* Every command of the batch that began on @bt's namespace completed. */
+static void kvblk_prp_done(struct kvblk_btgt *bt)
 {
 	kvblk_ns_prp_batch_end(bt->t->ns);
 }
@@ -299,7 +300,7 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
 	.dma_mapped	= true,
 	.stores		= false,	/* Read passthrough only */
 	.begin		= kvblk_prp_begin,
-	.end		= kvblk_prp_end,
+	.done		= kvblk_prp_done,
 	.submit		= kvblk_prp_submit,
 	.slot_release	= kvblk_prp_slot_release,
 };

@@ -533,6 +533,9 @@ int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, bool host,
 void kvblk_dma_reg_end(struct kvblk_buf *buf);
 void kvblk_dma_buf_lock(struct kvblk_buf *buf);
 void kvblk_dma_buf_unlock(struct kvblk_buf *buf);
+int kvblk_dma_map_begin(struct device *dev);
+bool kvblk_dma_use_begin(struct kvblk_buf *buf);
+void kvblk_dma_use_end(void);
 
 /* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
@@ -643,7 +646,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg);
 void kvblk_batch_submit(struct kvblk_batch *b);
 long kvblk_batch_finish(struct kvblk_batch *b, long ret);
-void kvblk_obj_sync(struct kvblk_obj *o);
+int kvblk_obj_sync(struct kvblk_obj *o);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
 
 /*

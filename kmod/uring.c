@@ -106,12 +106,7 @@ static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
 {
 	struct kvblk_uring_pdu *pdu = kvblk_uring_pdu(ioucmd);
 	struct kvblk_batch *b = pdu->b;
-	struct kvblk_uring_obj rec = {
-		.index = o - b->objs,
-		.status = o->status,
-		.tag = o->tag,
-		.bytes = o->status ? 0 : o->length,
-	};
+	struct kvblk_uring_obj rec = { .index = o - b->objs, .tag = o->tag };
 	struct io_br_sel sel;
 	size_t len = 0, n;
 
@@ -128,8 +123,10 @@ static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
 		return;
 	}
 	n = min(len, sizeof(rec));
-	if (!o->status)
-		kvblk_obj_sync(o);
+	if (!o->status && kvblk_obj_sync(o))
+		o->status = -ENODEV;
+	rec.status = o->status;
+	rec.bytes = o->status ? 0 : o->length;
 	if (len < KVBLK_URING_OBJ_SIZE_VER0 || copy_to_user(sel.addr, &rec, n)) {
 		/* 0: the buffer goes back unused, no CQE, the request not failed. */
 		sel.val = 0;
