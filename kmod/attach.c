@@ -269,7 +269,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	}
 	lba = 1U << t.info.lba_shift;
 	if (t.engine == &kvblk_engine_prp || t.alt == &kvblk_engine_prp)
-		tgt->prp_max_cmd_bytes = kvblk_prp_max_cmd(ns);
+		tgt->prp_max_cmd_bytes = kvblk_prp_max_cmd(ns, &t.info);
 	if (t.engine == &kvblk_engine_prp)
 		max_cmd = tgt->prp_max_cmd_bytes;
 	else

@@ -145,6 +145,7 @@ bool kvblk_bio_p2pdma(const struct kvblk_tgt *t);
 bool kvblk_prp_capable(struct gendisk *disk);
 int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 		    struct kvblk_ns_info *info);
-u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns);
+u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns,
+		      const struct kvblk_ns_info *info);
 
 #endif /* KVBLK_ENGINE_H */

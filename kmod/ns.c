@@ -32,10 +32,12 @@ static ssize_t nsid_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%u\n", to_kvblk_ns(kobj)->info.nsid);
 }
 
+/* The disk's logical block size now (a Format NVM may have changed it). */
 static ssize_t lba_size_show(struct kobject *kobj, struct kobj_attribute *attr,
 			     char *buf)
 {
-	return sysfs_emit(buf, "%u\n", 1U << to_kvblk_ns(kobj)->info.lba_shift);
+	return sysfs_emit(buf, "%u\n",
+			  queue_logical_block_size(to_kvblk_ns(kobj)->info.q));
 }
 
 static ssize_t hw_max_cmd_bytes_show(struct kobject *kobj,

@@ -199,13 +199,18 @@ enum kvblk_mem_kind {
  * as failed, or a good Read not as successful, so the engine could not
  * report a failed load; the block-layer engine is unaffected), or whose
  * PCI function bounces all DMA through swiotlb (swiotlb=force, a
- * confidential VM: the default attach takes the block-layer engine
- * there), a device being removed, an empty device or partition, a
+ * confidential VM), or whose DMA mask does not reach all memory (some
+ * mappings would bounce; the default attach takes the block-layer engine
+ * in both cases), a device being removed, an empty device or partition, a
  * partition not aligned to the logical block size, or a file on a file
  * system without a block device or without direct I/O; -ENODEV
  * (KVBLK_ATTACH_F_ENGINE_PRP) the namespace's PCI function is being removed
  * or its nvme driver was unbound (without a flag the target then gets the
- * block-layer engine alone); -EBUSY already attached; -ENOMEM.
+ * block-layer engine alone); -EPERM KVBLK_ATTACH_F_ENGINE_PRP on a
+ * partition without CAP_SYS_ADMIN; -EINTR a fatal signal arrived while the
+ * PRP engine's attach probe waited for a request (a queue frozen for a
+ * controller reset); -EBUSY already attached; -EFAULT the argument is not
+ * writable (nothing attached); -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -448,15 +453,34 @@ struct kvblk_io_desc {
  *            (the file was truncated while the batch ran, or the file
  *            system stopped early): part of the object may have been
  *            written;
+ *            -EIO also: writing back the block device's dirty page cache
+ *            over the object's range before the load failed (as it fails
+ *            pread(O_DIRECT)); no command was sent for the object;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
  *            or (PRP engine) it was mapped for an NVMe PCI function that
- *            has since been removed and is unmapped now;
+ *            has since been removed and is unmapped now (also an object
+ *            whose commands completed before the removal when its bytes
+ *            still needed a CPU sync, swiotlb or non-coherent DMA, that the
+ *            removal's unmap left undone);
+ *            -ESTALE (PRP engine) the namespace's LBA format changed after
+ *            the batch began (a Format NVM during the batch, or a format
+ *            the block layer does not show: an extended LBA with
+ *            protection information, found by a one-LBA probe Read when
+ *            the batch's first command, or the first after its commands
+ *            drained, is sent): this object and every later one of the
+ *            same target fail so, without a command; objects whose
+ *            commands were sent before are exact; attach again;
+ *            -ERANGE (PRP engine) the partition was shrunk during the
+ *            batch and the object's command reaches past its new end;
+ *            -ETXTBSY (a store) the target became active swap during the
+ *            batch;
  *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG, -EXDEV,
- *            -ESTALE; for a store also -EBADF, -EROFS, -EOPNOTSUPP).
+ *            -ESTALE, -EPERM, -EACCES; for a store also -EBADF, -EROFS,
+ *            -ETXTBSY, -EOPNOTSUPP).
  *            For a store, a failed object's bytes on the device are
  *            undefined (some of its commands may have been written).
  * @reserved: set to 0 by the kernel.
@@ -566,8 +590,10 @@ struct kvblk_desc_result {
  * one whose destination overlaps an earlier one's (see @bad_index),
  * @nr_descs 0, or @desc_bytes / @result_bytes too small;
  * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
- * or to a format with metadata since attach: attach again (@bad_index
- * names the first descriptor of that target); or a descriptor names a
+ * or to a format with metadata that the block layer shows, since attach:
+ * attach again (@bad_index names the first descriptor of that target; a
+ * format found only once the batch runs fails objects instead, see
+ * struct kvblk_desc_result); or a descriptor names a
  * host buffer whose range no longer maps the pages pinned at registration
  * (@bad_index names it, its result is -ESTALE): unregister it and register
  * the range again;
