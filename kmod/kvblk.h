@@ -502,6 +502,8 @@ long kvblk_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
 		  size_t min_size, u32 *usize);
 int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize);
+int kvblk_copy_out_locked(void __user *uarg, const void *src, size_t ksize,
+			  u32 usize);
 
 /* ctx.c */
 struct kvblk_ctx *kvblk_ctx_alloc(void);

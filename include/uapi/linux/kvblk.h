@@ -134,7 +134,12 @@ enum kvblk_mem_kind {
  *                function ("Several targets per context"); @engines says
  *                whether it did. When the PRP checks fail the attach still
  *                succeeds, with the block-layer engine alone (the kernel
- *                log names the reason). Either may be combined with
+ *                log names the reason). On a partition the PRP engine
+ *                needs CAP_SYS_ADMIN (its commands address the whole
+ *                namespace; the nvme driver's own passthrough asks the
+ *                same): KVBLK_ATTACH_F_ENGINE_PRP without it is -EPERM, and
+ *                without a flag the partition gets the block-layer engine
+ *                alone. Either may be combined with
  *                KVBLK_ATTACH_F_ADD_TARGET (add a target to the context;
  *                since API version 2).
  * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
