@@ -156,7 +156,7 @@ struct kvblk_ns {
 	struct kvblk_ns_info info;	/* info.dma_dev is referenced */
 	struct kvblk_prp_pools prp_pools; /* set by the first PRP attach */
 	unsigned int engine_users[KVBLK_ENGINE_NR]; /* kvblk_ns_lock */
-	char name[32];			/* disk name */
+	char name[DISK_NAME_LEN + 24];	/* disk name, or <disk>@<diskseq> */
 	/* Tunables: READ_ONCE()/WRITE_ONCE(). */
 	u32 max_cmd_bytes;
 	u32 max_inflight;

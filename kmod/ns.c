@@ -187,6 +187,17 @@ static void kvblk_ns_prp_exit(struct kvblk_ns *ns)
 	put_device(ns->info.dma_dev);
 }
 
+/* Is @name the directory of a live object? Under kvblk_ns_lock. */
+static bool kvblk_ns_name_taken(const char *name)
+{
+	struct kvblk_ns *ns;
+
+	list_for_each_entry(ns, &kvblk_ns_list, node)
+		if (!strcmp(ns->name, name))
+			return true;
+	return false;
+}
+
 static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 {
 	struct kvblk_ns *ns;
@@ -199,6 +210,15 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 	ns->info.dma_dev = NULL;	/* kvblk_ns_prp_init() */
 	ns->info.nsid = 0;
 	strscpy(ns->name, info->disk->disk_name, sizeof(ns->name));
+	/*
+	 * A disk of the same name while another context still holds the
+	 * removed disk that had it: a directory of its own, <disk>@<diskseq>,
+	 * instead of -EBUSY and the kernel's "cannot create duplicate
+	 * filename" stack dump (review L6).
+	 */
+	if (kvblk_ns_name_taken(ns->name))
+		snprintf(ns->name, sizeof(ns->name), "%s@%llu",
+			 info->disk->disk_name, info->disk->diskseq);
 	ns->max_cmd_bytes = READ_ONCE(g_max_cmd_bytes);
 	ns->max_inflight = READ_ONCE(g_max_inflight);
 	ns->max_descs = READ_ONCE(g_max_descs);
