@@ -764,12 +764,15 @@ struct kvblk_load_many {
  * task that submitted the SQE. The header, the descriptors and the
  * results must stay valid until the CQE is reaped (the header and the
  * descriptors are read when the SQE is issued, which IOSQE_ASYNC or
- * SQPOLL may delay). Issuing reads, validates and submits the batch in the
- * submitting task (or io_uring's worker or SQPOLL thread, which share its
- * address space), and may sleep there: on the context's lock and, when
- * the batch has more commands than the max_inflight tunable, until
- * commands of its own complete. Any number of batches may be in flight
- * on a context, each bounded by max_inflight on its own.
+ * SQPOLL may delay). The batch is always read, validated and submitted
+ * by io_uring's worker (io-wq, which shares the task's address space): an
+ * inline issue (io_uring_enter(), the SQPOLL thread) returns -EAGAIN to
+ * io_uring at once, which issues it again there, so that the ring's other
+ * submitters and its SQPOLL thread never wait for a batch. There it may
+ * sleep: on the context's lock and, when the batch has more commands than
+ * the max_inflight tunable, until commands of its own complete. Any
+ * number of batches may be in flight on a context, each bounded by
+ * max_inflight on its own.
  *
  * CQE res errors besides those of struct kvblk_load_many:
  * -EOPNOTSUPP the module was built for a kernel without what it needs
