@@ -654,7 +654,8 @@ static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			continue;
 		/* Targets stay until the context is freed; the batch holds it. */
 		t = kvblk_ctx_tgt(ctx, i);
-		if (!t)
+		/* write(2) refuses an fd without write access first (-EBADF). */
+		if (!t || (b->store && !(t->file->f_mode & FMODE_WRITE)))
 			continue;
 		err = rw_verify_area(b->store ? WRITE : READ, t->file, &pos,
 				     span[i].hi - span[i].lo);
@@ -1073,10 +1074,16 @@ out_reject:
 		kvblk_batch_release(b, false);
 	if (ret == -EINTR)
 		return ERR_PTR(ret);	/* killed while copying descriptors: write nothing */
-	/* -EFAULT copying the descriptors: the results may be unwritable too. */
-	if (ret != -EFAULT || lm.bad_index >= 0)
-		kvblk_put_rejected(&lm, lm.bad_index, ret);
-	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
+	/*
+	 * -EFAULT copying the descriptors: the results may be unwritable too.
+	 * Results or a header that cannot be written make the call -EFAULT:
+	 * the caller would read results that say nothing (review L9).
+	 */
+	if ((ret != -EFAULT || lm.bad_index >= 0) &&
+	    kvblk_put_rejected(&lm, lm.bad_index, ret))
+		ret = -EFAULT;
+	if (kvblk_copy_out(uarg, &lm, sizeof(lm), usize))
+		ret = -EFAULT;
 	return ERR_PTR(ret);
 }
 

@@ -111,9 +111,25 @@ static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 				unsigned long addr, unsigned long nr_pages)
 {
+	struct page *first;
 	unsigned long i;
 	int ret;
 
+	/*
+	 * The first page alone first: a range that is not P2PDMA memory at
+	 * all (ordinary anonymous memory, up to 64 GiB) is refused before its
+	 * page array is allocated and the whole of it faulted in and pinned
+	 * (review L1).
+	 */
+	ret = kvblk_pin_user(addr, 1, KVBLK_GUP_P2PDMA, &first);
+	if (ret)
+		return ret;
+	ret = is_pci_p2pdma_page(first) ? 0 : -EINVAL;
+	unpin_user_page(first);
+	if (ret) {
+		kvblk_p2pdma_refused(dev, addr, "is not P2PDMA memory; not mapped for");
+		return ret;
+	}
 	p->nr_pages = nr_pages;
 	p->pages = kvmalloc_array(nr_pages, sizeof(*p->pages), GFP_KERNEL_ACCOUNT);
 	if (!p->pages)

@@ -355,7 +355,8 @@ struct kvblk_attach {
  * registering process (the context's owner: another address space gets
  * -EBADFD for every ioctl). Errors for P2PDMA: -EOPNOTSUPP the kernel
  * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
- * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
+ * of the range is not P2PDMA memory, or belongs to another provider than
+ * the range's first page (one registration, one provider); -EREMOTEIO the provider and the NVMe
  * controller cannot reach each other (the kernel log names both);
  * -EFAULT, -EINTR, -ENOMEM as for host memory.
  */
