@@ -5,7 +5,10 @@
  * /dev/kvblk_test_dmabuf makes dma-bufs of zeroed host pages
  * (kvblk_test_dmabuf.h is its interface). The exporter is dynamic: it has
  * pin/unpin, so importers such as kvblk.ko attach with
- * dma_buf_dynamic_attach() and receive move notifications. Each
+ * dma_buf_dynamic_attach() and receive move notifications; a buffer made
+ * with KVBLK_TEST_DMABUF_F_STATIC has an exporter without them (not
+ * dynamic, as NVIDIA's and udmabuf), which 6.1 and 6.12 map at attach and
+ * unmap only at detach. Each
  * attachment's map builds an sg_table over the pages and maps it with
  * dma_map_sgtable() for the attaching device, so that an IOMMU translates
  * exactly what the importer was given. Counters of live buffers,
@@ -217,7 +220,8 @@ static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 
 	if (copy_from_user(&c, uarg, sizeof(c)))
 		return -EFAULT;
-	if ((c.flags & ~(KVBLK_TEST_DMABUF_F_RDONLY | KVBLK_TEST_DMABUF_F_STATIC)) || !c.len ||
+	if ((c.flags & ~(KVBLK_TEST_DMABUF_F_RDONLY |
+			 KVBLK_TEST_DMABUF_F_STATIC)) || !c.len ||
 	    c.len > KVBLK_TEST_DMABUF_MAX_BYTES || !PAGE_ALIGNED(c.len))
 		return -EINVAL;
 	b = kzalloc(sizeof(*b), GFP_KERNEL);
