@@ -204,8 +204,10 @@ if os.path.exists("/dev/udmabuf"):
     os.ftruncate(memfd, 4 << 20)
     fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
     udev = os.open("/dev/udmabuf", os.O_RDWR)
+    # A mutable argument: fcntl.ioctl() then returns the ioctl's value, the dma-buf fd.
+    arg = bytearray(struct.pack("IIQQ", memfd, 1, 0, 4 << 20))
     dmabufs.append(("udmabuf", fcntl.ioctl(udev, (1 << 30) | (24 << 16) | (ord("u") << 8) | 0x42,
-                                           struct.pack("IIQQ", memfd, 1, 0, 4 << 20))))
+                                           arg, True)))
     os.close(udev)
     os.close(memfd)
 else:
