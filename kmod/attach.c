@@ -80,6 +80,19 @@ struct kvblk_target {
 	u64 capacity;		/* bytes */
 };
 
+/*
+ * May the caller have the PRP engine on @bdev? Its commands address the
+ * whole namespace and kvblk's arithmetic keeps them inside a partition, so
+ * on a partition it takes CAP_SYS_ADMIN, as the nvme driver's own
+ * passthrough does since 6.2 (nvme_cmd_allowed(): "Passthrough commands
+ * can always access the entire device"; review M3). A whole namespace
+ * needs only the fd's read access, as there.
+ */
+static bool kvblk_prp_allowed(struct block_device *bdev)
+{
+	return !bdev_is_partition(bdev) || capable(CAP_SYS_ADMIN);
+}
+
 static int kvblk_attach_file(struct file *file, u32 flags,
 			     struct kvblk_target *t)
 {
@@ -123,8 +136,13 @@ static bool kvblk_ctx_maps_for(struct kvblk_ctx *ctx, struct device *dma_dev,
 	return true;
 }
 
-static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
-			     u32 flags, struct kvblk_target *t)
+/*
+ * The engines of a block device target, found without the context's lock
+ * (the PRP engine's probe issues Reads and waits for them): what depends
+ * on the context is checked by kvblk_attach_ctx() under it.
+ */
+static int kvblk_attach_bdev(struct file *file, u32 flags,
+			     struct kvblk_target *t)
 {
 	struct block_device *bdev = I_BDEV(file->f_mapping->host);
 	struct kvblk_ns_info prp;
@@ -138,14 +156,14 @@ static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 		return kvblk_reject(bdev->bd_disk, "empty device or partition");
 
 	if (flags & KVBLK_ATTACH_F_ENGINE_PRP) {
+		if (!kvblk_prp_allowed(bdev)) {
+			pr_info_ratelimited("attach %s: the PRP engine on a partition needs CAP_SYS_ADMIN (NVMe commands address the whole namespace)\n",
+					    bdev->bd_disk->disk_name);
+			return -EPERM;
+		}
 		ret = kvblk_prp_probe(file, bdev, &t->info);
 		if (ret)
 			return ret;
-		if (!kvblk_ctx_maps_for(ctx, t->info.dma_dev, true)) {
-			pr_info_ratelimited("attach %s: the context's buffers are not mapped for the PCI function the PRP engine needs here\n",
-					    bdev->bd_disk->disk_name);
-			return -EXDEV;
-		}
 		t->engine = &kvblk_engine_prp;
 		return 0;
 	}
@@ -158,21 +176,21 @@ static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 	if ((flags & KVBLK_ATTACH_F_ENGINE_BIO) ||
 	    !kvblk_prp_capable(bdev->bd_disk))
 		return 0;
+	if (!kvblk_prp_allowed(bdev)) {
+		pr_info_ratelimited("attach %s: block-layer engine only: the PRP engine (memory without struct pages) on a partition needs CAP_SYS_ADMIN\n",
+				    bdev->bd_disk->disk_name);
+		return 0;
+	}
 	/*
 	 * An nvme-pci namespace: the PRP engine serves its memory without
 	 * struct pages, if its checks pass (else the block-layer engine
 	 * alone: the kernel log names the reason).
 	 */
 	ret = kvblk_prp_probe(file, bdev, &prp);
-	if (ret == -ENOMEM)
+	if (ret == -ENOMEM || ret == -EINTR)
 		return ret;
 	if (ret)
 		return 0;
-	if (!kvblk_ctx_maps_for(ctx, prp.dma_dev, false)) {
-		pr_info_ratelimited("attach %s: block-layer engine only: the context's memory without struct pages is mapped for another PCI function\n",
-				    bdev->bd_disk->disk_name);
-		return 0;
-	}
 	t->alt = &kvblk_engine_prp;
 	t->info.dma_dev = prp.dma_dev;
 	t->info.nsid = prp.nsid;
@@ -180,11 +198,35 @@ static int kvblk_attach_bdev(struct kvblk_ctx *ctx, struct file *file,
 }
 
 /*
+ * What depends on the context, under its lock: memory is mapped for one
+ * PCI function per context (kvblk_ctx_maps_for()).
+ */
+static int kvblk_attach_ctx(struct kvblk_ctx *ctx, struct kvblk_target *t)
+{
+	struct gendisk *disk = t->info.disk;
+
+	if (t->engine == &kvblk_engine_prp &&
+	    !kvblk_ctx_maps_for(ctx, t->info.dma_dev, true)) {
+		pr_info_ratelimited("attach %s: the context's buffers are not mapped for the PCI function the PRP engine needs here\n",
+				    disk->disk_name);
+		return -EXDEV;
+	}
+	if (t->alt && !kvblk_ctx_maps_for(ctx, t->info.dma_dev, false)) {
+		pr_info_ratelimited("attach %s: block-layer engine only: the context's memory without struct pages is mapped for another PCI function\n",
+				    disk->disk_name);
+		t->alt = NULL;
+		t->info.dma_dev = NULL;
+		t->info.nsid = 0;
+	}
+	return 0;
+}
+
+/*
  * The target behind @file: its engine, its disk and its window. Errors as
  * documented for struct kvblk_attach.
  */
-static int kvblk_attach_target(struct kvblk_ctx *ctx, struct file *file,
-			       u32 flags, struct kvblk_target *t)
+static int kvblk_attach_target(struct file *file, u32 flags,
+			       struct kvblk_target *t)
 {
 	umode_t mode = file_inode(file)->i_mode;
 
@@ -196,7 +238,17 @@ static int kvblk_attach_target(struct kvblk_ctx *ctx, struct file *file,
 		return -EACCES;
 	if (S_ISREG(mode))
 		return kvblk_attach_file(file, flags, t);
-	return kvblk_attach_bdev(ctx, file, flags, t);
+	return kvblk_attach_bdev(file, flags, t);
+}
+
+/* Can the context take one more target? Under its lock. */
+static int kvblk_attach_room(struct kvblk_ctx *ctx, u32 flags)
+{
+	if (ctx->nr_tgts && !(flags & KVBLK_ATTACH_F_ADD_TARGET))
+		return -EBUSY;
+	if (ctx->nr_tgts >= KVBLK_CTX_MAX_TARGETS)
+		return -ENOSPC;
+	return 0;
 }
 
 /**
@@ -231,24 +283,27 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	    usize < KVBLK_ATTACH_SIZE_VER2)
 		return -EINVAL;
 
+	/* Cheap checks first; checked again under the lock below. */
 	mutex_lock(&ctx->lock);
-	if (ctx->nr_tgts && !(a.flags & KVBLK_ATTACH_F_ADD_TARGET)) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	if (ctx->nr_tgts >= KVBLK_CTX_MAX_TARGETS) {
-		ret = -ENOSPC;
-		goto out_unlock;
-	}
+	ret = kvblk_attach_room(ctx, a.flags);
+	mutex_unlock(&ctx->lock);
+	if (ret)
+		return ret;
+	/* Resident before the lock: written back there without faults. */
+	if (kvblk_copy_out(uarg, &a, sizeof(a), usize))
+		return -EFAULT;
 
 	/* fget_raw(): an O_PATH fd is found too, and refused with -EACCES. */
 	file = fget_raw(a.bdev_fd);
-	if (!file) {
-		ret = -EBADF;
-		goto out_unlock;
-	}
+	if (!file)
+		return -EBADF;
+	/*
+	 * Without the context's lock: the PRP engine's probe issues Reads
+	 * and waits for them (a queue frozen for a reset can take long), and
+	 * the context's other threads need not wait for that (review-2 N8).
+	 */
 	memset(&t, 0, sizeof(t));
-	ret = kvblk_attach_target(ctx, file, a.flags, &t);
+	ret = kvblk_attach_target(file, a.flags, &t);
 	if (ret)
 		goto out_fput;
 	tgt = kzalloc(sizeof(*tgt), GFP_KERNEL_ACCOUNT);
@@ -257,6 +312,12 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		goto out_fput;
 	}
 
+	mutex_lock(&ctx->lock);
+	ret = kvblk_attach_room(ctx, a.flags);
+	if (!ret)
+		ret = kvblk_attach_ctx(ctx, &t);
+	if (ret)
+		goto out_free_tgt;
 	ns = kvblk_ns_get(&t.info, kvblk_engine_mask(t.engine, t.alt));
 	if (IS_ERR(ns) && PTR_ERR(ns) == -ENODEV && t.alt) {
 		/* Its PCI function is going away: the block layer alone. */
@@ -269,7 +330,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	}
 	lba = 1U << t.info.lba_shift;
 	if (t.engine == &kvblk_engine_prp || t.alt == &kvblk_engine_prp)
-		tgt->prp_max_cmd_bytes = kvblk_prp_max_cmd(ns);
+		tgt->prp_max_cmd_bytes = kvblk_prp_max_cmd(ns, &t.info);
 	if (t.engine == &kvblk_engine_prp)
 		max_cmd = tgt->prp_max_cmd_bytes;
 	else
@@ -306,7 +367,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 		      max_t(u32, lba, queue_dma_alignment(t.info.q) + 1) :
 		      max_t(u32, 4, queue_dma_alignment(t.info.q) + 1);
 	a.target = tgt->index;
-	ret = kvblk_copy_out(uarg, &a, sizeof(a), usize);
+	ret = kvblk_copy_out_locked(uarg, &a, sizeof(a), usize);
 	if (ret) {
 		xa_erase(&ctx->tgts, tgt->index);
 		goto out_ns_put;
@@ -333,10 +394,9 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 out_ns_put:
 	kvblk_ns_put(ns, kvblk_engine_mask(t.engine, t.alt));
 out_free_tgt:
+	mutex_unlock(&ctx->lock);
 	kfree(tgt);
 out_fput:
 	fput(file);
-out_unlock:
-	mutex_unlock(&ctx->lock);
 	return ret;
 }

@@ -25,7 +25,9 @@
  */
 #include <linux/blk-mq.h>
 #include <linux/dmapool.h>
+#include <linux/fsnotify.h>
 #include <linux/log2.h>
+#include <linux/pagemap.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -113,6 +115,47 @@ static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
 	cmd->state_engine = NULL;
 }
 
+/* Each engine's done() for every target the batch began on, once. */
+static void kvblk_batch_btgts_done(struct kvblk_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nr_btgts; i++) {
+		struct kvblk_btgt *bt = &b->btgts[i];
+
+		if (bt->done)
+			continue;
+		bt->done = true;
+		if (bt->engine->done)
+			bt->engine->done(bt);
+	}
+}
+
+/*
+ * Every command of the batch completed: what only commands needed goes
+ * now, in the completion's context, before anyone collects the batch (the
+ * caller, its io_uring task work, or the workqueue for a killed caller,
+ * may come much later). The PRP lists the slots kept go back to their
+ * namespaces' pools (dma_pool_free() is IRQ-safe) and the PRP engine stops
+ * counting the batch (kvblk_prp_done()): the removal of an NVMe PCI
+ * function waits for that (kvblk_ns_drain()), and so only for commands,
+ * which the nvme driver completes or cancels, never for a task the user
+ * controls. The block-layer engines' bvec arrays stay until the release
+ * (kvfree() may sleep).
+ */
+static void kvblk_batch_engines_done(struct kvblk_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nr_slots; i++) {
+		struct kvblk_cmd *cmd = &b->slots[i];
+
+		if (cmd->state_engine && cmd->state_engine->dma_mapped)
+			kvblk_slot_state_release(cmd);
+	}
+	kvblk_batch_btgts_done(b);
+}
+
 /*
  * Count a submitted batch on the disk of every target it named: objects
  * per target, the batch once per disk.
@@ -162,6 +205,8 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	/* No command is in flight: what the slots kept goes back. */
 	for (i = 0; b->slots && i < b->nr_slots; i++)
 		kvblk_slot_state_release(&b->slots[i]);
+	/* A batch rejected before submission never reached its done. */
+	kvblk_batch_btgts_done(b);
 	for (i = 0; i < b->nr_btgts; i++)
 		if (b->btgts[i].engine->end)
 			b->btgts[i].engine->end(&b->btgts[i]);
@@ -184,6 +229,7 @@ static void kvblk_batch_free_work(struct work_struct *work)
 static void kvblk_batch_done(struct kvblk_batch *b)
 {
 	b->t_done = ktime_get_ns();
+	kvblk_batch_engines_done(b);
 	if (b->end) {
 		/* Asynchronous (uring.c): nobody waits, the end callback owns b. */
 		b->end(b);
@@ -257,8 +303,10 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 		}
 
 		blk_finish_plug(plug);
-		ret = wait_event_killable(b->slot_wq,
-					  atomic_read(&b->nr_free) >= b->wake_mark);
+		/* Freezable: a suspend does not wait for a long batch (review L8). */
+		ret = wait_event_state(b->slot_wq,
+				       atomic_read(&b->nr_free) >= b->wake_mark,
+				       (TASK_KILLABLE | TASK_FREEZABLE));
 		blk_start_plug(plug);
 		if (ret)
 			return ERR_PTR(-EINTR);
@@ -371,10 +419,14 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 
 /*
  * Submit every command of the batch. Returns 0, or why it stopped early:
- * -EINTR fatal signal, -ENOMEM, -ENOLINK the queue is going away. Objects
- * not wholly submitted then carry -ECANCELED, or -ENOLINK when the queue
- * is going away. An object whose buffer was revoked fails alone (-ENODEV);
- * the others go on.
+ * -EINTR fatal signal, -ENOMEM; the objects not wholly submitted then
+ * carry -ECANCELED. Any other error of an engine fails its own object
+ * only (documented for struct kvblk_desc_result: -ENODEV its buffer was
+ * revoked or unmapped, -ESTALE, -ERANGE, -ETXTBSY, ...), and -ENOLINK (its
+ * disk is going away) and -ESTALE (its LBA format changed) fail every
+ * later object of the same target too, without a command: the objects of
+ * the batch's other targets go on (review-2 N6). An object that failed
+ * before submission (kvblk_batch_write_back()) is skipped.
  */
 static int kvblk_submit_all(struct kvblk_batch *b)
 {
@@ -390,31 +442,35 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 
 		/* Held while its commands go out (kvblk_obj_put()). */
 		atomic_set(&o->pending, 1);
-		for (done = 0; done < o->length; done += len) {
+		if (o->bt->fail)
+			cmpxchg(&o->status, 0, o->bt->fail);
+		/* One that failed before submission has no command. */
+		for (done = o->status ? o->length : 0; done < o->length;
+		     done += len) {
 			len = min_t(u64, o->length - done, o->bt->max_cmd_bytes);
 			/* A killed caller stops submitting at once. */
 			if (fatal_signal_pending(current))
 				ret = -EINTR;
 			else
 				ret = kvblk_submit_cmd(b, i, done, len, &plug);
-			if (ret == -ENODEV) {
-				/* Its buffer was revoked: fail this object only. */
-				cmpxchg(&o->status, 0, -ENODEV);
-				ret = 0;
+			if (!ret)
+				continue;
+			if (ret == -EINTR || ret == -ENOMEM) {
+				cmpxchg(&o->status, 0, -ECANCELED);
 				break;
 			}
-			if (ret) {
-				cmpxchg(&o->status, 0,
-					ret == -ENOLINK ? -ENOLINK : -ECANCELED);
-				break;
-			}
+			/* This object fails; with these its target does too. */
+			if (ret == -ENOLINK || ret == -ESTALE)
+				o->bt->fail = ret;
+			cmpxchg(&o->status, 0, ret);
+			ret = 0;
+			break;
 		}
 		kvblk_obj_put(b, o);
 	}
 	blk_finish_plug(&plug);
 	for (; i < b->nr_objs; i++) {
-		cmpxchg(&b->objs[i].status, 0,
-			ret == -ENOLINK ? -ENOLINK : -ECANCELED);
+		cmpxchg(&b->objs[i].status, 0, -ECANCELED);
 		/* Never submitted: it completed now. */
 		atomic_set(&b->objs[i].pending, 1);
 		kvblk_obj_put(b, &b->objs[i]);
@@ -445,8 +501,12 @@ static struct kvblk_btgt *kvblk_batch_tgt(struct kvblk_batch *b, u32 *map,
 	if (ret)
 		return ERR_PTR(ret);
 	map[slot] = ++b->nr_btgts;
-	if (!map[slot ^ 1])
+	if (map[slot ^ 1]) {
+		bt->twin = &b->btgts[map[slot ^ 1] - 1];
+		bt->twin->twin = bt;
+	} else {
 		b->nr_tgts++;
+	}
 	b->engines |= BIT(engine->id);
 	return bt;
 }
@@ -523,11 +583,146 @@ static int kvblk_store_allowed(const struct kvblk_btgt *bt)
 		return -EOPNOTSUPP;
 	if (!(file->f_mode & FMODE_WRITE) || (file->f_flags & O_APPEND))
 		return -EBADF;
-	if (S_ISBLK(inode->i_mode))
-		return bdev_read_only(I_BDEV(file->f_mapping->host)) ? -EROFS : 0;
-	if (IS_RDONLY(inode))
+	if (S_ISBLK(inode->i_mode) ?
+	    bdev_read_only(I_BDEV(file->f_mapping->host)) : IS_RDONLY(inode))
 		return -EROFS;
+	/*
+	 * Active swap (a device's inode is its mapping's host, not the device
+	 * node): pwrite() refuses it too (blkdev_write_iter(),
+	 * generic_write_checks()).
+	 */
+	if (IS_SWAPFILE(file->f_mapping->host))
+		return -ETXTBSY;
 	return file->f_op->write_iter ? 0 : -EOPNOTSUPP;
+}
+
+/*
+ * The per-call checks of read(2) and write(2) on the fd of every target
+ * the batch names, over the byte range its descriptors span there:
+ * rw_verify_area(), that is the LSM's file permission hook
+ * (security_file_permission(): SELinux, AppArmor, ...) and fanotify's
+ * permission events (FAN_ACCESS_PERM; 6.8 and later also the range events
+ * of fsnotify_file_area_perm()), as io_uring's reads and writes run them
+ * per request. Before the descriptors are validated and any engine began:
+ * a permission listener answers when it likes, and nothing of the batch
+ * is held meanwhile (no lock, no count the removal of a PCI function
+ * waits for). One call per target per batch (not per descriptor): the
+ * whole batch is one access, as one preadv() is. Returns 0 or the hook's
+ * errno, *bad set to the refused target's first descriptor. Descriptors
+ * that name no target or an impossible range are left to
+ * kvblk_validate(), which refuses them.
+ */
+static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
+			      const struct kvblk_io_desc *descs, u32 *bad)
+{
+	struct kvblk_span {
+		u64 lo;
+		u64 hi;
+		u32 first;
+	} *span;
+	u32 nr, i;
+	int err = 0;
+
+	mutex_lock(&ctx->lock);
+	nr = ctx->nr_tgts;
+	mutex_unlock(&ctx->lock);
+	if (!nr)
+		return 0;
+	span = kvcalloc(nr, sizeof(*span), GFP_KERNEL);
+	if (!span)
+		return -ENOMEM;
+	for (i = 0; i < b->nr_objs; i++) {
+		const struct kvblk_io_desc *d = &descs[i];
+		struct kvblk_span *sp;
+
+		if (d->target >= nr || !d->length || d->offset > LLONG_MAX ||
+		    d->length > LLONG_MAX - d->offset)
+			continue;
+		sp = &span[d->target];
+		if (!sp->hi) {
+			sp->lo = d->offset;
+			sp->first = i;
+		}
+		sp->lo = min(sp->lo, d->offset);
+		sp->hi = max(sp->hi, d->offset + d->length);
+	}
+	for (i = 0; i < nr && !err; i++) {
+		struct kvblk_tgt *t;
+		loff_t pos = span[i].lo;
+
+		if (!span[i].hi)
+			continue;
+		/* Targets stay until the context is freed; the batch holds it. */
+		t = kvblk_ctx_tgt(ctx, i);
+		/* write(2) refuses an fd without write access first (-EBADF). */
+		if (!t || (b->store && !(t->file->f_mode & FMODE_WRITE)))
+			continue;
+		err = rw_verify_area(b->store ? WRITE : READ, t->file, &pos,
+				     span[i].hi - span[i].lo);
+		if (err)
+			*bad = span[i].first;
+	}
+	kvfree(span);
+	return err;
+}
+
+/*
+ * What pread(O_DIRECT) on a block device does before it reads: write back
+ * the device's dirty page cache over the range and wait for it
+ * (blkdev_read_iter(): filemap_write_and_wait_range(), kiocb_write_and_wait()
+ * on later kernels), so that a buffered write not yet written back is
+ * what a load reads (review-2 N4). Per object of every block device target
+ * (bio and PRP engines; the file engine's file system does it itself in
+ * its direct I/O, iomap_dio_rw()), free when the device has no page cache
+ * (mapping->nrpages). A write-back error fails the object (-EIO) before
+ * it has a command, as it fails the pread(). Stores write back and drop
+ * the cache per object themselves (engine_bio.c). Caller's process
+ * context, before submission.
+ */
+static void kvblk_batch_write_back(struct kvblk_batch *b)
+{
+	u32 i;
+
+	if (b->store)
+		return;
+	for (i = 0; i < b->nr_objs; i++) {
+		struct kvblk_obj *o = &b->objs[i];
+		struct file *file = o->bt->t->file;
+		int err;
+
+		if (!S_ISBLK(file_inode(file)->i_mode) ||
+		    !file->f_mapping->nrpages)
+			continue;
+		err = filemap_write_and_wait_range(file->f_mapping, o->offset,
+						   o->offset + o->length - 1);
+		if (err)
+			o->status = -EIO;
+	}
+}
+
+/*
+ * What read(2) and write(2) report when they moved bytes: an access or
+ * modify event on the fd of every target the batch moved bytes of, once
+ * per target (inotify IN_ACCESS/IN_MODIFY, fanotify FAN_ACCESS/FAN_MODIFY).
+ */
+static void kvblk_batch_notify(struct kvblk_batch *b)
+{
+	u32 i;
+
+	for (i = 0; i < b->nr_objs; i++)
+		if (!b->objs[i].status)
+			b->objs[i].bt->moved = true;
+	for (i = 0; i < b->nr_btgts; i++) {
+		struct kvblk_btgt *bt = &b->btgts[i];
+
+		/* Its target's other engine, listed first, reported it. */
+		if (!bt->moved || (bt->twin && bt->twin < bt && bt->twin->moved))
+			continue;
+		if (b->store)
+			fsnotify_modify(bt->t->file);
+		else
+			fsnotify_access(bt->t->file);
+	}
 }
 
 /*
@@ -738,17 +933,17 @@ static int kvblk_put_rejected(const struct kvblk_load_many *lm, s32 bad,
 }
 
 /*
- * Killable wait for the last completion. The timeout only lets the task run
- * now and then, so that a long batch does not look like a hung task.
+ * Killable wait for the last completion. Freezable too: a batch may run
+ * for minutes (65536 objects of up to 4 GiB), and a TASK_KILLABLE sleep
+ * that is not would make every suspend in the meantime fail ("Freezing of
+ * tasks failed"; review L8); nothing is held here, and the commands
+ * complete while the task is frozen. The hung-task detector skips
+ * killable sleeps.
  */
 static int kvblk_wait_done(struct kvblk_batch *b)
 {
-	long ret;
-
-	do {
-		ret = wait_for_completion_killable_timeout(&b->done, 10 * HZ);
-	} while (!ret);
-	return ret < 0 ? -EINTR : 0;
+	return wait_for_completion_state(&b->done,
+					 TASK_KILLABLE | TASK_FREEZABLE) ? -EINTR : 0;
 }
 
 /*
@@ -835,10 +1030,13 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 		goto out_reject;
 	}
 	/*
-	 * Each target's geometry as it is now (size, block size, alignment),
-	 * then every descriptor against its own target's.
+	 * read(2)'s and write(2)'s permission checks on every target; then
+	 * each target's geometry as it is now (size, block size, alignment),
+	 * and every descriptor against its own target's.
 	 */
-	ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
+	ret = kvblk_batch_access(ctx, b, descs, &bad);
+	if (!ret)
+		ret = kvblk_validate(ctx, b, descs, &bad, &nr_cmds, &bytes);
 	if (!ret)
 		ret = kvblk_batch_check(b, &bad);
 	if (!ret)
@@ -851,6 +1049,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 	b->ns = b->objs[0].bt->t->ns;
 	kvfree(descs);
 	descs = NULL;
+	kvblk_batch_write_back(b);
 
 	ret = kvblk_batch_alloc_slots(b, min_t(u64, nr_cmds,
 					       READ_ONCE(ns->max_inflight)));
@@ -875,10 +1074,16 @@ out_reject:
 		kvblk_batch_release(b, false);
 	if (ret == -EINTR)
 		return ERR_PTR(ret);	/* killed while copying descriptors: write nothing */
-	/* -EFAULT copying the descriptors: the results may be unwritable too. */
-	if (ret != -EFAULT || lm.bad_index >= 0)
-		kvblk_put_rejected(&lm, lm.bad_index, ret);
-	kvblk_copy_out(uarg, &lm, sizeof(lm), usize);
+	/*
+	 * -EFAULT copying the descriptors: the results may be unwritable too.
+	 * Results or a header that cannot be written make the call -EFAULT:
+	 * the caller would read results that say nothing (review L9).
+	 */
+	if ((ret != -EFAULT || lm.bad_index >= 0) &&
+	    kvblk_put_rejected(&lm, lm.bad_index, ret))
+		ret = -EFAULT;
+	if (kvblk_copy_out(uarg, &lm, sizeof(lm), usize))
+		ret = -EFAULT;
 	return ERR_PTR(ret);
 }
 
@@ -907,14 +1112,28 @@ void kvblk_batch_submit(struct kvblk_batch *b)
  * Syncs what the PRP engine's mapping received (nothing for the other
  * engines), once: before its per-object CQE (uring.c), else when the
  * batch finishes. Process context.
+ *
+ * Return: 0; -ENODEV when the bytes needed a sync (swiotlb, non-coherent
+ * DMA) and the mapping is gone: the removal of its PCI function unmapped
+ * it meanwhile (it no longer waits for batches whose commands completed),
+ * without copying anything back; the object's bytes are not in memory.
  */
-void kvblk_obj_sync(struct kvblk_obj *o)
+int kvblk_obj_sync(struct kvblk_obj *o)
 {
+	int ret = 0;
+
 	if (o->synced)
-		return;
+		return 0;
 	o->synced = true;
-	if (o->bt->engine->dma_mapped)
+	if (!o->bt->engine->dma_mapped || !o->buf->need_sync)
+		return 0;
+	if (kvblk_dma_use_begin(o->buf)) {
 		kvblk_buf_sync(o->buf, o->buf_offset, o->length, true);
+		kvblk_dma_use_end();
+	} else {
+		ret = -ENODEV;
+	}
+	return ret;
 }
 
 /**
@@ -948,12 +1167,16 @@ long kvblk_batch_finish(struct kvblk_batch *b, long ret)
 			b->interrupted = true;
 			ret = -EINTR;
 		}
-		if (ret != -EINTR)
-			kvblk_obj_sync(o);
+		if (ret != -EINTR && kvblk_obj_sync(o)) {
+			o->status = -ENODEV;
+			continue;
+		}
 		lm->nr_ok++;
 	}
 	lm->nr_cmds = b->nr_cmds;
 	lm->elapsed_ns = b->nr_cmds ? b->t_done - b->t_first : 0;
+	if (ret != -EINTR)
+		kvblk_batch_notify(b);
 	/* A lost queue fails objects, not the call. */
 	if (!ret || ret == -ENOLINK)
 		ret = lm->nr_ok;

@@ -427,6 +427,9 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	ns = kvblk_ctx_ns(ctx);
 	if (!ns)
 		return -ENXIO;
+	/* Resident before the lock: written back there without faults. */
+	if (kvblk_copy_out(uarg, &r, sizeof(r), usize))
+		return -EFAULT;
 
 	/* Cheap check first; the insert below checks again. */
 	mutex_lock(&ctx->lock);
@@ -471,7 +474,7 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	buf->addr = r.addr;
 	ctx->nr_bufs++;
 	r.buf_id = id;
-	ret = kvblk_copy_out(uarg, &r, sizeof(r), usize);
+	ret = kvblk_copy_out_locked(uarg, &r, sizeof(r), usize);
 	if (ret) {
 		xa_erase(&ctx->bufs, id);
 		ctx->nr_bufs--;

@@ -14,6 +14,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/dma-mapping.h>
 #include <linux/fs.h>
 #include <linux/swiotlb.h>
 #ifdef KVBLK_HAVE_BLK_INTEGRITY_H
@@ -92,6 +93,21 @@ static inline bool kvblk_dev_force_bounce(struct device *dev)
 #else
 	return false;
 #endif
+}
+
+/**
+ * kvblk_dev_partial_bounce() - may some DMA mappings of @dev bounce?
+ * @dev: a DMA device.
+ *
+ * Return: true when the memory the system has needs more address bits
+ * than @dev's DMA mask gives (dma_get_required_mask(): without an IOMMU
+ * the direct mapping's need; with one, 32 bits, which the IOMMU's
+ * addresses always fit), so that a mapping of high memory would go
+ * through swiotlb.
+ */
+static inline bool kvblk_dev_partial_bounce(struct device *dev)
+{
+	return dma_get_required_mask(dev) > dma_get_mask(dev);
 }
 
 /**

@@ -210,6 +210,18 @@ unsigned int kvblk_probe(void)
 EOF
 
 # dma_max_mapping_size() (swiotlb-aware segment limit).
+# page_pgmap(): a ZONE_DEVICE page's dev_pagemap (7.x; before, page->pgmap),
+# which tells two P2PDMA providers' pages apart.
+probe PAGE_PGMAP <<'EOF'
+#include <linux/mm.h>
+#include <linux/memremap.h>
+struct dev_pagemap *kvblk_probe(struct page *page);
+struct dev_pagemap *kvblk_probe(struct page *page)
+{
+	return page_pgmap(page);
+}
+EOF
+
 probe DMA_MAX_MAPPING_SIZE <<'EOF'
 #include <linux/dma-mapping.h>
 size_t kvblk_probe(struct device *dev);

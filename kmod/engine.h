@@ -56,8 +56,14 @@
  *             into @bt (@bt->capacity, @bt->lba_shift, @bt->align_mask,
  *             @bt->max_cmd_bytes). Returns 0 or an errno that fails the
  *             whole call (documented for struct kvblk_load_many).
+ * @done:      every command of the batch that @begin succeeded for has
+ *             completed (or none will be issued), and the slots' state of
+ *             engines that map memory (@dma_mapped) was released: let go
+ *             of what only commands needed. Any context (the last
+ *             completion's, often hard IRQ). Called once. May be NULL.
  * @end:       the batch that @begin succeeded for is released (no command
- *             of it in flight, its slots' state released). May be NULL.
+ *             of it in flight, its slots' state released). Process
+ *             context. May be NULL.
  * @submit:    issue one command: @cmd->obj, bytes [@cmd->done, @cmd->done
  *             + @cmd->bytes) of the object. Process context, @plug held.
  *             Calls kvblk_cmd_issue() just before the command can
@@ -80,6 +86,7 @@ struct kvblk_engine_ops {
 	bool dma_mapped;
 	bool stores;
 	int (*begin)(struct kvblk_batch *b, struct kvblk_btgt *bt);
+	void (*done)(struct kvblk_btgt *bt);
 	void (*end)(struct kvblk_btgt *bt);
 	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		      struct blk_plug *plug);
@@ -138,6 +145,7 @@ bool kvblk_bio_p2pdma(const struct kvblk_tgt *t);
 bool kvblk_prp_capable(struct gendisk *disk);
 int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 		    struct kvblk_ns_info *info);
-u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns);
+u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns,
+		      const struct kvblk_ns_info *info);
 
 #endif /* KVBLK_ENGINE_H */

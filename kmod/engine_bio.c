@@ -96,6 +96,9 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	if (nr < 0)
 		return nr;
 	if (b->store) {
+		/* Swapped on since the batch began: pwrite() refuses it too. */
+		if (IS_SWAPFILE(file->f_mapping->host))
+			return -ETXTBSY;
 		/* As a direct write does: O_DIRECT's REQ_SYNC | REQ_IDLE. */
 		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE;
 		if (b->durable)

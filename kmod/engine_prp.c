@@ -55,6 +55,8 @@ struct kvblk_nvme_request_head {
 #define KVBLK_TEST_STATUS_OFFSET_MAX	30
 static int kvblk_test_status_offset = -1;
 
+static void kvblk_selfcheck_forget(void);
+
 static int kvblk_test_status_offset_set(const char *val,
 					const struct kernel_param *kp)
 {
@@ -64,6 +66,7 @@ static int kvblk_test_status_offset_set(const char *val,
 	    v > KVBLK_TEST_STATUS_OFFSET_MAX || (v > 0 && (v & 1)))
 		return -EINVAL;
 	WRITE_ONCE(kvblk_test_status_offset, v);
+	kvblk_selfcheck_forget();
 	return 0;
 }
 
@@ -105,7 +108,14 @@ static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 
 	if (sts || !st)
 		return sts;
-	if (st >> 8 == 0x2)		/* Media and Data Integrity Errors */
+	/*
+	 * Media and Data Integrity Errors; of those, End-to-end Guard,
+	 * Application and Reference Tag Check Errors (282h-284h) are
+	 * protection errors, as nvme_error_status() says.
+	 */
+	if (st >= 0x282 && st <= 0x284)
+		return BLK_STS_PROTECTION;
+	if (st >> 8 == 0x2)
 		return BLK_STS_MEDIUM;
 	if (st == NVME_SC_HOST_PATH_ERROR)
 		return BLK_STS_TRANSPORT;
@@ -115,9 +125,16 @@ static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS)
 {
 	struct kvblk_cmd *cmd = rq->end_io_data;
-	const struct kvblk_ns_info *info = &cmd->b->objs[cmd->obj].bt->t->ns->info;
+	struct kvblk_btgt *bt = cmd->b->objs[cmd->obj].bt;
+	const struct kvblk_ns_info *info = &bt->t->ns->info;
 	enum kvblk_err_kind kind = KVBLK_ERR_OTHER;
 	int err = 0;
+
+	/*
+	 * Before the request is freed (RQ_END_IO_FREE): the count may only
+	 * ever be lower than the requests that hold the queue.
+	 */
+	atomic_dec(&bt->prp_rqs);
 
 	sts = kvblk_cmd_status(rq, sts);
 	if (sts)
@@ -137,6 +154,22 @@ static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS)
 }
 
 /*
+ * Back off until one of our commands completes or a jiffy passes, the plug
+ * flushed meanwhile. Returns 0 or -EINTR (fatal signal).
+ */
+static int kvblk_prp_backoff(struct kvblk_batch *b, struct blk_plug *plug)
+{
+	int nfree = atomic_read(&b->nr_free);
+	long ret;
+
+	blk_finish_plug(plug);
+	ret = wait_event_killable_timeout(b->slot_wq,
+					  atomic_read(&b->nr_free) != nfree, 1);
+	blk_start_plug(plug);
+	return ret < 0 ? -EINTR : 0;
+}
+
+/*
  * A request on the namespace's queue. NOWAIT, so that requests held in the
  * plug are flushed before sleeping; on a tag shortage (or a queue frozen
  * for a controller reset) back off until one of our commands completes or
@@ -148,7 +181,6 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 				      struct blk_plug *plug)
 {
 	struct request *rq;
-	int nfree;
 	long ret;
 
 	for (;;) {
@@ -161,15 +193,81 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 			return ERR_PTR(-ENOLINK);	/* queue dying: device gone */
 		if (kvblk_disk_dead(ns->info.disk, ns->info.q))
 			return ERR_PTR(-ENOLINK);
-
-		blk_finish_plug(plug);
-		nfree = atomic_read(&b->nr_free);
-		ret = wait_event_killable_timeout(b->slot_wq,
-						  atomic_read(&b->nr_free) != nfree, 1);
-		blk_start_plug(plug);
-		if (ret < 0)
+		if (kvblk_prp_backoff(b, plug))
 			return ERR_PTR(-EINTR);
 	}
+}
+
+static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
+			       struct gendisk *disk, bool selfcheck, bool attach);
+
+/*
+ * The namespace's LBA format as the batch's commands need it: the one of
+ * the attach. Called with a request of the batch allocated on the queue,
+ * when none of its other requests on this target is outstanding.
+ *
+ * Why then, and why that is enough: the nvme driver changes a namespace's
+ * format (a Format NVM, a rescan after another host formatted it) only
+ * with its queue frozen, and a freeze completes only once every request
+ * allocated on the queue was freed. The batch counts its allocated
+ * requests per target (kvblk_btgt.prp_rqs, dropped in end_io before the
+ * request is freed, so never above the truth); between two of its
+ * allocations the count only falls. So while the count stays above zero
+ * no freeze, hence no format, can have completed, and a command that finds
+ * it at zero (the batch's first, or the first after the pipeline drained,
+ * as it must for a freeze to complete) checks again here, holding a
+ * request, so that no format can complete until that command is done. A
+ * format during a long batch is therefore found before the first command
+ * built for the old format would reach the device (review-2 N2).
+ *
+ * What is checked: the capacity (0: a format the nvme driver cannot use,
+ * or removal: -ENOLINK), the logical block size and the metadata the
+ * block layer sees (-ESTALE), and the device itself, with one Read of the
+ * target's first LBA into a probe area with a canary behind it
+ * (kvblk_probe_ext_lba(), the attach's probe, without its failing Read):
+ * unless exactly the LBA's data arrives, -ESTALE. The block layer is not
+ * enough: an extended-LBA format with protection information is invisible
+ * to it (the nvme driver sets PRACT for its own I/O and registers no
+ * integrity profile), and after a Format NVM the nvme driver unfreezes the
+ * queue before its rescan updates the LBA size (nvme_passthru_end()), so
+ * for a moment the device has the new format and the block layer the old
+ * one. That Read costs one 1-LBA command per batch per target, and one
+ * more after each drain.
+ *
+ * Return: 0; -ESTALE (logged), -ENOLINK, -EAGAIN (no request for the probe
+ * now: back off and try again), -EIO (the probe Read failed), -ENOMEM.
+ */
+static int kvblk_prp_recheck(struct kvblk_btgt *bt, struct blk_plug *plug)
+{
+	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
+	struct kvblk_ns_info info = bt->t->ns->info;
+	struct gendisk *disk = info.disk;
+	unsigned int lba, md;
+	int ret;
+
+	if (!get_capacity(disk))
+		return -ENOLINK;
+	lba = bdev_logical_block_size(bdev);
+	md = kvblk_integrity_bytes(info.q);
+	if (lba != 1U << bt->lba_shift || md) {
+		pr_info_ratelimited("load %s: the namespace's LBA format changed during the batch (logical block %u, attached %u, metadata %u bytes): the target's objects not yet submitted fail with ESTALE; attach again\n",
+				    disk->disk_name, lba, 1U << bt->lba_shift, md);
+		return -ESTALE;
+	}
+	info.lba_shift = bt->lba_shift;
+	/* The probe waits: what the plug holds goes to the device first. */
+	blk_finish_plug(plug);
+	ret = kvblk_probe_ext_lba(&info, bt->t->start_bytes >> bt->lba_shift,
+				  disk, false, false);
+	blk_start_plug(plug);
+	if (ret == -EBADMSG) {
+		pr_info_ratelimited("load %s: a Read of one LBA did not move exactly the LBA's data: the namespace was reformatted (with metadata the block layer does not show, or on the device before the nvme driver's rescan): the target's objects not yet submitted fail with ESTALE; attach again\n",
+				    disk->disk_name);
+		return -ESTALE;
+	}
+	if (ret == -ENODEV)
+		return -ENOLINK;	/* the nvme driver let go of it */
+	return ret;
 }
 
 /*
@@ -181,7 +279,9 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			    struct blk_plug *plug)
 {
 	struct kvblk_obj *o = &b->objs[cmd->obj];
-	struct kvblk_ns *ns = o->bt->t->ns;
+	struct kvblk_btgt *bt = o->bt;
+	struct kvblk_ns *ns = bt->t->ns;
+	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
 	u64 off = o->buf_offset + cmd->done;
 	struct nvme_command c;
 	struct request *rq;
@@ -196,9 +296,29 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		return -ENODEV;
 	if (!get_capacity(ns->info.disk))
 		return -ENOLINK;	/* being removed (kvblk_prp_begin()) */
-	rq = kvblk_alloc_rq(b, ns, plug);
-	if (IS_ERR(rq))
-		return PTR_ERR(rq);
+	/*
+	 * A partition shrunk during the batch (BLKPG resize: no freeze): what
+	 * lies past its new end is not this target's any more.
+	 */
+	if (o->offset + cmd->done + cmd->bytes >
+	    (u64)bdev_nr_sectors(bdev) << SECTOR_SHIFT)
+		return -ERANGE;
+	for (;;) {
+		rq = kvblk_alloc_rq(b, ns, plug);
+		if (IS_ERR(rq))
+			return PTR_ERR(rq);
+		if (atomic_inc_return(&bt->prp_rqs) > 1)
+			break;
+		ret = kvblk_prp_recheck(bt, plug);
+		if (!ret)
+			break;
+		atomic_dec(&bt->prp_rqs);
+		blk_mq_free_request(rq);
+		if (ret != -EAGAIN)
+			return ret;
+		if (kvblk_prp_backoff(b, plug))
+			return -EINTR;
+	}
 	ret = kvblk_buf_dma_begin(o->buf);
 	if (ret)
 		goto out_free_rq;
@@ -212,7 +332,7 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	c.rw.opcode = nvme_cmd_read;
 	c.rw.nsid = cpu_to_le32(ns->info.nsid);
 	c.rw.slba = cpu_to_le64(cmd->slba);
-	c.rw.length = cpu_to_le16((cmd->bytes >> o->bt->lba_shift) - 1);
+	c.rw.length = cpu_to_le16((cmd->bytes >> bt->lba_shift) - 1);
 	c.rw.dptr.prp1 = prp1;
 	c.rw.dptr.prp2 = prp2;
 
@@ -227,6 +347,7 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 out_dma_end:
 	kvblk_buf_dma_end(o->buf);
 out_free_rq:
+	atomic_dec(&bt->prp_rqs);
 	blk_mq_free_request(rq);
 	return ret;
 }
@@ -235,8 +356,10 @@ out_free_rq:
  * The namespace as it is now. The PRP engine computes NLB and SLBA itself,
  * so a namespace reformatted to another LBA size, or to a format with
  * metadata, since attach would transfer the wrong number of bytes: such a
- * batch fails as a whole with -ESTALE. The size is re-read too (a
- * partition shrunk while attached is read no further than its new end).
+ * batch fails as a whole with -ESTALE (a change found after the batch
+ * began fails its objects instead: kvblk_prp_recheck()). The size is
+ * re-read too (a partition shrunk while attached is read no further than
+ * its new end).
  */
 static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {
@@ -250,9 +373,10 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	bt->max_cmd_bytes = bt->t->prp_max_cmd_bytes;
 	bt->capacity = bt->t->capacity;
 	/*
-	 * Counted until the batch is released (kvblk_prp_end()): the removal
-	 * of the PCI function waits for that before it frees the PRP pools
-	 * and the mappings.
+	 * Counted until every command of the batch completed (kvblk_prp_done(),
+	 * which the batch calls from its last completion): the removal of the
+	 * PCI function waits for that before it frees the PRP pools and the
+	 * mappings; never for the caller to collect the batch.
 	 */
 	atomic_inc(&ns->prp_batches);
 	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
@@ -281,8 +405,8 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	return 0;
 }
 
-/* The batch that began on @bt's namespace was released. */
-static void kvblk_prp_end(struct kvblk_btgt *bt)
+/* Every command of the batch that began on @bt's namespace completed. */
+static void kvblk_prp_done(struct kvblk_btgt *bt)
 {
 	kvblk_ns_prp_batch_end(bt->t->ns);
 }
@@ -299,7 +423,7 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
 	.dma_mapped	= true,
 	.stores		= false,	/* Read passthrough only */
 	.begin		= kvblk_prp_begin,
-	.end		= kvblk_prp_end,
+	.done		= kvblk_prp_done,
 	.submit		= kvblk_prp_submit,
 	.slot_release	= kvblk_prp_slot_release,
 };
@@ -342,6 +466,15 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	if (kvblk_dev_force_bounce(ctrl->parent))
 		return kvblk_reject(disk,
 				    "the NVMe PCI function bounces all DMA through swiotlb (swiotlb=force or a confidential VM): registrations would hold bounce buffers for their lifetime; the block-layer engine (the default) serves it");
+	/*
+	 * Nor where only some mappings would bounce: a DMA mask that does not
+	 * reach all memory without an IOMMU (review M5). kvblk never syncs a
+	 * dma-buf exporter's mapping, and a host registration would hold its
+	 * bounce slots while registered.
+	 */
+	if (kvblk_dev_partial_bounce(ctrl->parent))
+		return kvblk_reject(disk,
+				    "the NVMe PCI function's DMA mask does not reach all memory (mappings may bounce through swiotlb): the block-layer engine (the default) serves it");
 	*dma_dev = ctrl->parent;
 	return 0;
 }
@@ -359,11 +492,13 @@ bool kvblk_prp_capable(struct gendisk *disk)
 	struct module *owner = disk->fops->owner;
 	struct device *ctrl = disk_to_dev(disk)->parent;
 
-	return owner && !strcmp(module_name(owner), "nvme_core") && ctrl &&
+	/* As kvblk_find_nvme_pci(): no owner is a built-in nvme driver. */
+	return (!owner || !strcmp(module_name(owner), "nvme_core")) && ctrl &&
 	       ctrl->class && !strcmp(ctrl->class->name, "nvme") &&
 	       queue_is_mq(disk->queue) && ctrl->parent &&
 	       dev_is_pci(ctrl->parent) &&
-	       !kvblk_dev_force_bounce(ctrl->parent);
+	       !kvblk_dev_force_bounce(ctrl->parent) &&
+	       !kvblk_dev_partial_bounce(ctrl->parent);
 }
 
 /* The namespace id as the nvme driver knows it, through its own ioctl. */
@@ -404,12 +539,40 @@ static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS)
 	return RQ_END_IO_FREE;
 }
 
-static int kvblk_probe_read(const struct kvblk_ns_info *info,
-			    struct nvme_command *c, struct kvblk_probe_io *io)
+/*
+ * A request for a probe: NOWAIT, so that a queue frozen (a reset, a
+ * format) or short of tags never blocks uninterruptibly. @attach: back
+ * off killably until there is one; else (a batch's submitter, holding a
+ * request of its own) -EAGAIN at once, its caller backs off.
+ */
+static struct request *kvblk_probe_rq(const struct kvblk_ns_info *info,
+				      bool attach)
 {
 	struct request *rq;
 
-	rq = blk_mq_alloc_request(info->q, REQ_OP_DRV_IN, 0);
+	for (;;) {
+		rq = blk_mq_alloc_request(info->q, REQ_OP_DRV_IN,
+					  BLK_MQ_REQ_NOWAIT);
+		if (!IS_ERR(rq))
+			return rq;
+		if (PTR_ERR(rq) != -EWOULDBLOCK && PTR_ERR(rq) != -EBUSY)
+			return ERR_PTR(-ENODEV);	/* queue dying */
+		if (kvblk_disk_dead(info->disk, info->q))
+			return ERR_PTR(-ENODEV);
+		if (!attach)
+			return ERR_PTR(-EAGAIN);
+		if (schedule_timeout_killable(1) && fatal_signal_pending(current))
+			return ERR_PTR(-EINTR);
+	}
+}
+
+static int kvblk_probe_read(const struct kvblk_ns_info *info,
+			    struct nvme_command *c, struct kvblk_probe_io *io,
+			    bool attach)
+{
+	struct request *rq;
+
+	rq = kvblk_probe_rq(info, attach);
 	if (IS_ERR(rq))
 		return PTR_ERR(rq);
 	init_completion(&io->done);
@@ -431,6 +594,59 @@ static int kvblk_selfcheck_refuse(struct gendisk *disk, const char *what,
 }
 
 /*
+ * The failing Read of the self-check costs an entry in the controller's
+ * Error Information Log (and, on controllers that count those, SMART's
+ * "Number of Error Information Log Entries", which smartd reports as a
+ * drive problem), and any member of the kvblk group may attach as often
+ * as it likes (review-2 N8). What it proves, where the nvme driver stores
+ * a command's NVMe status, holds for as long as the nvme driver that made
+ * the disk is loaded. So its verdict is kept per disk
+ * (gendisk::diskseq, never reused while the system runs; a driver reload
+ * makes new disks) for the last KVBLK_SELFCHECK_DISKS disks checked, and
+ * forgotten when test_status_offset changes what kvblk reads. One failing
+ * Read per disk, not per attach.
+ */
+#define KVBLK_SELFCHECK_DISKS	64
+static struct {
+	u64 diskseq;		/* 0: unused */
+	int verdict;		/* 0 passed, -EOPNOTSUPP refused */
+} kvblk_selfcheck_cache[KVBLK_SELFCHECK_DISKS];
+static unsigned int kvblk_selfcheck_next;
+static DEFINE_MUTEX(kvblk_selfcheck_lock);
+
+static bool kvblk_selfcheck_cached(u64 diskseq, int *verdict)
+{
+	bool found = false;
+	unsigned int i;
+
+	mutex_lock(&kvblk_selfcheck_lock);
+	for (i = 0; i < KVBLK_SELFCHECK_DISKS && !found; i++) {
+		if (kvblk_selfcheck_cache[i].diskseq == diskseq) {
+			*verdict = kvblk_selfcheck_cache[i].verdict;
+			found = true;
+		}
+	}
+	mutex_unlock(&kvblk_selfcheck_lock);
+	return found;
+}
+
+static void kvblk_selfcheck_store(u64 diskseq, int verdict)
+{
+	mutex_lock(&kvblk_selfcheck_lock);
+	kvblk_selfcheck_cache[kvblk_selfcheck_next].diskseq = diskseq;
+	kvblk_selfcheck_cache[kvblk_selfcheck_next].verdict = verdict;
+	kvblk_selfcheck_next = (kvblk_selfcheck_next + 1) % KVBLK_SELFCHECK_DISKS;
+	mutex_unlock(&kvblk_selfcheck_lock);
+}
+
+static void kvblk_selfcheck_forget(void)
+{
+	mutex_lock(&kvblk_selfcheck_lock);
+	memset(kvblk_selfcheck_cache, 0, sizeof(kvblk_selfcheck_cache));
+	mutex_unlock(&kvblk_selfcheck_lock);
+}
+
+/*
  * The attach self-check: does kvblk see failures? A load's per-command
  * status comes from the nvme driver's private request data (see
  * kvblk_cmd_status()); if that layout drifted, a failed Read would complete
@@ -444,7 +660,8 @@ static int kvblk_selfcheck_refuse(struct gendisk *disk, const char *what,
  * kvblk_probe_ext_lba() must then read status 0 and report success. The
  * failing Read transfers no data (PRP1 names the probe page anyway) and
  * leaves an entry in the controller's error log; the nvme driver does not
- * log it (RQF_QUIET, or passthru_err_log_enabled off on 6.12+).
+ * log it (RQF_QUIET, or passthru_err_log_enabled off on 6.12+). Once per
+ * disk (kvblk_selfcheck_cache).
  */
 static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
 			       dma_addr_t dma, struct gendisk *disk)
@@ -454,46 +671,69 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
 	struct kvblk_probe_io io;
 	int ret;
 
+	if (kvblk_selfcheck_cached(disk->diskseq, &ret)) {
+		if (ret)
+			pr_info_ratelimited("attach %s: PRP engine refused: the self-check of this disk failed before\n",
+					    disk->disk_name);
+		return ret;
+	}
 	c.rw.opcode = nvme_cmd_read;
 	c.rw.nsid = cpu_to_le32(info->nsid);
 	c.rw.slba = cpu_to_le64(nsze);
 	c.rw.length = 0;
 	c.rw.dptr.prp1 = cpu_to_le64(dma);
-	ret = kvblk_probe_read(info, &c, &io);
+	ret = kvblk_probe_read(info, &c, &io, true);
 	if (ret)
 		return ret;
 	if (io.nvme_status != NVME_SC_LBA_RANGE &&
 	    io.nvme_status != NVME_SC_INVALID_FIELD)
-		return kvblk_selfcheck_refuse(disk,
-					      "a Read past the namespace's end did not read as LBA Out of Range (0x080) or Invalid Field (0x002)",
-					      &io);
-	if (!io.sts)
-		return kvblk_selfcheck_refuse(disk,
-					      "a Read past the namespace's end was reported as success",
-					      &io);
-	return 0;
+		ret = kvblk_selfcheck_refuse(disk,
+					     "a Read past the namespace's end did not read as LBA Out of Range (0x080) or Invalid Field (0x002)",
+					     &io);
+	else if (!io.sts)
+		ret = kvblk_selfcheck_refuse(disk,
+					     "a Read past the namespace's end was reported as success",
+					     &io);
+	kvblk_selfcheck_store(disk->diskseq, ret);
+	return ret;
 }
 
 /*
- * Does a Read of one LBA move more than the LBA's data? On nvme-pci an
+ * Does a Read of one LBA move exactly the LBA's data? On nvme-pci an
  * extended-LBA format (metadata interleaved with the data) with protection
  * information is not visible to the block layer: the nvme driver sets PRACT
  * so that the controller strips the PI, and registers no integrity profile.
  * A passthrough Read would transfer data and metadata, lba + ms bytes per
  * LBA, past the PRPs of the object. So read the attached range's first LBA
  * into the probe area with canary bytes behind it, and refuse the namespace
- * if the canary changes. The data starts half an LBA before a page boundary,
+ * if the canary changes (or, read twice with two fills, the LBA's last bytes
+ * stay the fill: less than an LBA arrived, the device's LBA is smaller than
+ * the block layer says). The data starts half an LBA before a page boundary,
  * so PRP2 is needed and names the next page, where any excess lands. The
  * metadata pointer (MPTR) names a third page of canary: a separate-metadata
  * format the block layer did not report writes there instead of to bus
- * address 0. The data itself is never returned. The same probe area serves
- * the self-check's failing Read first (kvblk_prp_selfcheck()); this Read
- * is its good one: it must read as success through the load status path.
+ * address 0. The data itself is never returned. With @selfcheck the same
+ * probe area serves the self-check's failing Read first
+ * (kvblk_prp_selfcheck()), and this Read is its good one: it must read as
+ * success through the load status path. @attach: attach's (logs why it
+ * refuses, waits killably for a request), else a batch's re-check
+ * (kvblk_prp_recheck(), -EAGAIN when no request is free now).
+ *
+ * The probe page is mapped for the PCI function, so it is mapped and
+ * unmapped under the removal's read side, with the nvme driver still bound
+ * (kvblk_dma_map_begin()): an unmap after the device was deleted would be
+ * the NULL dereference of review finding H1 (review-2 N9).
+ *
+ * Return: 0; -EBADMSG more or less than the LBA's data arrived (a format
+ * with metadata, another LBA size; refused with a log line at attach); -EIO the good Read failed
+ * (attach: -EOPNOTSUPP, logged); the self-check's -EOPNOTSUPP; -ENODEV the
+ * nvme driver let go of the function or the queue is dying; -EAGAIN;
+ * -EINTR; -ENOMEM.
  */
 #define KVBLK_PROBE_BYTES	(4 * KVBLK_CTRL_PAGE_SIZE)
 
 static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
-			       struct gendisk *disk)
+			       struct gendisk *disk, bool selfcheck, bool attach)
 {
 	unsigned int order = get_order(KVBLK_PROBE_BYTES);
 	u32 lba = 1U << info->lba_shift;
@@ -501,55 +741,75 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 	struct nvme_command c = { };
 	struct kvblk_probe_io io;
 	struct page *page;
+	unsigned int pass;
 	dma_addr_t dma;
-	u8 *va;
+	u8 *va, fill;
 	int ret;
 
 	if (lba > KVBLK_CTRL_PAGE_SIZE)
-		return kvblk_reject(disk, "LBA larger than 4 KiB");
+		return attach ? kvblk_reject(disk, "LBA larger than 4 KiB") :
+			-EBADMSG;
 	page = alloc_pages(GFP_KERNEL, order);
 	if (!page)
 		return -ENOMEM;
 	va = page_address(page);
-	memset(va, 0x5a, KVBLK_PROBE_BYTES);
-	dma = dma_map_page(info->dma_dev, page, 0, KVBLK_PROBE_BYTES,
-			   DMA_FROM_DEVICE);
-	if (dma_mapping_error(info->dma_dev, dma)) {
-		ret = -ENOMEM;
+	ret = kvblk_dma_map_begin(info->dma_dev);
+	if (ret)
 		goto out_free_page;
+	/*
+	 * Two fills at most: the LBA's last bytes still the fill after the
+	 * Read means less than the LBA arrived (the device's LBA is smaller
+	 * than the one the command was built for), or that the data ends with
+	 * the fill's bytes; the second fill tells them apart.
+	 */
+	for (pass = 0; pass < 2; pass++) {
+		fill = pass ? 0xa5 : 0x5a;
+		memset(va, fill, KVBLK_PROBE_BYTES);
+		dma = dma_map_page(info->dma_dev, page, 0, KVBLK_PROBE_BYTES,
+				   DMA_FROM_DEVICE);
+		if (dma_mapping_error(info->dma_dev, dma)) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = selfcheck && !pass ? kvblk_prp_selfcheck(info, dma, disk) : 0;
+		if (!ret) {
+			memset(&c, 0, sizeof(c));
+			c.rw.opcode = nvme_cmd_read;
+			c.rw.nsid = cpu_to_le32(info->nsid);
+			c.rw.slba = cpu_to_le64(slba);
+			c.rw.length = 0;
+			c.rw.metadata = cpu_to_le64(dma + 2 * KVBLK_CTRL_PAGE_SIZE);
+			c.rw.dptr.prp1 = cpu_to_le64(dma + off);
+			/* PRP2 only when the transfer crosses a page (reserved otherwise). */
+			if (off + lba > KVBLK_CTRL_PAGE_SIZE)
+				c.rw.dptr.prp2 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE);
+			ret = kvblk_probe_read(info, &c, &io, attach);
+		}
+		dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES,
+			       DMA_FROM_DEVICE);
+		if (ret)
+			break;
+		if (io.nvme_status || io.sts) {
+			ret = -EIO;
+			break;
+		}
+		/* More than the LBA's data: metadata, or a larger LBA. */
+		if (memchr_inv(va + off + lba, fill, KVBLK_PROBE_BYTES - off - lba)) {
+			ret = -EBADMSG;
+			break;
+		}
+		ret = memchr_inv(va + off + lba - 8, fill, 8) ? 0 : -EBADMSG;
+		if (!ret)
+			break;
 	}
-
-	ret = kvblk_prp_selfcheck(info, dma, disk);
-	if (ret)
-		goto out_unmap;
-
-	c.rw.opcode = nvme_cmd_read;
-	c.rw.nsid = cpu_to_le32(info->nsid);
-	c.rw.slba = cpu_to_le64(slba);
-	c.rw.length = 0;
-	c.rw.metadata = cpu_to_le64(dma + 2 * KVBLK_CTRL_PAGE_SIZE);
-	c.rw.dptr.prp1 = cpu_to_le64(dma + off);
-	/* PRP2 only when the transfer crosses a page (reserved otherwise). */
-	if (off + lba > KVBLK_CTRL_PAGE_SIZE)
-		c.rw.dptr.prp2 = cpu_to_le64(dma + KVBLK_CTRL_PAGE_SIZE);
-	ret = kvblk_probe_read(info, &c, &io);
-	if (ret)
-		goto out_unmap;
-	dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES, DMA_FROM_DEVICE);
-
-	if (io.nvme_status || io.sts)
+	kvblk_dma_reg_end(NULL);
+	if (ret == -EIO && attach)
 		ret = kvblk_selfcheck_refuse(disk,
 					     "a good Read of the attached range's first LBA was reported failed (or the device failed it)",
 					     &io);
-	else if (memchr_inv(va + off + lba, 0x5a, KVBLK_PROBE_BYTES - off - lba))
+	else if (ret == -EBADMSG && attach)
 		ret = kvblk_reject(disk,
-				   "LBA format with metadata (a Read moves more than the LBA's data)");
-	else
-		ret = 0;
-	goto out_free_page;
-
-out_unmap:
-	dma_unmap_page(info->dma_dev, dma, KVBLK_PROBE_BYTES, DMA_FROM_DEVICE);
+				   "LBA format with metadata, or not the LBA size the block layer shows (a Read of one LBA does not move exactly the LBA's data)");
 out_free_page:
 	__free_pages(page, order);
 	return ret;
@@ -610,20 +870,23 @@ int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 	if ((u64)get_start_sect(bdev) << SECTOR_SHIFT & (lba - 1))
 		return kvblk_reject(disk, "partition not aligned to the LBA size");
 	return kvblk_probe_ext_lba(info, ((u64)get_start_sect(bdev) << SECTOR_SHIFT) >>
-				   info->lba_shift, disk);
+				   info->lba_shift, disk, true, true);
 }
 
 /**
- * kvblk_prp_max_cmd() - the largest PRP command for a namespace.
- * @ns: the namespace object.
+ * kvblk_prp_max_cmd() - the largest PRP command for a target.
+ * @ns: its namespace object.
+ * @info: what this attach's probe found (kvblk_prp_probe()): its LBA size
+ *        and the controller's limit now, not the first attach's.
  *
  * Return: min(max_cmd_bytes tunable, the controller's limit (MDTS), 65536
  * LBAs: NLB's 16 bits), a multiple of the LBA size; 0 if the LBA is larger.
  */
-u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns)
+u32 kvblk_prp_max_cmd(const struct kvblk_ns *ns,
+		      const struct kvblk_ns_info *info)
 {
-	u64 max = min(READ_ONCE(ns->max_cmd_bytes), ns->info.hw_max_bytes);
+	u64 max = min(READ_ONCE(ns->max_cmd_bytes), info->hw_max_bytes);
 
-	max = min_t(u64, max, (u64)65536 << ns->info.lba_shift);
-	return round_down(max, 1U << ns->info.lba_shift);
+	max = min_t(u64, max, (u64)65536 << info->lba_shift);
+	return round_down(max, 1U << info->lba_shift);
 }

@@ -156,7 +156,7 @@ struct kvblk_ns {
 	struct kvblk_ns_info info;	/* info.dma_dev is referenced */
 	struct kvblk_prp_pools prp_pools; /* set by the first PRP attach */
 	unsigned int engine_users[KVBLK_ENGINE_NR]; /* kvblk_ns_lock */
-	char name[32];			/* disk name */
+	char name[DISK_NAME_LEN + 24];	/* disk name, or <disk>@<diskseq> */
 	/* Tunables: READ_ONCE()/WRITE_ONCE(). */
 	u32 max_cmd_bytes;
 	u32 max_inflight;
@@ -412,6 +412,23 @@ struct kvblk_btgt {
 	u32 lba_shift;
 	u32 align_mask;			/* buf_offset alignment - 1 */
 	u32 nr_objs;			/* descriptors that name it */
+	/*
+	 * Sticky failure of its objects not yet submitted: -ENOLINK (its disk
+	 * is going away) or -ESTALE (PRP engine: its LBA format changed).
+	 * Written by the submitter only.
+	 */
+	int fail;
+	/* The engine's done() ran (batch.c, kvblk_batch_btgts_done()). */
+	bool done;
+	/* An object of it moved its bytes (kvblk_batch_notify()). */
+	bool moved;
+	/* The same target through its other engine in this batch, or NULL. */
+	struct kvblk_btgt *twin;
+	/*
+	 * PRP engine: its requests allocated and not yet completed; a command
+	 * that finds none re-checks the namespace (engine_prp.c).
+	 */
+	atomic_t prp_rqs;
 	u64 capacity;
 	/* A store: the byte range its objects write, [wr_start, wr_end). */
 	u64 wr_start;
@@ -485,6 +502,8 @@ long kvblk_ioctl(struct file *file, unsigned int cmd, unsigned long arg);
 int kvblk_copy_in(void *dst, size_t ksize, const void __user *uarg,
 		  size_t min_size, u32 *usize);
 int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize);
+int kvblk_copy_out_locked(void __user *uarg, const void *src, size_t ksize,
+			  u32 usize);
 
 /* ctx.c */
 struct kvblk_ctx *kvblk_ctx_alloc(void);
@@ -516,6 +535,9 @@ int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, bool host,
 void kvblk_dma_reg_end(struct kvblk_buf *buf);
 void kvblk_dma_buf_lock(struct kvblk_buf *buf);
 void kvblk_dma_buf_unlock(struct kvblk_buf *buf);
+int kvblk_dma_map_begin(struct device *dev);
+bool kvblk_dma_use_begin(struct kvblk_buf *buf);
+void kvblk_dma_use_end(void);
 
 /* buffer.c: registration and what every kind shares */
 long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg);
@@ -626,7 +648,7 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg);
 void kvblk_batch_submit(struct kvblk_batch *b);
 long kvblk_batch_finish(struct kvblk_batch *b, long ret);
-void kvblk_obj_sync(struct kvblk_obj *o);
+int kvblk_obj_sync(struct kvblk_obj *o);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);
 
 /*

@@ -141,11 +141,14 @@ static void kvblk_mem_dmabuf_release(struct kvblk_buf *buf)
 	struct kvblk_mem_dmabuf *d = buf->priv;
 	struct dma_buf *dmabuf = d->dmabuf;
 
-	dma_resv_lock(dmabuf->resv, NULL);
-	kvblk_dmabuf_unmap_locked(d);
-	dma_resv_unlock(dmabuf->resv);
-	/* No notification reaches this attachment after detach. */
-	dma_buf_detach(dmabuf, d->attach);
+	/* Detached already if its PCI function was removed (below). */
+	if (d->attach) {
+		dma_resv_lock(dmabuf->resv, NULL);
+		kvblk_dmabuf_unmap_locked(d);
+		dma_resv_unlock(dmabuf->resv);
+		/* No notification reaches this attachment after detach. */
+		dma_buf_detach(dmabuf, d->attach);
+	}
 	dma_buf_put(dmabuf);
 	kfree(d);
 }
@@ -153,7 +156,18 @@ static void kvblk_mem_dmabuf_release(struct kvblk_buf *buf)
 /*
  * kvblk_mem_ops.unmap: the NVMe PCI function is being removed. The
  * exporter's mapping was made for it: give it and the pin back now, as a
- * revocation does; the attachment stays until release.
+ * revocation does, and detach, all while the device still exists.
+ *
+ * The detach is what releases the mapping of an exporter that is not
+ * dynamic (no .pin: NVIDIA's nv-dmabuf, udmabuf) on 6.1 and 6.12: there
+ * dma_buf_dynamic_attach() maps the buffer itself when the importer and
+ * the exporter differ in dynamic-ness and keeps that mapping in the
+ * attachment (attach->sgt); dma_buf_unmap_attachment() of it returns at
+ * once, and the exporter's unmap_dma_buf runs only in dma_buf_detach().
+ * Left to the release (unregister, close), that unmap would run after
+ * device_del() released the function from its IOMMU group: the NULL
+ * dereference of review finding H1 (review-2 N1). The attachment is then
+ * gone; the release only drops the dma-buf.
  */
 static void kvblk_mem_dmabuf_unmap(struct kvblk_buf *buf)
 {
@@ -163,6 +177,9 @@ static void kvblk_mem_dmabuf_unmap(struct kvblk_buf *buf)
 	kvblk_buf_revoke(buf);
 	kvblk_dmabuf_unmap_locked(d);
 	dma_resv_unlock(d->dmabuf->resv);
+	/* No notification reaches this attachment after detach. */
+	dma_buf_detach(d->dmabuf, d->attach);
+	d->attach = NULL;
 }
 
 static const struct kvblk_mem_ops kvblk_mem_dmabuf_ops = {

@@ -44,6 +44,13 @@
 
 #define KVBLK_GUP_P2PDMA	(FOLL_WRITE | FOLL_PCI_P2PDMA)
 
+#ifndef KVBLK_HAVE_PAGE_PGMAP
+static inline struct dev_pagemap *page_pgmap(const struct page *page)
+{
+	return page->pgmap;
+}
+#endif
+
 /* A registration: a range of the registering process's address space. */
 struct kvblk_p2pdma_range {
 	struct mm_struct *mm;		/* mmgrab()ed */
@@ -104,9 +111,25 @@ static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 				unsigned long addr, unsigned long nr_pages)
 {
+	struct page *first;
 	unsigned long i;
 	int ret;
 
+	/*
+	 * The first page alone first: a range that is not P2PDMA memory at
+	 * all (ordinary anonymous memory, up to 64 GiB) is refused before its
+	 * page array is allocated and the whole of it faulted in and pinned
+	 * (review L1).
+	 */
+	ret = kvblk_pin_user(addr, 1, KVBLK_GUP_P2PDMA, &first);
+	if (ret)
+		return ret;
+	ret = is_pci_p2pdma_page(first) ? 0 : -EINVAL;
+	unpin_user_page(first);
+	if (ret) {
+		kvblk_p2pdma_refused(dev, addr, "is not P2PDMA memory; not mapped for");
+		return ret;
+	}
 	p->nr_pages = nr_pages;
 	p->pages = kvmalloc_array(nr_pages, sizeof(*p->pages), GFP_KERNEL_ACCOUNT);
 	if (!p->pages)
@@ -118,6 +141,18 @@ static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 		if (!is_pci_p2pdma_page(p->pages[i])) {
 			kvblk_p2pdma_refused(dev, addr + (i << PAGE_SHIFT),
 					     "is not P2PDMA memory; not mapped for");
+			ret = -EINVAL;
+			goto out_unpin;
+		}
+		/*
+		 * One provider per range: a bio (and a request) is mapped by
+		 * the P2PDMA rules of its first page's provider (7.x
+		 * blk_rq_dma_map_iter_start()), and upstream's bio_add_page()
+		 * refuses a page of another (review-2 N7).
+		 */
+		if (page_pgmap(p->pages[i]) != page_pgmap(p->pages[0])) {
+			kvblk_p2pdma_refused(dev, addr + (i << PAGE_SHIFT),
+					     "belongs to another P2PDMA provider than the range's first page; not mapped for");
 			ret = -EINVAL;
 			goto out_unpin;
 		}
@@ -150,9 +185,28 @@ static void kvblk_p2pdma_pin_release(struct kvblk_buf *buf)
 	kvblk_buf_put(parent);
 }
 
+/*
+ * kvblk_mem_ops.unmap: the NVMe PCI function the window was mapped for is
+ * going away, the batch's commands completed (the batch itself may be
+ * collected much later): drop the mapping now; the pages stay pinned until
+ * the batch is released.
+ */
+static void kvblk_p2pdma_pin_unmap(struct kvblk_buf *buf)
+{
+	struct kvblk_p2pdma_pin *p = buf->priv;
+
+	if (!p->sgt.sgl)
+		return;
+	dma_unmap_sgtable(buf->dev, &p->sgt, DMA_FROM_DEVICE,
+			  DMA_ATTR_SKIP_CPU_SYNC);
+	sg_free_table(&p->sgt);
+	p->sgt.sgl = NULL;
+}
+
 static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
 	.name = "p2pdma",
 	.release = kvblk_p2pdma_pin_release,
+	.unmap = kvblk_p2pdma_pin_unmap,
 };
 
 /* kvblk_mem_ops.bind: pin (and with @map, map) one window for one batch. */
@@ -177,9 +231,20 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 		ret = -EXDEV;	/* mapped for no PCI function */
 		goto out_free;
 	}
+	/*
+	 * Mapped for the PCI function under the removal's read side with its
+	 * driver bound, and listed (kvblk_dma_reg_end()): the removal unmaps
+	 * the window while the function exists, however late the batch is
+	 * released (review-2 N3).
+	 */
+	if (map) {
+		ret = kvblk_dma_map_begin(dev);
+		if (ret)
+			goto out_free;
+	}
 	ret = kvblk_p2pdma_pin_map(p, dev, range->addr + off, len >> PAGE_SHIFT);
 	if (ret)
-		goto out_free;
+		goto out_end;
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_P2PDMA, len, &kvblk_p2pdma_pin_ops);
 	if (IS_ERR(buf)) {
 		ret = PTR_ERR(buf);
@@ -191,6 +256,8 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 			kvblk_buf_abort(buf);
 			goto out_unpin;
 		}
+		buf->priv = p;
+		kvblk_dma_reg_end(buf);
 	}
 	buf->pages = p->pages;	/* the block-layer engine's bios */
 	kref_get(&parent->ref);
@@ -202,6 +269,9 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 
 out_unpin:
 	kvblk_p2pdma_unpin(p, dev);
+out_end:
+	if (map)
+		kvblk_dma_reg_end(NULL);
 out_free:
 	kfree(p);
 	return ERR_PTR(ret);

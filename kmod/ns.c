@@ -32,10 +32,12 @@ static ssize_t nsid_show(struct kobject *kobj, struct kobj_attribute *attr,
 	return sysfs_emit(buf, "%u\n", to_kvblk_ns(kobj)->info.nsid);
 }
 
+/* The disk's logical block size now (a Format NVM may have changed it). */
 static ssize_t lba_size_show(struct kobject *kobj, struct kobj_attribute *attr,
 			     char *buf)
 {
-	return sysfs_emit(buf, "%u\n", 1U << to_kvblk_ns(kobj)->info.lba_shift);
+	return sysfs_emit(buf, "%u\n",
+			  queue_logical_block_size(to_kvblk_ns(kobj)->info.q));
 }
 
 static ssize_t hw_max_cmd_bytes_show(struct kobject *kobj,
@@ -185,6 +187,17 @@ static void kvblk_ns_prp_exit(struct kvblk_ns *ns)
 	put_device(ns->info.dma_dev);
 }
 
+/* Is @name the directory of a live object? Under kvblk_ns_lock. */
+static bool kvblk_ns_name_taken(const char *name)
+{
+	struct kvblk_ns *ns;
+
+	list_for_each_entry(ns, &kvblk_ns_list, node)
+		if (!strcmp(ns->name, name))
+			return true;
+	return false;
+}
+
 static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 {
 	struct kvblk_ns *ns;
@@ -197,6 +210,15 @@ static struct kvblk_ns *kvblk_ns_create(const struct kvblk_ns_info *info)
 	ns->info.dma_dev = NULL;	/* kvblk_ns_prp_init() */
 	ns->info.nsid = 0;
 	strscpy(ns->name, info->disk->disk_name, sizeof(ns->name));
+	/*
+	 * A disk of the same name while another context still holds the
+	 * removed disk that had it: a directory of its own, <disk>@<diskseq>,
+	 * instead of -EBUSY and the kernel's "cannot create duplicate
+	 * filename" stack dump (review L6).
+	 */
+	if (kvblk_ns_name_taken(ns->name))
+		snprintf(ns->name, sizeof(ns->name), "%s@%llu",
+			 info->disk->disk_name, info->disk->diskseq);
 	ns->max_cmd_bytes = READ_ONCE(g_max_cmd_bytes);
 	ns->max_inflight = READ_ONCE(g_max_inflight);
 	ns->max_descs = READ_ONCE(g_max_descs);

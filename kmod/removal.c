@@ -80,6 +80,56 @@ int kvblk_dma_reg_begin(struct kvblk_ctx *ctx, bool host,
 }
 
 /**
+ * kvblk_dma_map_begin() - memory is about to be mapped for @dev outside a
+ * registration (a P2PDMA window of a batch, bound per call).
+ * @dev: the NVMe PCI function.
+ *
+ * Pair with kvblk_dma_reg_end() when 0 is returned; the new buffer is then
+ * on the list the removal unmaps.
+ *
+ * Return: 0, or -ENODEV when the nvme driver is no longer bound to @dev
+ * (its removal's notification has come, or is about to).
+ */
+int kvblk_dma_map_begin(struct device *dev)
+{
+	down_read(&kvblk_dma_rwsem);
+	/* Cleared before BUS_NOTIFY_UNBOUND_DRIVER, whose teardown needs the write side. */
+	if (!READ_ONCE(dev->driver)) {
+		up_read(&kvblk_dma_rwsem);
+		return -ENODEV;
+	}
+	return 0;
+}
+
+/**
+ * kvblk_dma_use_begin() - a CPU sync of @buf's mapping is about to run,
+ * after the commands that used it completed.
+ * @buf: a buffer mapped for a device.
+ *
+ * Pair with kvblk_dma_use_end() when true is returned.
+ *
+ * Return: true with the mapping held until kvblk_dma_use_end(); false
+ * when its device's removal unmapped it (nothing is held).
+ */
+bool kvblk_dma_use_begin(struct kvblk_buf *buf)
+{
+	down_read(&kvblk_dma_rwsem);
+	if (READ_ONCE(buf->dma_gone)) {
+		up_read(&kvblk_dma_rwsem);
+		return false;
+	}
+	return true;
+}
+
+/**
+ * kvblk_dma_use_end() - the sync of kvblk_dma_use_begin() is done.
+ */
+void kvblk_dma_use_end(void)
+{
+	up_read(&kvblk_dma_rwsem);
+}
+
+/**
  * kvblk_dma_reg_end() - the registration's mapping is done.
  * @buf: the new buffer (now on the list of mapped buffers), or NULL when
  *       its creation failed.

@@ -57,3 +57,26 @@ int kvblk_copy_out(void __user *uarg, const void *src, size_t ksize, u32 usize)
 		return -EFAULT;
 	return 0;
 }
+
+/**
+ * kvblk_copy_out_locked() - kvblk_copy_out() under a lock of the context.
+ * @uarg: user pointer, written once before the lock was taken (so that
+ *        its page is resident).
+ * @src: kernel copy, @ksize bytes.
+ * @ksize: size of the struct this kernel knows.
+ * @usize: the caller's size.
+ *
+ * With page faults disabled: a fault on @uarg would wait, with the lock
+ * held, for whatever backs the page (a FUSE daemon, a userfaultfd
+ * handler), and the context's other threads with it (review L5). The
+ * caller undoes its work on -EFAULT.
+ *
+ * Return: 0 or -EFAULT.
+ */
+int kvblk_copy_out_locked(void __user *uarg, const void *src, size_t ksize,
+			  u32 usize)
+{
+	if (copy_to_user_nofault(uarg, src, min_t(size_t, ksize, usize)))
+		return -EFAULT;
+	return 0;
+}

@@ -106,12 +106,7 @@ static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
 {
 	struct kvblk_uring_pdu *pdu = kvblk_uring_pdu(ioucmd);
 	struct kvblk_batch *b = pdu->b;
-	struct kvblk_uring_obj rec = {
-		.index = o - b->objs,
-		.status = o->status,
-		.tag = o->tag,
-		.bytes = o->status ? 0 : o->length,
-	};
+	struct kvblk_uring_obj rec = { .index = o - b->objs, .tag = o->tag };
 	struct io_br_sel sel;
 	size_t len = 0, n;
 
@@ -128,8 +123,10 @@ static void kvblk_uring_post(struct io_uring_cmd *ioucmd, struct kvblk_obj *o,
 		return;
 	}
 	n = min(len, sizeof(rec));
-	if (!o->status)
-		kvblk_obj_sync(o);
+	if (!o->status && kvblk_obj_sync(o))
+		o->status = -ENODEV;
+	rec.status = o->status;
+	rec.bytes = o->status ? 0 : o->length;
 	if (len < KVBLK_URING_OBJ_SIZE_VER0 || copy_to_user(sel.addr, &rec, n)) {
 		/* 0: the buffer goes back unused, no CQE, the request not failed. */
 		sel.val = 0;
@@ -221,8 +218,10 @@ static void kvblk_uring_obj_end(struct kvblk_batch *b, struct kvblk_obj *o)
  * @ioucmd: the command; its SQE's command area is a struct kvblk_uring_cmd.
  * @issue_flags: io_uring's issue flags.
  *
- * Context: the submitting task, or io_uring's worker or SQPOLL thread (its
- * address space); may sleep (see the uapi header).
+ * Context: io_uring's io-wq worker (its address space): issued inline
+ * (IO_URING_F_NONBLOCK: the submitting task or the SQPOLL thread), it
+ * returns -EAGAIN at once and io_uring issues it again there, where it
+ * may sleep (see the uapi header).
  *
  * Return: -EIOCBQUEUED, the CQE following when the batch ends (and, with
  * KVBLK_URING_F_PER_OBJECT, one before it per object); or the CQE's error
@@ -243,6 +242,18 @@ int kvblk_uring_cmd(struct io_uring_cmd *ioucmd, unsigned int issue_flags)
 	/* Completions come through task work, never through polling. */
 	if (issue_flags & IO_URING_F_IOPOLL)
 		return -EOPNOTSUPP;
+	/*
+	 * Issued inline (io_uring_enter() with the ring's lock held, or its
+	 * SQPOLL thread): preparing and submitting a batch sleeps (the
+	 * context's lock, faults on the descriptors, allocations, waiting for
+	 * its own command slots when it has more commands than max_inflight),
+	 * and the ring's other submitters and its SQPOLL thread would wait
+	 * for all of it. -EAGAIN: io_uring issues it again from its io-wq
+	 * worker, where it may block (review-2 N10). io_uring keeps a copy of
+	 * the SQE for that.
+	 */
+	if (issue_flags & IO_URING_F_NONBLOCK)
+		return -EAGAIN;
 	/* The SQE is shared with user space: one copy, then only that. */
 	memcpy(&cmd, kvblk_uring_sqe_cmd(ioucmd), sizeof(cmd));
 	if ((cmd.flags & ~KVBLK_URING_F_ALL) || cmd.reserved)

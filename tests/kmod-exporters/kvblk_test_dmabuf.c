@@ -5,7 +5,10 @@
  * /dev/kvblk_test_dmabuf makes dma-bufs of zeroed host pages
  * (kvblk_test_dmabuf.h is its interface). The exporter is dynamic: it has
  * pin/unpin, so importers such as kvblk.ko attach with
- * dma_buf_dynamic_attach() and receive move notifications. Each
+ * dma_buf_dynamic_attach() and receive move notifications; a buffer made
+ * with KVBLK_TEST_DMABUF_F_STATIC has an exporter without them (not
+ * dynamic, as NVIDIA's and udmabuf), which 6.1 and 6.12 map at attach and
+ * unmap only at detach. Each
  * attachment's map builds an sg_table over the pages and maps it with
  * dma_map_sgtable() for the attaching device, so that an IOMMU translates
  * exactly what the importer was given. Counters of live buffers,
@@ -193,6 +196,19 @@ static const struct dma_buf_ops tdb_ops = {
 	.release = tdb_release,
 };
 
+/*
+ * KVBLK_TEST_DMABUF_F_STATIC: no pin/unpin, so not a dynamic exporter, as
+ * NVIDIA's nv-dmabuf and udmabuf are: 6.1 and 6.12 map it when a dynamic
+ * importer attaches and keep that mapping until it detaches.
+ */
+static const struct dma_buf_ops tdb_static_ops = {
+	.attach = tdb_attach,
+	.detach = tdb_detach,
+	.map_dma_buf = tdb_map,
+	.unmap_dma_buf = tdb_unmap,
+	.release = tdb_release,
+};
+
 static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 {
 	DEFINE_DMA_BUF_EXPORT_INFO(exp);
@@ -204,7 +220,8 @@ static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 
 	if (copy_from_user(&c, uarg, sizeof(c)))
 		return -EFAULT;
-	if ((c.flags & ~KVBLK_TEST_DMABUF_F_RDONLY) || !c.len ||
+	if ((c.flags & ~(KVBLK_TEST_DMABUF_F_RDONLY |
+			 KVBLK_TEST_DMABUF_F_STATIC)) || !c.len ||
 	    c.len > KVBLK_TEST_DMABUF_MAX_BYTES || !PAGE_ALIGNED(c.len))
 		return -EINVAL;
 	b = kzalloc(sizeof(*b), GFP_KERNEL);
@@ -225,7 +242,7 @@ static long tdb_create(struct kvblk_test_dmabuf_create __user *uarg)
 		}
 	}
 
-	exp.ops = &tdb_ops;
+	exp.ops = c.flags & KVBLK_TEST_DMABUF_F_STATIC ? &tdb_static_ops : &tdb_ops;
 	exp.size = c.len;
 	exp.flags = c.flags & KVBLK_TEST_DMABUF_F_RDONLY ? O_RDONLY : O_RDWR;
 	exp.priv = b;
@@ -254,7 +271,7 @@ static struct dma_buf *tdb_get(int fd)
 
 	if (IS_ERR(dmabuf))
 		return dmabuf;
-	if (dmabuf->ops != &tdb_ops) {
+	if (dmabuf->ops != &tdb_ops && dmabuf->ops != &tdb_static_ops) {
 		dma_buf_put(dmabuf);
 		return ERR_PTR(-EINVAL);
 	}

@@ -29,8 +29,9 @@
  *         KVBLK_TEST_DMABUF_MAX_BYTES. The pages are zeroed.
  * @fd:    out: the dma-buf fd (O_RDWR | O_CLOEXEC, or O_RDONLY with
  *         KVBLK_TEST_DMABUF_F_RDONLY); also the return value.
- * @flags: in: 0 or KVBLK_TEST_DMABUF_F_RDONLY (the exporter grants read
- *         access only: the dma-buf's file lacks FMODE_WRITE).
+ * @flags: in: 0, KVBLK_TEST_DMABUF_F_RDONLY (the exporter grants read
+ *         access only: the dma-buf's file lacks FMODE_WRITE), and/or
+ *         KVBLK_TEST_DMABUF_F_STATIC (below).
  *
  * Errors: -EINVAL bad @len or @flags; -ENOMEM.
  */
@@ -41,6 +42,12 @@ struct kvblk_test_dmabuf_create {
 };
 
 #define KVBLK_TEST_DMABUF_F_RDONLY	(1U << 0)
+/*
+ * The buffer's exporter is not dynamic (no pin/unpin), as NVIDIA's and
+ * udmabuf are: 6.1 and 6.12 map it when a dynamic importer attaches and
+ * unmap it only when it detaches. REVOKE notifies no importer of it.
+ */
+#define KVBLK_TEST_DMABUF_F_STATIC	(1U << 1)
 
 /**
  * struct kvblk_test_dmabuf_rw - KVBLK_TEST_DMABUF_READ / _WRITE

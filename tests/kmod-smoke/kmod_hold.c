@@ -4,8 +4,8 @@
  * shell command while it stays attached, then load one batch and check
  * every object against what the uapi promises (the VM cases in tests/vm/cases).
  *
- * usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-c ERRNO] [-n N]
- *                  [-R CMD] TARGET [OFF:LEN[=EXPECT] ...]
+ * usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-D CMD] [-c ERRNO]
+ *                  [-n N] [-R CMD] TARGET [OFF:LEN[*N][=EXPECT] ...]
  *
  *   -e prp|bio  attach flag KVBLK_ATTACH_F_ENGINE_PRP or _BIO (default: none)
  *   -A ERRNO    attach must fail with this errno (e.g. EOPNOTSUPP); then
@@ -15,6 +15,10 @@
  *               takes the device away but leaves its bytes as they were)
  *   -r CMD      run CMD with system(3) after attach, before the batch
  *               (it must exit 0)
+ *   -D CMD      run CMD while the first batch is in flight: a child waits
+ *               until the whole disk's stats/commands counter moved, then
+ *               runs it (it must exit 0); -P reads the references before
+ *               the batch then
  *   -c ERRNO    the LOAD_MANY call itself must fail with ERRNO (ESTALE,
  *               ERANGE): no byte of the buffer may change
  *   -n N        load the batch N times (default 1), CMD before the first
@@ -23,6 +27,7 @@
  *   OFF:LEN     an object: LEN bytes at byte offset OFF of TARGET (K, M, G
  *               suffixes; sums and differences such as 20M-4K). Objects lie in one registered buffer, each
  *               page-aligned with a 4 KiB gap of canary around it.
+ *               *N: N objects of LEN bytes at OFF, OFF + LEN, ...
  *   EXPECT      "|"-separated statuses the object may end with: ok (the
  *               default), EIO, ENOLINK, ENODATA, ... An object that ends
  *               with status 0 must equal pread(O_DIRECT) of TARGET (a fresh
@@ -44,6 +49,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <linux/kvblk.h>
@@ -52,7 +58,7 @@
 
 #define GUARD 0xa5
 #define GAP 4096
-#define MAX_OBJS 256
+#define MAX_OBJS 4096
 
 struct obj {
 	uint64_t off, len, buf_off;
@@ -67,7 +73,7 @@ static const struct {
 	{ "EIO", EIO }, { "ENOLINK", ENOLINK }, { "ENODATA", ENODATA },
 	{ "ESTALE", ESTALE }, { "ERANGE", ERANGE }, { "EINVAL", EINVAL },
 	{ "EOPNOTSUPP", EOPNOTSUPP }, { "ENODEV", ENODEV },
-	{ "ECANCELED", ECANCELED }, { "EACCES", EACCES },
+	{ "ECANCELED", ECANCELED }, { "EACCES", EACCES }, { "EPERM", EPERM },
 };
 
 static int errno_of(const char *name)
@@ -222,26 +228,60 @@ static int run(const char *cmd)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-c ERRNO] [-n N] [-R CMD] TARGET [OFF:LEN[=EXPECT] ...]\n");
+	fprintf(stderr, "usage: kmod_hold [-e prp|bio] [-A ERRNO] [-P] [-r CMD] [-D CMD] [-c ERRNO] [-n N] [-R CMD] TARGET [OFF:LEN[*N][=EXPECT] ...]\n");
 	exit(2);
+}
+
+/* The whole disk's command counter (/sys/kernel/kvblk/<disk>/stats), or -1. */
+static long long disk_commands(const char *target)
+{
+	const char *base = strrchr(target, '/') ? strrchr(target, '/') + 1 : target;
+	char path[256], line[64];
+	long long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/stats/commands", base);
+	f = fopen(path, "r");
+	if (f) {
+		if (fgets(line, sizeof(line), f))
+			v = atoll(line);
+		fclose(f);
+	}
+	return v;
+}
+
+/* -D: a child that runs @cmd once the batch's commands started. */
+static pid_t during(const char *target, const char *cmd)
+{
+	long long c0 = disk_commands(target);
+	pid_t pid = fork();
+	int i;
+
+	if (pid)
+		return pid;
+	for (i = 0; i < 100000 && disk_commands(target) <= c0; i++)
+		usleep(1000);
+	_exit(run(cmd) ? 1 : 0);
 }
 
 int main(int argc, char **argv)
 {
 	const char *cmd = NULL, *after = NULL, *attach_err = NULL, *call_err = NULL;
-	struct kvblk_desc_result res[MAX_OBJS];
-	struct kvblk_io_desc descs[MAX_OBJS];
+	const char *during_cmd = NULL;
+	pid_t child = 0;
+	static struct kvblk_desc_result res[MAX_OBJS];
+	static struct kvblk_io_desc descs[MAX_OBJS];
+	static struct obj objs[MAX_OBJS];
 	struct kvblk_load_many lm;
 	struct kvblk_buf_reg reg;
 	struct kvblk_attach at;
-	struct obj objs[MAX_OBJS];
 	uint32_t flags = 0;
 	uint64_t buf_len = GAP;
 	int kfd, tfd, opt, n = 0, rounds = 1, r, i, ret;
 	bool preread = false;
 	uint8_t *buf;
 
-	while ((opt = getopt(argc, argv, "e:A:Pr:R:c:n:")) != -1) {
+	while ((opt = getopt(argc, argv, "e:A:Pr:D:R:c:n:")) != -1) {
 		switch (opt) {
 		case 'e':
 			if (!strcmp(optarg, "prp"))
@@ -256,6 +296,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			cmd = optarg;
+			break;
+		case 'D':
+			during_cmd = optarg;
 			break;
 		case 'P':
 			preread = true;
@@ -276,19 +319,27 @@ int main(int argc, char **argv)
 	if (optind >= argc)
 		usage();
 	for (i = optind + 1; i < argc; i++) {
-		struct obj *o = &objs[n];
+		uint64_t off, len, rep = 1, k;
 		char *p;
 
-		if (n == MAX_OBJS)
-			usage();
-		o->off = parse_size(argv[i], &p);
+		off = parse_size(argv[i], &p);
 		if (*p++ != ':')
 			usage();
-		o->len = parse_size(p, &p);
-		snprintf(o->expect, sizeof(o->expect), "%s", *p == '=' ? p + 1 : "ok");
-		o->buf_off = buf_len;
-		buf_len += ((o->len + 4095) & ~4095ULL) + GAP;
-		n++;
+		len = parse_size(p, &p);
+		if (*p == '*')
+			rep = strtoull(p + 1, &p, 0);
+		for (k = 0; k < rep; k++) {
+			struct obj *o = &objs[n];
+
+			if (n == MAX_OBJS)
+				usage();
+			o->off = off + k * len;
+			o->len = len;
+			snprintf(o->expect, sizeof(o->expect), "%s", *p == '=' ? p + 1 : "ok");
+			o->buf_off = buf_len;
+			buf_len += ((o->len + 4095) & ~4095ULL) + GAP;
+			n++;
+		}
 	}
 
 	kfd = open("/dev/kvblk", O_RDWR);
@@ -371,7 +422,16 @@ int main(int argc, char **argv)
 		lm.descs = (uintptr_t)descs;
 		lm.results = (uintptr_t)res;
 		lm.result_bytes = sizeof(res[0]);
+		if (during_cmd && !r)
+			child = during(argv[optind], during_cmd);
 		ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
+		if (child) {
+			int st;
+
+			CHECK(waitpid(child, &st, 0) == child && WIFEXITED(st) &&
+			      !WEXITSTATUS(st), "-D '%s' failed", during_cmd);
+			child = 0;
+		}
 		if (call_err) {
 			CHECK(ret < 0 && errno == errno_of(call_err),
 			      "round %d: LOAD_MANY returned %d (%s), want %s",
@@ -392,9 +452,11 @@ int main(int argc, char **argv)
 		printf("round %d: %u of %d objects ok, engine %u, %llu commands\n",
 		       r, lm.nr_ok, n, lm.engine, (unsigned long long)lm.nr_cmds);
 		for (i = 0; i < n; i++) {
-			printf("  object %d %" PRIu64 ":%" PRIu64 " status %s bytes %llu\n",
-			       i, objs[i].off, objs[i].len, name_of(-res[i].status),
-			       (unsigned long long)res[i].bytes);
+			/* Long batches: the first object of each run of one status. */
+			if (n <= 64 || !i || res[i].status != res[i - 1].status)
+				printf("  object %d %" PRIu64 ":%" PRIu64 " status %s bytes %llu\n",
+				       i, objs[i].off, objs[i].len, name_of(-res[i].status),
+				       (unsigned long long)res[i].bytes);
 			CHECK(allowed(objs[i].expect, res[i].status),
 			      "round %d object %d: status %s, want %s", r, i,
 			      name_of(-res[i].status), objs[i].expect);

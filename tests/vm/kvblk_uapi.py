@@ -105,6 +105,8 @@ ATTACH_SIZE_VER3 = 112  # + engines: every engine that may serve the target
 LOAD_F_STORE = 1 << 0
 LOAD_F_DURABLE = 1 << 1
 FEAT_STORE = 1 << 9
+MEM_HOST = 0
+MEM_DMABUF = 2
 
 # Every constant above, by its C name (the host test compares each with the header).
 CONSTANTS = {
@@ -124,6 +126,8 @@ CONSTANTS = {
     "KVBLK_LOAD_F_STORE": LOAD_F_STORE,
     "KVBLK_LOAD_F_DURABLE": LOAD_F_DURABLE,
     "KVBLK_FEAT_STORE": FEAT_STORE,
+    "KVBLK_MEM_HOST": MEM_HOST,
+    "KVBLK_MEM_DMABUF": MEM_DMABUF,
 }
 
 NODE = "/dev/kvblk"
@@ -151,9 +155,10 @@ class Context:
             os.close(bd)
         self.attach = ATTACH.unpack(a)
 
-    def register(self, addr, length):
-        """KVBLK_IOC_REGISTER_BUFFER of host memory: the buffer id."""
-        r = bytearray(BUF_REG.pack(addr=addr, len=length))
+    def register(self, addr, length, kind=MEM_HOST, dmabuf_fd=0):
+        """KVBLK_IOC_REGISTER_BUFFER: the buffer id. Host memory at @addr, or with
+        kind=MEM_DMABUF @length bytes at offset @addr of the dma-buf @dmabuf_fd."""
+        r = bytearray(BUF_REG.pack(kind=kind, dmabuf_fd=dmabuf_fd, addr=addr, len=length))
         fcntl.ioctl(self.fd, IOC_REGISTER_BUFFER, r, True)
         return BUF_REG.unpack(r)["buf_id"]
 

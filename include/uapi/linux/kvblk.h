@@ -134,7 +134,12 @@ enum kvblk_mem_kind {
  *                function ("Several targets per context"); @engines says
  *                whether it did. When the PRP checks fail the attach still
  *                succeeds, with the block-layer engine alone (the kernel
- *                log names the reason). Either may be combined with
+ *                log names the reason). On a partition the PRP engine
+ *                needs CAP_SYS_ADMIN (its commands address the whole
+ *                namespace; the nvme driver's own passthrough asks the
+ *                same): KVBLK_ATTACH_F_ENGINE_PRP without it is -EPERM, and
+ *                without a flag the partition gets the block-layer engine
+ *                alone. Either may be combined with
  *                KVBLK_ATTACH_F_ADD_TARGET (add a target to the context;
  *                since API version 2).
  * @bdev_fd:      in: fd of the target: a block device (/dev/nvme0n1,
@@ -199,13 +204,18 @@ enum kvblk_mem_kind {
  * as failed, or a good Read not as successful, so the engine could not
  * report a failed load; the block-layer engine is unaffected), or whose
  * PCI function bounces all DMA through swiotlb (swiotlb=force, a
- * confidential VM: the default attach takes the block-layer engine
- * there), a device being removed, an empty device or partition, a
+ * confidential VM), or whose DMA mask does not reach all memory (some
+ * mappings would bounce; the default attach takes the block-layer engine
+ * in both cases), a device being removed, an empty device or partition, a
  * partition not aligned to the logical block size, or a file on a file
  * system without a block device or without direct I/O; -ENODEV
  * (KVBLK_ATTACH_F_ENGINE_PRP) the namespace's PCI function is being removed
  * or its nvme driver was unbound (without a flag the target then gets the
- * block-layer engine alone); -EBUSY already attached; -ENOMEM.
+ * block-layer engine alone); -EPERM KVBLK_ATTACH_F_ENGINE_PRP on a
+ * partition without CAP_SYS_ADMIN; -EINTR a fatal signal arrived while the
+ * PRP engine's attach probe waited for a request (a queue frozen for a
+ * controller reset); -EBUSY already attached; -EFAULT the argument is not
+ * writable (nothing attached); -ENOMEM.
  */
 struct kvblk_attach {
 	__u32 size;
@@ -345,7 +355,8 @@ struct kvblk_attach {
  * registering process (the context's owner: another address space gets
  * -EBADFD for every ioctl). Errors for P2PDMA: -EOPNOTSUPP the kernel
  * has no P2PDMA (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA); -EINVAL a page
- * of the range is not P2PDMA memory; -EREMOTEIO the provider and the NVMe
+ * of the range is not P2PDMA memory, or belongs to another provider than
+ * the range's first page (one registration, one provider); -EREMOTEIO the provider and the NVMe
  * controller cannot reach each other (the kernel log names both);
  * -EFAULT, -EINTR, -ENOMEM as for host memory.
  */
@@ -448,15 +459,34 @@ struct kvblk_io_desc {
  *            (the file was truncated while the batch ran, or the file
  *            system stopped early): part of the object may have been
  *            written;
+ *            -EIO also: writing back the block device's dirty page cache
+ *            over the object's range before the load failed (as it fails
+ *            pread(O_DIRECT)); no command was sent for the object;
  *            -ENODEV the destination buffer was revoked (a CUDA allocation
  *            freed, a dma-buf revoked by its exporter) before the object's
  *            commands were sent: no command wrote into it after that;
  *            or (PRP engine) it was mapped for an NVMe PCI function that
- *            has since been removed and is unmapped now;
+ *            has since been removed and is unmapped now (also an object
+ *            whose commands completed before the removal when its bytes
+ *            still needed a CPU sync, swiotlb or non-coherent DMA, that the
+ *            removal's unmap left undone);
+ *            -ESTALE (PRP engine) the namespace's LBA format changed after
+ *            the batch began (a Format NVM during the batch, or a format
+ *            the block layer does not show: an extended LBA with
+ *            protection information, found by a one-LBA probe Read when
+ *            the batch's first command, or the first after its commands
+ *            drained, is sent): this object and every later one of the
+ *            same target fail so, without a command; objects whose
+ *            commands were sent before are exact; attach again;
+ *            -ERANGE (PRP engine) the partition was shrunk during the
+ *            batch and the object's command reaches past its new end;
+ *            -ETXTBSY (a store) the target became active swap during the
+ *            batch;
  *            unregister the buffer; -ECANCELED not attempted (the call failed as a whole, or the
  *            caller was killed before it was submitted), or the input error
  *            of a rejected descriptor (-EINVAL, -ERANGE, -E2BIG, -EXDEV,
- *            -ESTALE; for a store also -EBADF, -EROFS, -EOPNOTSUPP).
+ *            -ESTALE, -EPERM, -EACCES; for a store also -EBADF, -EROFS,
+ *            -ETXTBSY, -EOPNOTSUPP).
  *            For a store, a failed object's bytes on the device are
  *            undefined (some of its commands may have been written).
  * @reserved: set to 0 by the kernel.
@@ -500,8 +530,10 @@ struct kvblk_desc_result {
  *               The kernel writes the first 16 bytes of each result.
  * @bad_index:   out: index of the first rejected descriptor when the call
  *               fails with -EINVAL, -ERANGE, -E2BIG, -EXDEV or -ESTALE
- *               because of one, or (stores) -EBADF, -EROFS or -EOPNOTSUPP;
- *               -1 otherwise.
+ *               because of one, with -EPERM or -EACCES (the first
+ *               descriptor of a target the permission checks refused), or
+ *               (stores) -EBADF, -EROFS, -ETXTBSY or -EOPNOTSUPP; -1
+ *               otherwise.
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch when one
  *               engine served every descriptor; KVBLK_ENGINE_MIXED when
@@ -521,9 +553,22 @@ struct kvblk_desc_result {
  * @nr_targets:  out: distinct targets the batch named; 0 when the call was
  *               rejected before submission. Since KVBLK_LOAD_MANY_SIZE_VER1.
  *
- * When the batch starts, the engine of every target the batch names
+ * When the batch starts, the per-call checks of read(2) (of write(2) for a
+ * store) run on the fd of every target the batch names, once per target
+ * over the byte range its descriptors span: rw_verify_area(), that is the
+ * LSM's file permission hook and fanotify's permission events, as io_uring
+ * runs them per request; a refusal fails the call before anything else
+ * (-EPERM from a fanotify listener's deny, -EACCES or another errno from an
+ * LSM). A batch that moved bytes of a target reports an access (a store: a
+ * modification) on its fd, as read(2) and write(2) do (inotify IN_ACCESS,
+ * IN_MODIFY; fanotify FAN_ACCESS, FAN_MODIFY).
+ * Then the engine of every target the batch names
  * re-reads that target's size and logical block size (and, for the PRP
  * engine, checks the namespace's LBA format is still the one attached).
+ * Before a load from a block device, the device's dirty page cache over
+ * each object's range is written back and waited for, as pread(O_DIRECT)
+ * does (a file's file system does the same in its direct I/O): a buffered
+ * write not yet written back is what the load reads.
  * Every descriptor is validated against its own target before anything
  * is submitted; one bad descriptor fails the whole call, reads nothing,
  * and is named by @bad_index (its result carries the reason, the others
@@ -551,8 +596,10 @@ struct kvblk_desc_result {
  * one whose destination overlaps an earlier one's (see @bad_index),
  * @nr_descs 0, or @desc_bytes / @result_bytes too small;
  * -ESTALE (PRP engine) the namespace was reformatted to another LBA size
- * or to a format with metadata since attach: attach again (@bad_index
- * names the first descriptor of that target); or a descriptor names a
+ * or to a format with metadata that the block layer shows, since attach:
+ * attach again (@bad_index names the first descriptor of that target; a
+ * format found only once the batch runs fails objects instead, see
+ * struct kvblk_desc_result); or a descriptor names a
  * host buffer whose range no longer maps the pages pinned at registration
  * (@bad_index names it, its result is -ESTALE): unregister it and register
  * the range again;
@@ -560,6 +607,11 @@ struct kvblk_desc_result {
  * nvme driver unbound) since attach: kvblk released its DMA state for it;
  * every later call naming the target fails so (@bad_index names the first
  * descriptor of that target); close the context;
+ * -EPERM, -EACCES (or another errno of the kernel's file permission
+ * hooks) the permission checks of read(2)/write(2) refused a target: a
+ * fanotify permission listener denied the access (-EPERM), an LSM refused
+ * it (-EACCES); @bad_index names the target's first descriptor, nothing
+ * was read or written;
  * -ERANGE a descriptor reaches past its target's end (see @bad_index);
  * -EXDEV a descriptor's buffer cannot be reached by any engine of its
  * target: memory without struct pages (CUDA, dma-buf) on a target without
@@ -713,12 +765,15 @@ struct kvblk_load_many {
  * task that submitted the SQE. The header, the descriptors and the
  * results must stay valid until the CQE is reaped (the header and the
  * descriptors are read when the SQE is issued, which IOSQE_ASYNC or
- * SQPOLL may delay). Issuing reads, validates and submits the batch in the
- * submitting task (or io_uring's worker or SQPOLL thread, which share its
- * address space), and may sleep there: on the context's lock and, when
- * the batch has more commands than the max_inflight tunable, until
- * commands of its own complete. Any number of batches may be in flight
- * on a context, each bounded by max_inflight on its own.
+ * SQPOLL may delay). The batch is always read, validated and submitted
+ * by io_uring's worker (io-wq, which shares the task's address space): an
+ * inline issue (io_uring_enter(), the SQPOLL thread) returns -EAGAIN to
+ * io_uring at once, which issues it again there, so that the ring's other
+ * submitters and its SQPOLL thread never wait for a batch. There it may
+ * sleep: on the context's lock and, when the batch has more commands than
+ * the max_inflight tunable, until commands of its own complete. Any
+ * number of batches may be in flight on a context, each bounded by
+ * max_inflight on its own.
  *
  * CQE res errors besides those of struct kvblk_load_many:
  * -EOPNOTSUPP the module was built for a kernel without what it needs
@@ -928,6 +983,8 @@ struct kvblk_uring_obj {
  * -EROFS      the block device is read-only now (BLKROSET, a write-protected
  *             device: bdev_read_only()), or the file's file system is
  *             mounted read-only;
+ * -ETXTBSY    the block device or file is active swap (pwrite() refuses
+ *             it the same way);
  * -EOPNOTSUPP the target is served by the PRP engine (it reads only; attach
  *             the same fd again with KVBLK_ATTACH_F_ENGINE_BIO |
  *             KVBLK_ATTACH_F_ADD_TARGET and name that target), or the

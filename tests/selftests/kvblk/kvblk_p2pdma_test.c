@@ -59,8 +59,11 @@
 #define MAP_BYTES	(4UL << 20)	/* of the 64 MiB CMB */
 #define GUARD		0xa5
 
-/* The published p2pmem/allocate file of some PCI device, or "" if none. */
-static int find_p2pmem(char *path, size_t len)
+/*
+ * The published p2pmem/allocate file of the @nth (0, 1, ...) PCI device
+ * that has one, or "" if none.
+ */
+static int find_p2pmem_nth(char *path, size_t len, int nth)
 {
 	glob_t g;
 	size_t i;
@@ -74,7 +77,7 @@ static int find_p2pmem(char *path, size_t len)
 
 		if (!f)
 			continue;
-		if (fgets(buf, sizeof(buf), f) && buf[0] == '1') {
+		if (fgets(buf, sizeof(buf), f) && buf[0] == '1' && !nth--) {
 			snprintf(path, len, "%.*s/allocate",
 				 (int)(strlen(g.gl_pathv[i]) - strlen("/published")),
 				 g.gl_pathv[i]);
@@ -86,7 +89,12 @@ static int find_p2pmem(char *path, size_t len)
 	return found;
 }
 
-/* The one NVMe namespace of the VM: the CMB controller has none. */
+static int find_p2pmem(char *path, size_t len)
+{
+	return find_p2pmem_nth(path, len, 0);
+}
+
+/* The one NVMe namespace of the VM: the CMB controllers have none. */
 static int find_namespace(char *path, size_t len)
 {
 	glob_t g;
@@ -435,6 +443,49 @@ TEST_F(p2pdma, distance_refusal)
 	} else {
 		EXPECT_EQ(0, ret) TH_LOG("register: %s", strerror(-ret));
 	}
+}
+
+/*
+ * One registration over the pages of two providers (review-2 N7): the
+ * range maps 1 MiB of this CMB and, right after it (MAP_FIXED), 1 MiB of
+ * the second controller's, both under the switch. A bio (and a request) is
+ * mapped by the P2PDMA rules of its first page's provider, so the range is
+ * refused: EINVAL, with a log line. p2p-switch has the second CMB
+ * controller; elsewhere this skips.
+ */
+TEST_F(p2pdma, two_providers_refused)
+{
+	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_P2PDMA };
+	char other[512];
+	unsigned char *area, *a, *b;
+	int ofd;
+
+	if (self->far)
+		SKIP(return, "p2p-far: registration is refused anyway");
+	if (!find_p2pmem_nth(other, sizeof(other), 1))
+		SKIP(return, "no second published p2pmem");
+	ofd = open(other, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, ofd) TH_LOG("open %s: %s", other, strerror(errno));
+	area = mmap(NULL, 2 << 20, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, area);
+	a = mmap(area, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		 self->pfd, 0);
+	b = mmap(area + (1 << 20), 1 << 20, PROT_READ | PROT_WRITE,
+		 MAP_SHARED | MAP_FIXED, ofd, 0);
+	ASSERT_EQ(area, a);
+	ASSERT_EQ(area + (1 << 20), b);
+	r.addr = (uintptr_t)area;
+	r.len = 2 << 20;
+	EXPECT_EQ(-1, ioctl(self->kfd, KVBLK_IOC_REGISTER_BUFFER, &r))
+		TH_LOG("a range over two providers was registered (id %u)", r.buf_id);
+	EXPECT_EQ(EINVAL, errno);
+	/* Each half alone is one provider's: accepted. */
+	r.len = 1 << 20;
+	EXPECT_EQ(0, ioctl(self->kfd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	r.addr = (uintptr_t)b;
+	EXPECT_EQ(0, ioctl(self->kfd, KVBLK_IOC_REGISTER_BUFFER, &r));
+	munmap(area, 2 << 20);
+	close(ofd);
 }
 
 TEST_HARNESS_MAIN

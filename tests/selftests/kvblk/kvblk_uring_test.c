@@ -1070,4 +1070,93 @@ TEST_F_TIMEOUT(ring_teardown, ring_closed_per_object, 300)
 	teardown(_metadata, TD_CLOSE, 1);
 }
 
+/*
+ * The command never keeps its ring busy for a whole batch (review-2 N10):
+ * issued inline (io_uring_enter(), the ring's lock held) it returns
+ * -EAGAIN and io_uring runs it from its worker, so io_uring_submit()
+ * returns at once, a NOP submitted right after completes before the
+ * batch, and the batch is exact. The disk's max_inflight is 1 meanwhile,
+ * and max_cmd_bytes 4 KiB (32 commands per object, 4,096 in all), so that
+ * the batch's submission waits for its own commands one by one (an inline
+ * issue used to return only after the last but one completed).
+ */
+#define NB_OBJS		128
+#define NB_OBJ		(128 << 10)
+#define NB_PARAM	MODULE_DIR "/parameters/max_cmd_bytes"
+TEST(issue_never_blocks_the_ring)
+{
+	struct kvblk_io_desc d[NB_OBJS];
+	struct kvblk_desc_result res[NB_OBJS];
+	struct kvblk_load_many lm;
+	struct io_uring_sqe *sqe;
+	struct io_uring_cqe *cqe;
+	struct io_uring ring;
+	char path[256], old[32], old_cmd[32];
+	uint64_t t0, t_sub, t_nop = 0, t_batch = 0;
+	struct kctx c;
+	int dfd, i, ret;
+
+	if (!(features() & KVBLK_FEAT_URING_CMD))
+		SKIP(return, "no KVBLK_FEAT_URING_CMD");
+	/* The disk's object takes it when the context attaches. */
+	ASSERT_EQ(0, read_text(NB_PARAM, old_cmd, sizeof(old_cmd)));
+	ASSERT_EQ(0, write_text(NB_PARAM, "4096"));
+	ret = kctx_open(&c, 0, (size_t)NB_OBJS * NB_OBJ);
+	ASSERT_EQ(0, write_text(NB_PARAM, old_cmd));
+	ASSERT_EQ(0, ret);
+	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/max_inflight",
+		 strrchr(test_device(), '/') + 1);
+	ASSERT_EQ(0, read_text(path, old, sizeof(old)));
+	ASSERT_EQ(0, write_text(path, "1"));
+	ASSERT_EQ(0, io_uring_queue_init(8, &ring, 0));
+	memset(d, 0, sizeof(d));
+	for (i = 0; i < NB_OBJS; i++)
+		d[i] = (struct kvblk_io_desc){
+			.offset = (__u64)i * NB_OBJ * 3,
+			.length = NB_OBJ,
+			.buf_offset = (__u64)i * NB_OBJ,
+			.buf_id = c.buf_id,
+			.tag = i,
+		};
+	lm_header(&lm, d, res, NB_OBJS, NB_OBJS);
+	memset(c.mem, CANARY, c.len);
+
+	t0 = now_ms();
+	prep_cmd(io_uring_get_sqe(&ring), c.kfd, &lm, 0, KVBLK_URING_CMD_LOAD_MANY, 1);
+	ret = io_uring_submit(&ring);
+	t_sub = now_ms() - t0;
+	ASSERT_EQ(1, ret);
+	sqe = io_uring_get_sqe(&ring);
+	io_uring_prep_nop(sqe);
+	sqe->user_data = 2;
+	ASSERT_EQ(1, io_uring_submit(&ring));
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, io_uring_wait_cqe(&ring, &cqe));
+		if (cqe->user_data == 2) {
+			t_nop = now_ms() - t0;
+		} else {
+			t_batch = now_ms() - t0;
+			EXPECT_EQ(NB_OBJS, cqe->res);
+		}
+		io_uring_cqe_seen(&ring, cqe);
+	}
+	ASSERT_EQ(0, write_text(path, old));
+	TH_LOG("io_uring_submit() of the batch: %llu ms; the NOP after it: %llu ms; the batch: %llu ms",
+	       (unsigned long long)t_sub, (unsigned long long)t_nop,
+	       (unsigned long long)t_batch);
+	if (t_batch < 200)
+		SKIP(goto out, "the batch took only %llu ms: too short to tell",
+		     (unsigned long long)t_batch);
+	EXPECT_LT(t_sub * 4, t_batch);
+	EXPECT_LT(t_nop * 4, t_batch);
+	dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	for (i = 0; i < NB_OBJS; i++)
+		EXPECT_EQ(1, check_obj(dfd, &c, &d[i])) TH_LOG("object %d", i);
+	close(dfd);
+out:
+	io_uring_queue_exit(&ring);
+	kctx_close(&c);
+}
+
 TEST_HARNESS_MAIN

@@ -15,6 +15,20 @@
 #    controller lost in that window, printed as a note).
 #    After it: P's loads fail as a whole with -ENODEV, a registration on P
 #    with -ENODEV, unregister works; B's objects fail with -ENOLINK.
+#  - Before the removal, P also registers dma-bufs of exporters that are not
+#    dynamic: the test exporter's KVBLK_TEST_DMABUF_F_STATIC buffer and,
+#    where the kernel has udmabuf (6.12, 7.2), a udmabuf. After the removal,
+#    before anything is closed, the test exporter counts no attachment and no
+#    mapping of kvblk's any more: kvblk detached while the function existed
+#    (review-2 N1: 6.1 and 6.12 keep a non-dynamic exporter's mapping until
+#    detach, and a detach after device_del() is review H1's NULL dereference
+#    behind an IOMMU).
+#  - A process (tests/selftests/kvblk/kvblk_stall) holds a PRP batch whose
+#    commands completed but which it never collects (io_uring with
+#    IORING_SETUP_DEFER_TASKRUN, then SIGSTOP): the removal must not wait for
+#    it (review-2 N3; it used to wait for the batch's release, for ever).
+#    Continued, its CQE comes (objects exact or ENODEV) and its next batch
+#    fails with ENODEV.
 #  - Close, rescan, rmmod: no WARNING/BUG/Oops in the kernel log, pinned
 #    pages (nr_foll_pin_acquired - nr_foll_pin_released) back to baseline.
 # Removes the controller: run it last in its VM (the namespace may come back
@@ -63,11 +77,13 @@ core_tmo0=$(cat "$core_tmo" 2>/dev/null)
 [ -z "$core_tmo0" ] || echo 10 >"$core_tmo" || fail "cannot set $core_tmo"
 insmod "$KVBLK_KO" || fail "insmod $KVBLK_KO"
 
-PYTHONPATH=$KVBLK_SRC/tests/vm timeout -s KILL 240 /usr/bin/python3 -u - "$dev" "$pci" "$ctrl" "$mode" <<'PY'
-import errno, mmap, os, sys, threading, time
+stall=$KVBLK_SRC/build-selftests/kvblk/kvblk_stall
+[ -x "$stall" ] || skip "$stall not built"
+PYTHONPATH=$KVBLK_SRC/tests/vm timeout -s KILL 240 /usr/bin/python3 -u - "$dev" "$pci" "$ctrl" "$mode" "$stall" <<'PY'
+import errno, fcntl, mmap, os, signal, struct, subprocess, sys, threading, time
 import kvblk_uapi as u
 
-dev, pci, ctrl, mode = sys.argv[1:5]
+dev, pci, ctrl, mode, stall = sys.argv[1:6]
 NR, OBJ = 64, 64 << 10
 SPAN = NR * OBJ                 # 4 MiB
 bad = []
@@ -167,8 +183,68 @@ if bad:
     print("FAIL: during the reset:\n  " + "\n  ".join(bad[:20]))
     sys.exit(1)
 
+# Non-dynamic dma-buf exporters registered on P (review-2 N1). The test
+# exporter's interface: tests/kmod-exporters/kvblk_test_dmabuf.h.
+TDB_CREATE = (3 << 30) | (16 << 16) | (0xBB << 8) | 0x01
+TDB_COUNTS = (2 << 30) | (40 << 16) | (0xBB << 8) | 0x05
+TDB_F_STATIC = 1 << 1
+tdb = os.open("/dev/kvblk_test_dmabuf", os.O_RDWR)
+def tdb_counts():
+    c = bytearray(40)
+    fcntl.ioctl(tdb, TDB_COUNTS, c, True)
+    return dict(zip(("buffers", "attachments", "mappings", "pins", "revokes"),
+                    struct.unpack("5q", c)))
+c = bytearray(struct.pack("QiI", 1 << 20, 0, TDB_F_STATIC))
+fcntl.ioctl(tdb, TDB_CREATE, c, True)
+static_fd = struct.unpack("QiI", c)[1]
+dmabufs = [("test exporter, static", static_fd)]
+if os.path.exists("/dev/udmabuf"):
+    # struct udmabuf_create {u32 memfd; u32 flags; u64 offset; u64 size}: _IOW('u', 0x42, 24)
+    memfd = os.memfd_create("kvblk-udmabuf", os.MFD_ALLOW_SEALING)
+    os.ftruncate(memfd, 4 << 20)
+    fcntl.fcntl(memfd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK)
+    udev = os.open("/dev/udmabuf", os.O_RDWR)
+    # A mutable argument: fcntl.ioctl() then returns the ioctl's value, the dma-buf fd.
+    arg = bytearray(struct.pack("IIQQ", memfd, 1, 0, 4 << 20))
+    dmabufs.append(("udmabuf", fcntl.ioctl(udev, (1 << 30) | (24 << 16) | (ord("u") << 8) | 0x42,
+                                           arg, True)))
+    os.close(udev)
+    os.close(memfd)
+else:
+    print("note: no /dev/udmabuf (CONFIG_UDMABUF: 6.12 and 7.2 have it): the test exporter's static buffer only")
+dmabuf_ids = []
+for name, fd in dmabufs:
+    bid = P.register(0, 1 << 20, kind=u.MEM_DMABUF, dmabuf_fd=fd)
+    dmabuf_ids.append(bid)
+    ret, st, _ = u.Batch([(0, 64 << 10, 0, bid)]).load(P)
+    if st != [0]:
+        print("FAIL: a load into the %s dma-buf: %d %s" % (name, ret, st))
+        sys.exit(1)
+    print("ok: %s dma-buf registered on the PRP context (buffer %d), a load into it ok" % (name, bid))
+n0 = tdb_counts()
+if n0["attachments"] != 1 or n0["mappings"] != 1:
+    print("FAIL: before the removal the test exporter counts %s, want 1 attachment and 1 mapping" % n0)
+    sys.exit(1)
+
+# A batch whose commands completed and which its process does not collect (review-2 N3).
+child = subprocess.Popen([stall, dev], stdout=subprocess.PIPE, text=True)
+line = child.stdout.readline()
+if not line.startswith("STALLED"):
+    print("FAIL: kvblk_stall: %r" % line)
+    child.kill()
+    sys.exit(1)
+print("ok: kvblk_stall: %s" % line.strip())
+
 P.seen, B.seen = {}, {}
+removal_s = []
 def remove():
+    t0 = time.monotonic()
+    try:
+        do_remove()
+    finally:
+        removal_s.append(time.monotonic() - t0)
+
+def do_remove():
     if mode == "unbind":
         with open("/sys/bus/pci/drivers/nvme/unbind", "w") as f:
             f.write(os.path.basename(pci))
@@ -211,6 +287,30 @@ if eio:
           "the emulated controller lost (dmesg), and failed them" % (eio, lost))
 print("ok: during the removal every object exact, -ENOLINK, or -EIO after a driver timeout "
       "(prp %s, bio %s)" % (P.seen, B.seen))
+print("ok: the removal took %.1f s with a batch left uncollected" % removal_s[0])
+if removal_s[0] > 60:
+    print("FAIL: the removal took %.1f s" % removal_s[0])
+    sys.exit(1)
+
+n1 = tdb_counts()
+if n1["attachments"] or n1["mappings"]:
+    print("FAIL: after the removal the test exporter still counts %s: kvblk kept a mapping "
+          "or an attachment for the removed function" % n1)
+    sys.exit(1)
+print("ok: after the removal, before any close: the test exporter counts no attachment "
+      "and no mapping (%s)" % n1)
+os.kill(child.pid, signal.SIGCONT)
+try:
+    out, _ = child.communicate(timeout=60)
+except subprocess.TimeoutExpired:
+    child.kill()
+    print("FAIL: kvblk_stall did not finish after SIGCONT")
+    sys.exit(1)
+print("kvblk_stall: " + out.strip().replace("\n", "; "))
+if child.returncode != 0:
+    print("FAIL: kvblk_stall exited with %d" % child.returncode)
+    sys.exit(1)
+print("ok: the stalled batch's CQE came after the removal, its next batch ENODEV")
 
 err, st = P.load()
 if err != errno.ENODEV:
@@ -235,8 +335,18 @@ print("ok: bio context: every object -ENOLINK")
 
 for c in (P, B):
     c.unregister(c.buf_id)
+for bid in dmabuf_ids:
+    P.unregister(bid)
+for c in (P, B):
     c.close()
-print("ok: buffers unregistered, contexts closed")
+for _, fd in dmabufs:
+    os.close(fd)
+n2 = tdb_counts()
+if n2["buffers"] or n2["attachments"] or n2["mappings"]:
+    print("FAIL: after close the test exporter counts %s" % n2)
+    sys.exit(1)
+os.close(tdb)
+print("ok: buffers unregistered, contexts closed, the exporter's buffers gone")
 sys.exit(0)
 PY
 rc=$?

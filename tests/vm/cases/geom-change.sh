@@ -11,6 +11,22 @@
 #                          next batch follows the new format (exact bytes; an
 #                          object aligned to the old 512-byte LBA only after
 #                          the format back to 4 KiB: EINVAL, nothing written).
+#   geom-change.sh format-pi  Format NVM of the scratch namespace, attached at
+#                          4 KiB LBAs through the PRP engine, to 4 KiB + 8
+#                          bytes of protection information in an extended
+#                          LBA (the block layer shows neither: the nvme
+#                          driver sets PRACT for its own I/O): every object
+#                          of the next batch ESTALE, among them one of 4 KiB
+#                          at a page start and one of 8 KiB, whose PRP2 the
+#                          controller would read as a list; no byte of the
+#                          buffer written (review-2 N2).
+#   geom-change.sh format-mid  Format NVM 4 KiB -> 512 B while a PRP batch of
+#                          4,096 objects of 32 KiB runs (4 KiB commands,
+#                          max_inflight 1): objects read
+#                          before the format exact (the bytes pread(O_DIRECT)
+#                          gave before the batch), every later one ESTALE, at
+#                          least one of them; no byte of the buffer written
+#                          past an object (review-2 N2).
 #   geom-change.sh shrink  a partition of a slice namespace shrunk from 40 to
 #                          20 MiB (BLKPG resize, util-linux resizepart): on
 #                          both engines, objects inside the new end are exact
@@ -25,14 +41,16 @@ hold=tests/kmod-smoke/kmod_hold
 [ -x "$hold" ] || skip "$hold not built"
 [ -f "$KVBLK_KO" ] || skip "$KVBLK_KO not built"
 
-# lbaf DEV LBADS: index of the LBA format with 2^LBADS-byte LBAs, no metadata.
+# lbaf DEV LBADS [MS]: index of the LBA format with 2^LBADS-byte LBAs and MS
+# (default 0) metadata bytes.
 lbaf() {
-	nvme id-ns "$1" | sed -n "s/^lbaf *\([0-9]*\) *: *ms:0 *lbads:$2 .*/\1/p" | head -1
+	nvme id-ns "$1" | sed -n "s/^lbaf *\([0-9]*\) *: *ms:${3:-0} *lbads:$2 .*/\1/p" | head -1
 }
 
-# reformat DEV LBAF BYTES: Format NVM, then the disk must show BYTES-byte blocks.
+# reformat DEV LBAF BYTES [NVME-FORMAT-OPTIONS]: Format NVM, then the disk
+# must show BYTES-byte blocks.
 reformat() {
-	nvme format "$1" --lbaf="$2" --force >/dev/null 2>&1 || true
+	nvme format "$1" --lbaf="$2" --force "${@:4}" >/dev/null 2>&1 || true
 	local i
 	for ((i = 0; i < 50; i++)); do
 		[ "$(blockdev --getss "$1")" = "$3" ] && return 0
@@ -42,9 +60,9 @@ reformat() {
 	return 1
 }
 
-# geom-change.sh reformat DEV LBAF BYTES: what kmod_hold runs while attached.
+# geom-change.sh reformat DEV LBAF BYTES [OPTIONS]: what kmod_hold runs while attached.
 if [ "$what" = reformat ]; then
-	reformat "$2" "$3" "$4" || exit 1
+	reformat "$2" "$3" "$4" "${@:5}" || exit 1
 	# The first 2 MiB get pattern bytes (a slice namespace's), so that exact
 	# means the right bytes, not the zeros a format leaves.
 	dd if="$(extra_ns 1)" of="$2" bs=1M count=2 oflag=direct status=none
@@ -93,6 +111,52 @@ format)
 		"$d" 0:64K 512:512 || fail "bio engine after Format NVM 512 B -> 4 KiB"
 	$hold -e bio "$d" 0:64K 4K:4K 1M:128K || fail "bio engine at 4 KiB again"
 	ok "bio engine: a 512-byte object EINVAL after the format to 4 KiB LBAs, aligned ones exact"
+	;;
+format-pi | format-mid)
+	command -v nvme >/dev/null || skip "no nvme-cli"
+	wait_extra_ns 5
+	d=$(extra_ns 5)
+	[ -n "$d" ] || skip "no scratch namespace (variants/stripe4)"
+	f4k=$(lbaf "$d" 12)
+	f512=$(lbaf "$d" 9)
+	f4k8=$(lbaf "$d" 12 8)
+	[ -n "$f4k" ] && [ -n "$f512" ] && [ -n "$f4k8" ] ||
+		skip "$d offers no 4 KiB, 512 B and 4 KiB + 8 formats"
+	expect_eq "$d logical block size" "$(blockdev --getss "$d")" 4096
+	cleanup+=("reformat $d $f4k 4096")
+	;;&
+format-pi)
+	# Extended LBA (--ms=1) with type 1 protection information (--pi=1).
+	topi="$0 reformat $d $f4k8 4096 --ms=1 --pi=1"
+	$hold -e prp -r "$topi" "$d" 0:4K=ESTALE 64K:8K=ESTALE 1M:128K=ESTALE ||
+		fail "PRP engine after Format NVM to an extended LBA with PI"
+	nvme id-ns "$d" | grep -q "^flbas *: 0x1$f4k8" ||
+		echo "note: flbas after the format: $(nvme id-ns "$d" | grep '^flbas')"
+	dmesg | grep -q "did not move exactly the LBA's data" ||
+		fail "no kernel log line for the extended-LBA format"
+	ok "PRP engine: every object ESTALE after a format to 4 KiB + 8 bytes PI extended LBAs, buffer untouched"
+	;;
+format-mid)
+	# Long enough for nvme-cli to start (seconds under TCG): 4 KiB commands
+	# (the module's default for disks attached later), one in flight; 32,768
+	# commands, most of which the format turns into ESTALE without one.
+	echo 4096 >/sys/module/kvblk/parameters/max_cmd_bytes
+	max=/sys/kernel/kvblk/${d##*/}/max_inflight
+	slow="echo 1 >$max"
+	to512="$0 reformat $d $f512 512"
+	out=$($hold -e prp -P -r "$slow" -D "$to512" "$d" "0:32K*4096=ok|ESTALE") ||
+		{ echo "$out" | tail -20; fail "PRP engine: a Format NVM during a batch"; }
+	echo "$out" | grep "status" | tail -5
+	echo "$out" | grep -q "status ESTALE" || fail "no object ESTALE: the format came after the batch"
+	# Once one object found the new format, every later one is ESTALE.
+	echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ' |
+		grep -Eq "^(status ok )?status ESTALE $" ||
+		fail "statuses not ok... then ESTALE...: $(echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ')"
+	# The device's new format is found by the probe Read, or, after the nvme
+	# driver's rescan, by the block layer's LBA size: either line.
+	dmesg | grep -Eq "LBA format changed during the batch|did not move exactly the LBA's data" ||
+		fail "no kernel log line for the format during the batch"
+	ok "PRP engine: a Format NVM during a batch: objects before it exact, every later one ESTALE, buffer untouched"
 	;;
 shrink)
 	command -v resizepart >/dev/null || skip "no resizepart (util-linux)"

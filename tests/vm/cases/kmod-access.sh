@@ -12,7 +12,9 @@
 #   3. tests/kmod-smoke/kmod_access as those users (setpriv --init-groups), see its header:
 #      kvout gets EACCES; kvacc attaches only what its own fds allow (O_WRONLY, O_PATH, a device
 #      it cannot open), cannot write a module parameter, is held to RLIMIT_MEMLOCK, and loads
-#      byte-exact from a node it may read; kvhold's buffer id is unknown in kvacc's context.
+#      byte-exact from a node it may read; kvhold's buffer id is unknown in kvacc's context;
+#   4. the PRP engine on a partition: EPERM for kvacc, the block-layer engine alone without a
+#      flag; root's PRP attach there works.
 # kvacc's and kvhold's block device nodes (mknod, 0600 owned by each) stand for a device the
 # administrator let that user read; the namespace's own node (root-only in the rig) is the one
 # they cannot open.
@@ -32,7 +34,7 @@ cleanup() {
 	wait 2>/dev/null
 	rmmod kvblk 2>/dev/null
 	for m in "${binds[@]}"; do umount "$m"; done
-	rm -f /dev/kvblk-acc-own /dev/kvblk-acc-hold
+	rm -f /dev/kvblk-acc-own /dev/kvblk-acc-hold /dev/kvblk-acc-part
 	rm -rf "$scratch"
 }
 trap cleanup EXIT
@@ -108,5 +110,31 @@ wait "$hold_pid" || hrc=$?
 hold_pid=
 [ "$rc" = 0 ] || fail "foreign (kvacc naming kvhold's buffer id $id)"
 [ "$hrc" = 0 ] || fail "holder (kvhold)"
+
+# 4. The PRP engine on a partition takes CAP_SYS_ADMIN (review M3), as the nvme driver's
+#    passthrough does: kvacc's KVBLK_ATTACH_F_ENGINE_PRP on a partition node it owns is
+#    EPERM, its attach without a flag gets the block-layer engine alone (engines 0x4) and
+#    loads exact; root gets the PRP engine there. The partition: 8 MiB at 1 MiB (BLKPG).
+if command -v addpart >/dev/null; then
+	addpart "$dev" 1 2048 16384 || fail "addpart $dev"
+	part=${dev}p1
+	for ((i = 0; i < 50; i++)); do [ -e "/sys/class/block/${part##*/}/dev" ] && break; sleep 0.1; done
+	pmm=$(cat "/sys/class/block/${part##*/}/dev") || fail "no ${part##*/} after addpart"
+	mknod -m 0600 /dev/kvblk-acc-part b "${pmm%:*}" "${pmm#*:}" && chown kvacc:kvacc /dev/kvblk-acc-part ||
+		fail "mknod kvacc's partition node"
+	install -m 0755 tests/kmod-smoke/kmod_hold "$scratch/bin/kmod_hold"
+	as kvacc "$scratch/bin/kmod_hold" -e prp -A EPERM /dev/kvblk-acc-part ||
+		{ rm -f /dev/kvblk-acc-part; delpart "$dev" 1; fail "kvacc: PRP engine on a partition"; }
+	out=$(as kvacc "$scratch/bin/kmod_hold" /dev/kvblk-acc-part 0:64K 1M:128K) ||
+		{ rm -f /dev/kvblk-acc-part; delpart "$dev" 1; fail "kvacc: default attach of a partition: $out"; }
+	echo "$out" | grep -q "engine 2 engines 0x4 " ||
+		{ rm -f /dev/kvblk-acc-part; delpart "$dev" 1; fail "kvacc's default attach of a partition: want engines 0x4 (bio only): $out"; }
+	out=$(tests/kmod-smoke/kmod_hold -e prp /dev/kvblk-acc-part 0:64K) ||
+		{ rm -f /dev/kvblk-acc-part; delpart "$dev" 1; fail "root: PRP engine on a partition: $out"; }
+	rm -f /dev/kvblk-acc-part
+	delpart "$dev" 1 || fail "delpart $dev 1"
+	ok "PRP engine on a partition: EPERM without CAP_SYS_ADMIN (block-layer engine alone, exact), root's works"
+fi
+
 rmmod kvblk || fail "rmmod kvblk after the users closed their contexts"
 ok "access: outsider refused, member limited to its own fds, buffer ids per context"

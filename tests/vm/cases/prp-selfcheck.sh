@@ -52,3 +52,28 @@ expect_eq "test_status_offset after refused writes" "$(cat $param)" 8
 echo -1 >$param || fail "write -1 to $param"
 $hold -e prp "$dev" 0:64K 1M:128K || fail "PRP attach after restoring the mirror"
 ok "hook refuses 3, 32, -2, x; -1 restores the PRP engine"
+
+# 4. The failing Read runs once per disk, not per attach (review-2 N8): each one
+#    leaves an entry in the controller's Error Information Log, and any member
+#    of the kvblk group may attach as often as it likes. The attach above
+#    checked this disk again (the hook's write forgets the verdicts), so ten
+#    more default attaches and ten PRP attaches complete no NVMe command with a
+#    non-zero status: counted from the nvme driver's own tracepoint.
+T=/sys/kernel/tracing
+ev=$T/events/nvme/nvme_complete_rq
+[ -d "$ev" ] || skip "no nvme_complete_rq tracepoint (tracefs at $T)"
+echo 0 >$T/tracing_on
+echo >$T/trace
+echo 1 >"$ev/enable"
+echo 1 >$T/tracing_on
+for i in 1 2 3 4 5 6 7 8 9 10; do
+	$hold "$dev" >/dev/null || fail "default attach $i"
+	$hold -e prp "$dev" >/dev/null || fail "PRP attach $i"
+done
+echo 0 >$T/tracing_on
+echo 0 >"$ev/enable"
+cat $T/trace >"$KVBLK_VM_CASE_DIR/nvme-trace.txt"
+done_cmds=$(grep -c 'nvme_complete_rq' "$KVBLK_VM_CASE_DIR/nvme-trace.txt" || true)
+failed=$(grep 'nvme_complete_rq' "$KVBLK_VM_CASE_DIR/nvme-trace.txt" | grep -Ec 'status=0x0*[1-9a-f]' || true)
+[ "$done_cmds" -ge 20 ] || fail "only $done_cmds NVMe completions traced for 20 attaches"
+expect_eq "NVMe commands failed during 20 attaches of a checked disk ($done_cmds completed)" "$failed" 0
