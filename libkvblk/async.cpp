@@ -2,6 +2,7 @@
 #include "async.hpp"
 
 #include "last_error.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -59,7 +60,7 @@ int Scheduler::start_dispatch_locked()
 	if (dispatcher_.joinable())
 		return 0;
 	try {
-		dispatcher_ = std::thread([this] { dispatch_main(); });
+		dispatcher_ = start_library_thread([this] { dispatch_main(); });
 	} catch (const std::system_error &e) {
 		return fail(-(e.code().value() ? e.code().value() : EAGAIN),
 			    "kvblk_submit: cannot start the device's dispatch thread: %s", e.what());

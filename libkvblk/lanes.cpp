@@ -2,6 +2,7 @@
 #include "lanes.hpp"
 
 #include "last_error.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -64,7 +65,7 @@ struct Lanes::Lane {
 
 	void start_thread()
 	{
-		th = std::thread([this] {
+		th = start_library_thread([this] {
 			std::unique_lock<std::mutex> lk(mu);
 			for (;;) {
 				cv.wait(lk, [this] { return stop || pending; });

@@ -2,6 +2,7 @@
 #include "uring_core.hpp"
 
 #include "last_error.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <array>
@@ -177,9 +178,10 @@ int UringCore::create_rings(const RingSetup &s)
 int UringCore::start_threads()
 {
 	const RingSetup &s = setup_;
+	threads_.reserve(rings_.size()); /* no allocation after a thread started */
 	try {
 		for (auto &r : rings_)
-			threads_.emplace_back([this, ring = r.get()] { ring_main(*ring); });
+			threads_.push_back(start_library_thread([this, ring = r.get()] { ring_main(*ring); }));
 	} catch (const std::system_error &e) {
 		return fail(-(e.code().value() ? e.code().value() : EAGAIN), "%s: cannot start %u ring threads: %s",
 			    kvblk_backend_name(s.kind), s.rings, e.what());
