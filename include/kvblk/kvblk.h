@@ -671,7 +671,9 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * Do not touch the buffer's memory and run no batch that names it during the
  * call (its first 8 bytes of each page briefly hold the token). Cost: one
  * 8-byte write command per page (about a microsecond each: ~0.3 s per GiB of
- * 4 KiB pages), on the calling thread, sharing the rings with other batches.
+ * 4 KiB pages), issued as one batch of the device (it takes a batch slot and
+ * waits its turn behind queued batches as kvblk_load_many() does; since 0.4),
+ * sharing the rings with other batches.
  * Call it after code that may have remapped the memory, not per load.
  *
  * Return: 0 intact. Errors: -ESTALE pages replaced (kvblk_last_error() names
@@ -680,8 +682,9 @@ int kvblk_unregister_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * -ENOENT unknown @id; -EINVAL NULL @dev, or @id is not KVBLK_MEM_HOST;
  * -EBUSY a batch that names @id is outstanding; -EOPNOTSUPP a kmod device
  * whose kvblk.ko cannot compare its pins (no KVBLK_FEAT_MM_GUARD: a module
- * older than this library; the mapping was found intact); -EBADFD the handle was inherited through fork(); -ENOMEM, and the
- * errors of memfd_create(2).
+ * older than this library; the mapping was found intact); -EBADFD the handle
+ * was inherited through fork(); -ECANCELED the handle is shut down
+ * (kvblk_shutdown(); since 0.4); -ENOMEM, and the errors of memfd_create(2).
  */
 int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 
