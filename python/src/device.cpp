@@ -332,9 +332,11 @@ py::dict target_info(Device &self, uint32_t id)
 	Device::Use u(self);
 	kvblk_dev_info i{};
 	i.info_size = sizeof(i);
-	int ret = kvblk_get_target_info(u.dev, id, &i);
+	std::string why;
+	/* fstat of a file target; takes the locks that registrations and batches take */
+	int ret = call_nogil([&] { return kvblk_get_target_info(u.dev, id, &i); }, why);
 	if (ret < 0)
-		raise_call_error(ret, "kvblk_get_target_info", last_error());
+		raise_call_error(ret, "kvblk_get_target_info", why);
 	return info_dict(i);
 }
 
