@@ -1110,7 +1110,9 @@ int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns,
 /**
  * kvblk_cancel() - ask the batch @ticket to end early (since 0.3).
  * Objects none of whose commands were issued end with -ECANCELED; objects
- * with commands in flight finish as they complete. The batch still completes
+ * with commands in flight finish as they complete (a running staged batch,
+ * KVBLK_PATH_STAGED: its objects not yet read into a bounce buffer, seen at
+ * the start of its next round of bounce-buffer fills; since 0.4). The batch still completes
  * (reap or wait for it): only then are its destinations the caller's again.
  * Return: 0 request taken (also when every object was already issued).
  * Errors: -ENOENT @ticket is not outstanding or its completion is already
