@@ -406,7 +406,13 @@ void Scheduler::take_locked(Job &job, Job **to_free) noexcept
 	if (submitters_waiting_)
 		slot_cv_.notify_one();
 	if (job.waiters) {
-		wake_waiters_locked(job); /* they see it taken; the last one frees it */
+		/*
+		 * Other kvblk_wait()s of the ticket see it taken and the last one frees it, maybe
+		 * after this taker returned: the batch's buffers and targets are the caller's again
+		 * now, so its pins go here (lock order: mu_, then the tables' locks).
+		 */
+		job.pins.release();
+		wake_waiters_locked(job);
 	} else {
 		job.link = *to_free;
 		*to_free = &job;
@@ -501,6 +507,7 @@ int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out, bool exte
 	}
 	if (job.state != Job::State::completed) {
 		const uint64_t dl = deadline_of(timeout_ns);
+		const testing::Seams *seams = testing::active();
 		int ended = -ETIME;
 		job.waiters++;
 		while (job.state != Job::State::completed && !job.taken) {
@@ -508,6 +515,8 @@ int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out, bool exte
 				ended = -ECANCELED;
 				break;
 			}
+			if (seams && seams->on_wait_sleep)
+				seams->on_wait_sleep(ticket);
 			const uint32_t seen = job.seq.load(std::memory_order_relaxed);
 			lk.unlock();
 			const int r = futex_wait_until(job.seq, seen, dl);

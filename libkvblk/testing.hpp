@@ -86,6 +86,8 @@ struct CommandInfo {
  *                     cannot start does.
  * @on_queued:         called (with the scheduler's lock held) with the ticket of each batch
  *                     queued for the device's dispatch thread.
+ * @on_wait_sleep:     called (with the scheduler's lock held) with the ticket each time a
+ *                     kvblk_wait() (or a synchronous call's wait) is about to sleep.
  */
 struct Seams {
 	std::function<int64_t(const CommandInfo &, int64_t)> on_complete;
@@ -103,6 +105,7 @@ struct Seams {
 	std::function<void()> on_slot_wait;
 	std::function<int()> on_slot_taken;
 	std::function<void(uint64_t ticket)> on_queued;
+	std::function<void(uint64_t ticket)> on_wait_sleep;
 };
 
 namespace internal {

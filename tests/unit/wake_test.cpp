@@ -288,6 +288,48 @@ TEST_F(WakeTest, shutdown_then_close_ends_the_outstanding_batches)
 }
 
 /*
+ * Two kvblk_wait()s of one ticket: the one that takes the batch returns with the batch's
+ * buffer free again (kvblk_unregister_buffer() works at once), although the other one, which
+ * frees the batch, may not have run yet.
+ */
+TEST_F(WakeTest, the_wait_that_takes_a_batch_finds_its_buffer_free)
+{
+	Gate gate;
+	std::atomic<int> sleeping{0};
+	Seams s = gate_seams(gate, 0);
+	s.on_wait_sleep = [&](uint64_t) { sleeping++; };
+	SeamGuard sg(s);
+	DevPtr dev = open();
+	GateOpener go{gate};
+	AlignedBuf reg(kObj);
+	uint32_t buf = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), kObj, &buf), 0);
+	const kvblk_desc d = buf_desc(0, kObj, buf, 0, 1);
+	uint64_t t = 0;
+	ASSERT_EQ(kvblk_submit(dev.get(), &d, 1, nullptr, &t), 0);
+	ASSERT_TRUE(gate.wait_arrived());
+	std::atomic<int> unregistered{1}; /* what the taker's kvblk_unregister_buffer() said */
+	auto waiter = [&] {
+		const int r = kvblk_wait(dev.get(), t, -1, nullptr);
+		if (r == 1)
+			unregistered = kvblk_unregister_buffer(dev.get(), buf);
+		return r;
+	};
+	auto w1 = std::async(std::launch::async, waiter);
+	auto w2 = std::async(std::launch::async, waiter);
+	const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	while (sleeping.load() < 2 && std::chrono::steady_clock::now() < end)
+		std::this_thread::yield();
+	ASSERT_GE(sleeping.load(), 2) << "both waiters sleep on the batch";
+	gate.open();
+	const int r1 = w1.get(), r2 = w2.get();
+	EXPECT_EQ(std::max(r1, r2), 1);
+	EXPECT_EQ(std::min(r1, r2), -ENOENT) << "the other one sees it taken";
+	EXPECT_EQ(unregistered.load(), 0) << "the taker found the buffer still pinned by its batch";
+	EXPECT_TRUE(std::memcmp(reg.data(), expected_bytes(0, kObj, kObjectBytes).data(), kObj) == 0);
+}
+
+/*
  * max_batches = 1: two submitters wait for the slot a completed batch holds. The one woken
  * when it is reaped fails (as when its dispatch thread cannot start): the other must get the
  * slot instead of sleeping beside it.
