@@ -173,6 +173,13 @@ int child_checks(kvblk_dev *dev, uint32_t buf, uint8_t *reg, const std::string &
 	kvblk_close(dev); /* frees nothing of the parent's; must return */
 	CHECK(true);									/* 26 */
 
+#if defined(__SANITIZE_THREAD__)
+	/* ThreadSanitizer cannot start threads in a child of a multi-threaded fork (it exits 66):
+	 * the handle of its own is checked in the plain and ASan builds. */
+	(void)o;
+	(void)r;
+	return 0;
+#endif
 	/* A handle of its own works, plain and registered. */
 	kvblk_dev *mine = nullptr;
 	CHECK(kvblk_open(path.c_str(), &o, &mine) == 0);				/* 27 */
