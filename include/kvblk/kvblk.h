@@ -27,6 +27,12 @@
  * them at once and keeps later calls from waiting), let them return, then
  * call kvblk_close().
  *
+ * A handle is freed only by kvblk_close(): one the program drops without
+ * closing keeps its threads, rings, kvblk.ko context, registrations and
+ * outstanding batches (and so the memory they load into) until the process
+ * exits. The C++ wrapper (kvblk.hpp) and the Python binding close theirs when
+ * the object is destroyed or collected.
+ *
  * Waits and signals (since 0.4): a signal handler that runs on a thread
  * waiting in kvblk_reap() or kvblk_wait() ends the wait with -EINTR (nothing
  * taken; the batches stay outstanding), whether the handler was installed
@@ -1131,9 +1137,10 @@ int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) KVBLK_NOEXCEPT;
  *    returned or is returning at once: kvblk_reap() with the entries
  *    available (-ECANCELED when none), kvblk_wait() with the batch's result
  *    if it has completed, else -ECANCELED (the batch stays outstanding);
- *  - later calls never wait: kvblk_reap() takes what is there (-ECANCELED
- *    when that is fewer than @min_complete and none), kvblk_wait() takes a
- *    completed batch or returns -ECANCELED;
+ *  - later calls never wait: a kvblk_reap() that would wait (min_complete
+ *    more than the entries there, a timeout other than 0) takes what is
+ *    there, -ECANCELED when that is none; kvblk_wait() takes a completed
+ *    batch or returns -ECANCELED;
  *  - kvblk_submit(), kvblk_load_many(), kvblk_store_many() and
  *    kvblk_check_buffer() fail with -ECANCELED, nothing queued, also those
  *    that were waiting for a free batch slot (max_batches).
