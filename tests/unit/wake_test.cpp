@@ -181,13 +181,14 @@ TEST_F(WakeTest, load_many_waits_for_its_batch_through_signals)
 	while (queued.load() < 2 && std::chrono::steady_clock::now() < end)
 		std::this_thread::yield();
 	ASSERT_EQ(queued.load(), 2) << "the load_many's batch was not queued";
+	/* One signal at a time, each handled before the next (pending signals merge). */
 	const int before = g_handled.load();
 	for (int i = 0; i < 20; i++) {
+		const int seen = g_handled.load();
 		pthread_kill(b.native_handle(), SIGUSR1);
-		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		while (g_handled.load() == seen && std::chrono::steady_clock::now() < end)
+			std::this_thread::yield();
 	}
-	while (g_handled.load() < before + 20 && std::chrono::steady_clock::now() < end)
-		std::this_thread::yield();
 	EXPECT_EQ(g_handled.load(), before + 20);
 	EXPECT_FALSE(returned.load()) << "kvblk_load_many returned " << ret.load() << " before its batch ran";
 	gate.open();
