@@ -216,7 +216,7 @@ BufferRegistration Lanes::register_buffer(uint32_t id, uint8_t *base, uint64_t l
 	} catch (const std::bad_alloc &) {
 		BufferRegistration e;
 		e.error = -ENOMEM;
-		e.note = "lanes: out of memory";
+		e.set_note("lanes: out of memory");
 		return e;
 	}
 	BufferRegistration r0 = lane0_->register_buffer(id, base, len);

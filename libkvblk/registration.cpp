@@ -143,11 +143,11 @@ int register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t
 	BufferRegistration reg = dev->backend->register_buffer(slot, base, len);
 	if (reg.error) {
 		dev->buffers.release(slot);
-		return fail(reg.error, "kvblk_register_buffer: %s", reg.note.c_str());
+		return fail(reg.error, "kvblk_register_buffer: %s", reg.note);
 	}
 	if (reg.fell_back) {
 		dev->stats.record_memlock_fallback();
-		set_last_error("%s", reg.note.c_str());
+		set_last_error("%s", reg.note);
 	}
 	dev->buffers.publish(slot, reg.fixed_index);
 	*id = slot;

@@ -347,6 +347,23 @@ TEST_P(OomTest, register_check_and_unregister_buffers)
 		[](int ret, bool failed) { EXPECT_TRUE(ret == -EFAULT || (failed && ret == -ENOMEM)) << ret; });
 	EXPECT_GT(n, 0);
 	munmap(ro, 4 * kObj);
+	/* A registration the kernel refuses (RLIMIT_MEMLOCK): it falls back and says why. */
+	{
+		kvblk::testing::Seams s;
+		s.on_fixed_register = [](uint32_t, uint64_t) { return -ENOMEM; };
+		SeamGuard sg(s);
+		sweep(
+			[&] {
+				uint32_t id = KVBLK_BUF_NONE;
+				const int r = kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), reg.size(), &id);
+				Unarmed u;
+				if (r == 0) {
+					EXPECT_EQ(kvblk_unregister_buffer(dev.get(), id), 0);
+				}
+				return r;
+			},
+			[](int ret, bool failed) { EXPECT_TRUE(ret == 0 || (failed && ret == -ENOMEM)) << ret; });
+	}
 	uint32_t id = 0;
 	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), reg.size(), &id), 0);
 	n = sweep([&] { return kvblk_check_buffer(dev.get(), id); },
