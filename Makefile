@@ -13,7 +13,7 @@ JOBS     ?= $(shell nproc)
 CMAKE    ?= cmake
 DEPS      = scripts/install-deps.sh
 
-.PHONY: all deps deps-user deps-deb deps-bench userspace demo bench check test unit clean help deb
+.PHONY: all deps deps-user deps-deb deps-bench userspace demo bench check test unit clean help deb tsan asan
 
 all: userspace
 
@@ -50,6 +50,32 @@ userspace: deps-user $(BUILD)/build.ninja
 unit: userspace
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# libkvblk and its unit tests built with a sanitizer, each in a build folder of its own (tools
+# and the Python module are not built there), then run: kvblk_unit_tests (every test, the
+# stress test of 8 threads on shared handles included) and, under ASan, kvblk_oom_tests.
+#   make tsan    ThreadSanitizer ($(BUILD)-tsan); a race fails it
+#   make asan    AddressSanitizer + UndefinedBehaviorSanitizer ($(BUILD)-asan)
+# SAN_FILTER=<gtest filter> runs fewer tests; KVBLK_STRESS_SEED=N repeats a stress run.
+# Children of fork() in the tests open handles (threads): TSan is told not to stop them.
+SAN_FILTER ?= *
+SAN_CMAKE = $(CMAKE) -S . -G Ninja -DKVBLK_WITH_TOOLS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+TSAN_OPTIONS ?= die_after_fork=0 halt_on_error=1 second_deadlock_stack=1
+ASAN_OPTIONS ?= detect_leaks=1 abort_on_error=0
+UBSAN_OPTIONS ?= print_stacktrace=1
+
+tsan: deps-user
+	$(SAN_CMAKE) -B $(BUILD)-tsan -DKVBLK_SANITIZE=thread
+	$(CMAKE) --build $(BUILD)-tsan -j $(JOBS) --target kvblk_unit_tests
+	TSAN_OPTIONS='$(TSAN_OPTIONS)' $(BUILD)-tsan/tests/unit/kvblk_unit_tests --gtest_brief=1 --gtest_filter='$(SAN_FILTER)'
+
+asan: deps-user
+	$(SAN_CMAKE) -B $(BUILD)-asan -DKVBLK_SANITIZE=address,undefined
+	$(CMAKE) --build $(BUILD)-asan -j $(JOBS) --target kvblk_unit_tests kvblk_oom_tests
+	ASAN_OPTIONS='$(ASAN_OPTIONS)' UBSAN_OPTIONS='$(UBSAN_OPTIONS)' \
+		$(BUILD)-asan/tests/unit/kvblk_unit_tests --gtest_brief=1 --gtest_filter='$(SAN_FILTER)'
+	ASAN_OPTIONS='$(ASAN_OPTIONS)' UBSAN_OPTIONS='$(UBSAN_OPTIONS)' \
+		$(BUILD)-asan/tests/unit/kvblk_oom_tests --gtest_brief=1
+
 # One workload (large), the quick ceiling search, 3 rounds: about a minute.
 # --allow-no-ceiling: a newcomer's run ends with exit 0 and the table; a leg above 1.05 x the
 # searched ceiling still prints "ceiling not found", never a ratio (scripts leave it out: exit 3).
@@ -73,13 +99,14 @@ bench: deps-bench userspace
 # purpose: the VM suite runs binaries that the userspace build produced.
 test check: deps
 	$(MAKE) unit
+	$(MAKE) tsan
 	$(MAKE) kmod
 	$(MAKE) kmod-check
 	$(MAKE) dkms-build
 	$(MAKE) vmtest-matrix
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-tsan $(BUILD)-asan
 
 # Kernel-module tests in QEMU (TCG) on Debian's kernels; see tests/vm/README.md.
 #   make vmtest  [CASES=regex] [VARIANTS=lba4k,...] [KERNEL=6.1|6.12|7.2]

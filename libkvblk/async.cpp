@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 #include "async.hpp"
 
+#include "futex.hpp"
 #include "last_error.hpp"
+#include "testing.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <sys/eventfd.h>
 #include <system_error>
 #include <unistd.h>
@@ -13,14 +15,63 @@
 namespace kvblk::detail {
 namespace {
 
-using Clock = std::chrono::steady_clock; /* CLOCK_MONOTONIC */
-
-Clock::time_point deadline_of(int64_t timeout_ns)
+/* CLOCK_MONOTONIC deadline of a wait of @timeout_ns (< 0: none). */
+uint64_t deadline_of(int64_t timeout_ns) noexcept
 {
-	return Clock::now() + std::chrono::nanoseconds(timeout_ns);
+	if (timeout_ns < 0)
+		return kNoDeadline;
+	const uint64_t now = now_ns();
+	return uint64_t(timeout_ns) >= kNoDeadline - now ? kNoDeadline : now + uint64_t(timeout_ns);
 }
 
 } // namespace
+
+void CompletionRing::reserve(size_t n)
+{
+	if (reserved_ + n > buf_.size()) {
+		/* Grow: at least double, so that submits pay O(1) amortised. */
+		std::vector<kvblk_cqe> grown(std::max({reserved_ + n, 2 * buf_.size(), size_t(64)}));
+		for (size_t i = 0; i < size_; i++)
+			grown[i] = buf_[(head_ + i) % buf_.size()];
+		buf_.swap(grown);
+		head_ = 0;
+	}
+	reserved_ += n;
+}
+
+void CompletionRing::unreserve(size_t n) noexcept
+{
+	reserved_ -= n;
+	/* A ring grown for one large per-object batch need not stay that large once it is empty. */
+	if (size_ == 0 && buf_.size() > 4096 && reserved_ < buf_.size() / 8) {
+		try {
+			std::vector<kvblk_cqe> smaller(std::max(2 * reserved_, size_t(64)));
+			buf_.swap(smaller);
+			head_ = 0;
+		} catch (const std::bad_alloc &) {
+			/* keep the larger ring */
+		}
+	}
+}
+
+void CompletionRing::push(const kvblk_cqe &e) noexcept
+{
+	buf_[(head_ + size_) % buf_.size()] = e;
+	size_++;
+}
+
+kvblk_cqe CompletionRing::pop() noexcept
+{
+	const kvblk_cqe e = buf_[head_];
+	head_ = (head_ + 1) % buf_.size();
+	size_--;
+	return e;
+}
+
+void CompletionRing::clear() noexcept
+{
+	head_ = size_ = reserved_ = 0;
+}
 
 void Job::object_done(uint32_t i) noexcept
 {
@@ -39,9 +90,9 @@ Scheduler::Scheduler(Backend &be, Stats &stats, uint32_t max_batches, RunSync ru
 
 Scheduler::~Scheduler()
 {
-	shutdown();
+	close();
 	if (efd_ >= 0)
-		close(efd_);
+		::close(efd_);
 }
 
 int Scheduler::init()
@@ -59,7 +110,7 @@ int Scheduler::start_dispatch_locked()
 	if (dispatcher_.joinable())
 		return 0;
 	try {
-		dispatcher_ = std::thread([this] { dispatch_main(); });
+		dispatcher_ = start_library_thread([this] { dispatch_main(); });
 	} catch (const std::system_error &e) {
 		return fail(-(e.code().value() ? e.code().value() : EAGAIN),
 			    "kvblk_submit: cannot start the device's dispatch thread: %s", e.what());
@@ -76,16 +127,28 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	job.batch.object_notice = (job.flags & KVBLK_SUBMIT_PER_OBJECT) && !job.defer_object_entries && !job.sync;
 	const bool can_start = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED &&
 			       be_.can_start(job.batch);
+	if (job.sync)
+		job.held.reserve(job.entries()); /* claimed from birth: its entries go there */
+	const testing::Seams *seams = testing::active();
 
 	std::unique_lock<std::mutex> lk(mu_);
-	while (table_.size() >= max_batches_) {
+	bool waited = false;
+	int ret = 0;
+	while (!shut_ && table_.size() >= max_batches_) {
 		if (nonblock)
 			return fail(-EAGAIN, "kvblk_submit: %u batches are outstanding (max_batches); reap some first",
 				    max_batches_);
 		submitters_waiting_++;
+		if (seams && seams->on_slot_wait)
+			seams->on_slot_wait();
 		slot_cv_.wait(lk);
 		submitters_waiting_--;
+		waited = true;
 	}
+	if (shut_)
+		ret = fail(-ECANCELED, "kvblk_submit: the handle is shut down (kvblk_shutdown()): nothing is queued");
+	if (!ret && waited && seams && seams->on_slot_taken)
+		ret = seams->on_slot_taken();
 	/*
 	 * A synchronous call with nothing to wait behind on the dispatch path is served on its
 	 * own thread (run()), unless the backend starts it (a native one, except kmod, whose
@@ -94,36 +157,61 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	const bool here = job.sync && job.path != KVBLK_PATH_STAGED && !dispatching_ && prio_q_.empty() &&
 			  normal_q_.empty() && (!can_start || be_.run_sync_inline());
 	job.native = can_start && !here;
-	if (!job.native && !here) {
-		const int ret = start_dispatch_locked();
-		if (ret)
-			return ret;
+	if (!ret && !job.native && !here)
+		ret = start_dispatch_locked();
+	/*
+	 * Every allocation before anything changes: the table's node, the room of its completion
+	 * entries, its place in the dispatch queue.
+	 */
+	const bool queue = !job.native && !here;
+	std::deque<Job *> &q = priority ? prio_q_ : normal_q_;
+	if (!ret) {
+		bool in_table = false, reserved = false;
+		try {
+			in_table = table_.try_emplace(next_ticket_, &job).second;
+			cq_.reserve(job.entries());
+			reserved = true;
+			if (queue)
+				q.push_back(&job);
+		} catch (const std::bad_alloc &) {
+			if (reserved)
+				cq_.unreserve(job.entries());
+			if (in_table)
+				table_.erase(next_ticket_);
+			ret = fail(-ENOMEM, "kvblk_submit: out of memory");
+		}
 	}
-	table_.reserve(table_.size() + 1); /* the only allocation: before anything changes */
+	if (ret) {
+		/* A slot freed for this submitter that it does not take goes to the next one. */
+		if (waited && submitters_waiting_ && table_.size() < max_batches_)
+			slot_cv_.notify_one();
+		return ret;
+	}
 	job.ticket = next_ticket_++;
 	job.batch.id = job.ticket;
 	job.t_submit = now_ns();
 	job.claimed = job.sync;
-	table_.emplace(job.ticket, &job);
 	running_++;
-	stats_.record_submit(priority, table_.size());
+	if (!job.internal)
+		stats_.record_submit(priority, table_.size());
 	Job *j = jp.release();
 	*ticket = j->ticket;
-	if (!j->native) {
-		if (here) {
-			/* Nothing to wait behind: serve it here, one job at a time as ever. */
-			dispatching_ = true;
-			j->state = Job::State::running;
-			lk.unlock();
-			j->batch_done(run_sync_(*j));
-			lk.lock();
-			dispatching_ = false;
-			if (!prio_q_.empty() || !normal_q_.empty())
-				disp_cv_.notify_one();
-			return 0;
-		}
-		(priority ? prio_q_ : normal_q_).push_back(j);
+	if (queue) {
 		disp_cv_.notify_one();
+		if (seams && seams->on_queued)
+			seams->on_queued(j->ticket);
+		return 0;
+	}
+	if (here) {
+		/* Nothing to wait behind: serve it here, one job at a time as ever. */
+		dispatching_ = true;
+		j->state = Job::State::running;
+		lk.unlock();
+		j->batch_done(run_sync_(*j));
+		lk.lock();
+		dispatching_ = false;
+		if (!prio_q_.empty() || !normal_q_.empty())
+			disp_cv_.notify_one();
 		return 0;
 	}
 	j->state = Job::State::running;
@@ -164,17 +252,34 @@ void Scheduler::set_event_locked(bool readable) noexcept
 	event_set_ = readable;
 }
 
-void Scheduler::post_locked(Job &job, const kvblk_cqe &e)
+void Scheduler::wake_reapers_locked() noexcept
+{
+	if (reapers_waiting_) {
+		cq_seq_.fetch_add(1, std::memory_order_relaxed);
+		futex_wake_all(cq_seq_);
+	}
+}
+
+void Scheduler::wake_waiters_locked(Job &job) noexcept
+{
+	if (job.waiters) {
+		job.seq.fetch_add(1, std::memory_order_relaxed);
+		futex_wake_all(job.seq);
+	}
+}
+
+void Scheduler::post_locked(Job &job, const kvblk_cqe &e) noexcept
 {
 	if (job.claimed) {
-		job.held.push_back(e);
+		/* Room for entries() is reserved when the job is claimed: no allocation. */
+		if (job.held.size() < job.held.capacity())
+			job.held.push_back(e);
 		return;
 	}
-	cq_.push_back(e);
+	cq_.push(e); /* its room was reserved at submit */
 	if (!event_set_)
 		set_event_locked(true);
-	if (reapers_waiting_)
-		cq_cv_.notify_all();
+	wake_reapers_locked();
 }
 
 void Scheduler::post_object(Job &job, uint32_t i) noexcept
@@ -194,12 +299,8 @@ void Scheduler::post_object(Job &job, uint32_t i) noexcept
 	e.path = job.objects[i].path;
 	e.backend = job.backend;
 	job.objects_posted.fetch_add(1, std::memory_order_relaxed);
-	try {
-		std::lock_guard<std::mutex> g(mu_);
-		post_locked(job, e);
-	} catch (const std::bad_alloc &) {
-		/* The object's result is in the array; only its entry is lost. */
-	}
+	std::lock_guard<std::mutex> g(mu_);
+	post_locked(job, e);
 }
 
 void Scheduler::complete(Job &job, int err) noexcept
@@ -209,7 +310,11 @@ void Scheduler::complete(Job &job, int err) noexcept
 	if (err) {
 		/* Nothing was moved. Synchronous calls keep 0.2's -ECANCELED and return @err. */
 		job.fatal = err;
-		job.note = last_error(); /* the thread that ran the backend set it */
+		try {
+			job.note = last_error(); /* the thread that ran the backend set it */
+		} catch (const std::bad_alloc &) {
+			/* the errno alone, then */
+		}
 		for (uint32_t i = 0; i < n; i++) {
 			job.results[i].status = job.sync ? -ECANCELED : err;
 			job.results[i].bytes = 0;
@@ -261,7 +366,9 @@ void Scheduler::complete(Job &job, int err) noexcept
 	const uint64_t t_done = now_ns();
 	sum.elapsed_ns = t_done - job.t_submit;
 	job.bytes_device = job.any_unaligned ? ut.bytes_device : sum.bytes_ok;
-	if (err) {
+	if (job.internal) {
+		/* the library's own batch: not the program's, not counted */
+	} else if (err) {
 		stats_.record_rejected();
 	} else {
 		stats_.record_batch(sum, job.batch.counters);
@@ -285,54 +392,75 @@ void Scheduler::complete(Job &job, int err) noexcept
 	job.state = Job::State::completed;
 	job.done_entry = e;
 	running_--;
-	try {
-		post_locked(job, e);
-	} catch (const std::bad_alloc &) {
-		/* kvblk_wait() still finds done_entry; only a reaper would miss it. */
-	}
-	if (job.waiters)
-		job.cv.notify_all();
+	post_locked(job, e);
+	wake_waiters_locked(job);
 	if (running_ == 0)
 		idle_cv_.notify_all();
 }
 
-void Scheduler::take_locked(Job &job, std::vector<Job *> *to_free)
+void Scheduler::take_locked(Job &job, Job **to_free) noexcept
 {
 	job.taken = true;
 	table_.erase(job.ticket);
+	cq_.unreserve(job.entries());
 	if (submitters_waiting_)
 		slot_cv_.notify_one();
-	if (job.waiters)
-		job.cv.notify_all(); /* they see it taken; the last one frees it */
-	else
-		to_free->push_back(&job);
+	if (job.waiters) {
+		/*
+		 * Other kvblk_wait()s of the ticket see it taken and the last one frees it, maybe
+		 * after this taker returned: the batch's buffers and targets are the caller's again
+		 * now, so its pins go here (lock order: mu_, then the tables' locks).
+		 */
+		job.pins.release();
+		wake_waiters_locked(job);
+	} else {
+		job.link = *to_free;
+		*to_free = &job;
+	}
 }
 
-void Scheduler::free_jobs(const std::vector<Job *> &jobs) noexcept
+void Scheduler::free_jobs(Job *list) noexcept
 {
-	for (Job *j : jobs)
-		delete j; /* drops its pins of buffers and targets */
+	while (list) {
+		Job *next = list->link;
+		delete list; /* drops its pins of buffers and targets */
+		list = next;
+	}
 }
 
 int Scheduler::reap(kvblk_cqe *cqes, uint32_t max, uint32_t min_complete, int64_t timeout_ns)
 {
-	std::vector<Job *> to_free;
+	Job *to_free = nullptr;
 	std::unique_lock<std::mutex> lk(mu_);
+	int ended = 0; /* -EINTR or -ECANCELED: why the wait ended early */
 	if (cq_.size() < min_complete && timeout_ns != 0) {
-		const Clock::time_point dl = timeout_ns > 0 ? deadline_of(timeout_ns) : Clock::time_point::max();
+		const uint64_t dl = deadline_of(timeout_ns);
 		reapers_waiting_++;
 		while (cq_.size() < min_complete) {
-			if (timeout_ns < 0)
-				cq_cv_.wait(lk);
-			else if (cq_cv_.wait_until(lk, dl) == std::cv_status::timeout)
+			if (shut_) {
+				ended = -ECANCELED;
 				break;
+			}
+			const uint32_t seen = cq_seq_.load(std::memory_order_relaxed);
+			lk.unlock();
+			const int r = futex_wait_until(cq_seq_, seen, dl);
+			lk.lock();
+			if (r == -ETIMEDOUT)
+				break;
+			if (r == -EINTR) {
+				ended = -EINTR;
+				break;
+			}
 		}
 		reapers_waiting_--;
 	}
 	const uint32_t k = uint32_t(std::min<size_t>(max, cq_.size()));
+	if (k == 0 && ended == -EINTR)
+		return fail(-EINTR, "kvblk_reap: a signal handler ran while it waited; nothing was taken");
+	if (k == 0 && ended)
+		return fail(-ECANCELED, "kvblk_reap: the handle is shut down (kvblk_shutdown()); nothing was taken");
 	for (uint32_t i = 0; i < k; i++) {
-		cqes[i] = cq_.front();
-		cq_.pop_front();
+		cqes[i] = cq_.pop();
 		if (cqes[i].flags & KVBLK_CQE_BATCH) {
 			auto it = table_.find(cqes[i].ticket);
 			if (it != table_.end())
@@ -351,59 +479,84 @@ int Scheduler::reap(kvblk_cqe *cqes, uint32_t max, uint32_t min_complete, int64_
 	return int(k);
 }
 
-int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out)
+int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out, bool external)
 {
-	std::vector<Job *> to_free;
+	Job *to_free = nullptr;
 	std::unique_lock<std::mutex> lk(mu_);
 	auto it = table_.find(ticket);
-	if (it == table_.end())
+	if (it == table_.end() || (external && it->second->sync))
 		return fail(-ENOENT, "kvblk_wait: ticket %llu is not outstanding (never submitted, or already "
 				     "reaped or waited for)", (unsigned long long)ticket);
 	Job &job = *it->second;
-	if (job.state != Job::State::completed && timeout_ns == 0)
-		return fail(-ETIME, "kvblk_wait: batch %llu has not completed", (unsigned long long)ticket);
+	if (job.state != Job::State::completed) {
+		if (external && shut_)
+			return fail(-ECANCELED, "kvblk_wait: the handle is shut down (kvblk_shutdown()); batch %llu has "
+						"not completed and stays outstanding", (unsigned long long)ticket);
+		if (timeout_ns == 0)
+			return fail(-ETIME, "kvblk_wait: batch %llu has not completed", (unsigned long long)ticket);
+	}
 
 	/* Claim the batch: its entries already queued leave the queue, later ones never enter. */
 	if (!job.claimed) {
+		job.held.reserve(job.entries()); /* may throw: nothing changed yet */
 		job.claimed = true;
 		const size_t before = cq_.size();
-		auto mine = [&](const kvblk_cqe &e) { return e.ticket == ticket; };
-		std::copy_if(cq_.begin(), cq_.end(), std::back_inserter(job.held), mine);
-		cq_.erase(std::remove_if(cq_.begin(), cq_.end(), mine), cq_.end());
+		cq_.extract([&](const kvblk_cqe &e) { return e.ticket == ticket; }, job.held);
 		if (cq_.empty() && before && event_set_)
 			set_event_locked(false);
 	}
 	if (job.state != Job::State::completed) {
-		const Clock::time_point dl = timeout_ns > 0 ? deadline_of(timeout_ns) : Clock::time_point::max();
+		const uint64_t dl = deadline_of(timeout_ns);
+		const testing::Seams *seams = testing::active();
+		int ended = -ETIME;
 		job.waiters++;
 		while (job.state != Job::State::completed && !job.taken) {
-			if (timeout_ns < 0)
-				job.cv.wait(lk);
-			else if (job.cv.wait_until(lk, dl) == std::cv_status::timeout)
+			if (external && shut_) {
+				ended = -ECANCELED;
 				break;
+			}
+			if (seams && seams->on_wait_sleep)
+				seams->on_wait_sleep(ticket);
+			const uint32_t seen = job.seq.load(std::memory_order_relaxed);
+			lk.unlock();
+			const int r = futex_wait_until(job.seq, seen, dl);
+			lk.lock();
+			if (r == -ETIMEDOUT)
+				break;
+			if (r == -EINTR && external) {
+				ended = -EINTR;
+				break;
+			}
 		}
 		job.waiters--;
 		if (job.taken) { /* another kvblk_wait() of the same ticket took it */
-			if (job.waiters == 0)
-				to_free.push_back(&job);
+			if (job.waiters == 0) {
+				job.link = to_free;
+				to_free = &job;
+			}
 			lk.unlock();
 			free_jobs(to_free);
 			return fail(-ENOENT, "kvblk_wait: batch %llu was taken by another kvblk_wait()",
 				    (unsigned long long)ticket);
 		}
 		if (job.state != Job::State::completed) {
-			/* Timed out: the batch stays outstanding and its entries go back to the reapers. */
+			/* The wait ended early: the batch stays outstanding and its entries go back to the reapers. */
 			if (job.waiters == 0 && !job.sync) {
 				job.claimed = false;
 				for (const kvblk_cqe &e : job.held)
-					cq_.push_back(e);
+					cq_.push(e); /* their room stayed reserved */
 				job.held.clear();
 				if (!cq_.empty()) {
 					set_event_locked(true);
-					if (reapers_waiting_)
-						cq_cv_.notify_all();
+					wake_reapers_locked();
 				}
 			}
+			if (ended == -EINTR)
+				return fail(-EINTR, "kvblk_wait: a signal handler ran while it waited; batch %llu stays "
+						    "outstanding", (unsigned long long)ticket);
+			if (ended == -ECANCELED)
+				return fail(-ECANCELED, "kvblk_wait: the handle was shut down (kvblk_shutdown()) while it "
+							"waited; batch %llu stays outstanding", (unsigned long long)ticket);
 			return fail(-ETIME, "kvblk_wait: batch %llu did not complete within %lld ns",
 				    (unsigned long long)ticket, (long long)timeout_ns);
 		}
@@ -424,6 +577,16 @@ int Scheduler::wait(uint64_t ticket, int64_t timeout_ns, Outcome *out)
 	return 0;
 }
 
+int Scheduler::run(std::unique_ptr<Job> job, Outcome *out)
+{
+	job->sync = true;
+	uint64_t ticket = 0;
+	const int ret = submit(job, false, &ticket);
+	if (ret)
+		return ret;
+	return wait(ticket, -1, out, false);
+}
+
 void Scheduler::cancel_queued(Job &job) noexcept
 {
 	/* As a backend would: every object (or part) it was to move ends -ECANCELED. */
@@ -436,11 +599,11 @@ void Scheduler::cancel_queued(Job &job) noexcept
 	complete(job, 0);
 }
 
-int Scheduler::cancel(uint64_t ticket)
+int Scheduler::cancel(uint64_t ticket, bool external)
 {
 	std::unique_lock<std::mutex> lk(mu_);
 	auto it = table_.find(ticket);
-	if (it == table_.end() || it->second->state == Job::State::completed)
+	if (it == table_.end() || it->second->state == Job::State::completed || (external && it->second->sync))
 		return fail(-ENOENT, "kvblk_cancel: ticket %llu is not outstanding or has completed",
 			    (unsigned long long)ticket);
 	Job &job = *it->second;
@@ -460,24 +623,58 @@ int Scheduler::cancel(uint64_t ticket)
 		lk.unlock();
 		cancel_queued(job);
 	}
-	/* Running on the dispatch thread: the backend checks cancelled() between objects. */
+	/* Running on the dispatch thread: the backend (or the staged path) checks cancelled(). */
 	return 0;
 }
 
 void Scheduler::shutdown() noexcept
 {
-	std::vector<uint64_t> live;
+	std::lock_guard<std::mutex> g(mu_);
+	if (shut_)
+		return;
+	shut_ = true;
+	wake_reapers_locked();
+	for (auto &kv : table_)
+		wake_waiters_locked(*kv.second);
+	slot_cv_.notify_all();
+}
+
+void Scheduler::close() noexcept
+{
+	/* Lists through Job::link: nothing here allocates (kvblk_close() cannot fail). */
+	Job *native = nullptr, *queued = nullptr;
 	{
 		std::lock_guard<std::mutex> g(mu_);
 		if (stop_)
 			return;
-		for (const auto &kv : table_)
-			if (kv.second->state != Job::State::completed)
-				live.push_back(kv.first);
+		shut_ = true;
+		for (auto &kv : table_) {
+			Job &j = *kv.second;
+			if (j.state == Job::State::completed)
+				continue;
+			j.cancel_requested.store(true, std::memory_order_relaxed);
+			if (j.native) {
+				j.link = native;
+				native = &j;
+			} else if (j.state == Job::State::queued) {
+				j.state = Job::State::running;
+				j.link = queued;
+				queued = &j;
+			}
+			/* running on the dispatch thread: the backend checks cancelled() */
+		}
+		prio_q_.clear();
+		normal_q_.clear();
 	}
-	for (uint64_t t : live)
-		(void)cancel(t);
-	std::vector<Job *> to_free;
+	/* Nobody takes a job meanwhile (no other call runs): every Job * stays valid. */
+	for (Job *j = native; j; j = j->link)
+		be_.cancel(j->ticket);
+	for (Job *j = queued; j;) {
+		Job *next = j->link;
+		cancel_queued(*j);
+		j = next;
+	}
+	std::unordered_map<uint64_t, Job *> jobs;
 	{
 		std::unique_lock<std::mutex> lk(mu_);
 		idle_cv_.wait(lk, [&] { return running_ == 0; });
@@ -486,12 +683,13 @@ void Scheduler::shutdown() noexcept
 	}
 	if (dispatcher_.joinable())
 		dispatcher_.join();
-	std::lock_guard<std::mutex> g(mu_);
-	for (const auto &kv : table_)
-		to_free.push_back(kv.second);
-	table_.clear();
-	cq_.clear();
-	free_jobs(to_free);
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		jobs.swap(table_);
+		cq_.clear();
+	}
+	for (const auto &kv : jobs)
+		delete kv.second;
 }
 
 } // namespace kvblk::detail

@@ -27,6 +27,14 @@
 // completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;
 // kvblk_wait() claims its ticket's entries so that no reaper sees them (synchronous calls
 // are claimed from birth). An eventfd is readable exactly while the queue is not empty.
+// Room for every entry a batch can post is reserved when it is submitted, so posting never
+// allocates: no completion is lost to an allocation failure on an I/O thread.
+//
+// Waits: kvblk_reap() and kvblk_wait() sleep on futex words (futex.hpp), so that a signal
+// handler run on the waiting thread ends the wait with -EINTR; kvblk_shutdown() (shutdown())
+// ends every wait and every wait for a batch slot at once and refuses what would wait
+// later. A kvblk_load_many() waits for its own batch through both: its batch owns the
+// caller's memory until it ends.
 //
 // Locking: one mutex (mu_) guards the ticket table, the dispatch queue, the completion
 // queue and the eventfd's state; it is never held while a backend runs or calls back.
@@ -92,6 +100,8 @@ struct Job final : BatchSink {
 	BatchPins pins;
 	bool defer_object_entries = false;
 
+	bool internal = false;		/* the library's own batch (kvblk_check_buffer()'s probe): not counted */
+
 	uint64_t t_submit = 0;
 	Batch batch{};
 	Scheduler *sched = nullptr;
@@ -108,11 +118,17 @@ struct Job final : BatchSink {
 	bool claimed = false;		/* a kvblk_wait() (or the synchronous call) owns its entries */
 	bool taken = false;		/* its batch entry was taken; freed when no waiter is left */
 	uint32_t waiters = 0;
-	std::vector<kvblk_cqe> held;	/* entries while claimed */
+	std::vector<kvblk_cqe> held;	/* entries while claimed (room for entries() reserved) */
 	kvblk_cqe done_entry{};		/* the batch entry, once completed */
-	std::condition_variable cv;	/* waiters: completed or taken */
+	std::atomic<uint32_t> seq{0};	/* futex word of the waiters: bumped when completed or taken */
+	Job *link = nullptr;		/* in a list of jobs to free, or to cancel at close */
 
 	[[nodiscard]] uint32_t count() const noexcept { return uint32_t(objects.size()); }
+	/* Completion entries it can post: its batch entry, and one per object with PER_OBJECT. */
+	[[nodiscard]] size_t entries() const noexcept
+	{
+		return 1 + ((flags & KVBLK_SUBMIT_PER_OBJECT) ? size_t(count()) : 0);
+	}
 	/* What the backend moves: the objects, or the aligned parts of an unaligned batch. */
 	[[nodiscard]] const IoObject *io_objects() const noexcept
 	{
@@ -127,6 +143,44 @@ struct Job final : BatchSink {
 		return cancel_requested.load(std::memory_order_relaxed);
 	}
 	void batch_done(int err) noexcept override;
+};
+
+/**
+ * class CompletionRing - the completion queue: a ring whose room is reserved ahead (a batch
+ * reserves its entries() when it is submitted and gives them back when its batch entry is
+ * taken), so that push() never allocates. Under the scheduler's mutex.
+ */
+class CompletionRing {
+public:
+	[[nodiscard]] size_t size() const noexcept { return size_; }
+	[[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+	/* Room for @n more entries; throws std::bad_alloc with nothing changed. */
+	void reserve(size_t n);
+	/* Give back the room of @n entries (shrinks an empty ring that is much larger than needed). */
+	void unreserve(size_t n) noexcept;
+	/* Append @e; its room was reserved. */
+	void push(const kvblk_cqe &e) noexcept;
+	/* Take the oldest entry (not empty). */
+	kvblk_cqe pop() noexcept;
+	/* Move the entries @pred selects, oldest first, to the end of @out (room there reserved). */
+	template <class Pred> void extract(Pred pred, std::vector<kvblk_cqe> &out) noexcept
+	{
+		size_t kept = 0;
+		for (size_t i = 0; i < size_; i++) {
+			const kvblk_cqe &e = buf_[(head_ + i) % buf_.size()];
+			if (pred(e))
+				out.push_back(e);
+			else
+				buf_[(head_ + kept++) % buf_.size()] = e;
+		}
+		size_ = kept;
+	}
+	/* Drop every entry and every reservation. */
+	void clear() noexcept;
+
+private:
+	std::vector<kvblk_cqe> buf_;	/* its size is the ring's capacity */
+	size_t head_ = 0, size_ = 0, reserved_ = 0;
 };
 
 /**
@@ -150,12 +204,14 @@ public:
 
 	/*
 	 * Make @job outstanding and start it: waits for a free batch slot (or -EAGAIN with
-	 * @nonblock, @job untouched); -EAGAIN/-ENOMEM when the dispatch thread cannot start.
-	 * On success *ticket (nonzero) and the scheduler owns the job.
+	 * @nonblock, @job untouched); -EAGAIN/-ENOMEM when the dispatch thread cannot start;
+	 * -ECANCELED after shutdown() (also while waiting for a slot). On success *ticket
+	 * (nonzero) and the scheduler owns the job. A failed submit that had waited for a slot
+	 * passes the wake-up on to the next submitter waiting.
 	 */
 	int submit(std::unique_ptr<Job> &job, bool nonblock, uint64_t *ticket);
 
-	/* kvblk_reap(): arguments already checked. */
+	/* kvblk_reap(): arguments already checked. -EINTR, -ECANCELED: nothing taken. */
 	int reap(kvblk_cqe *cqes, uint32_t max, uint32_t min_complete, int64_t timeout_ns);
 
 	/*
@@ -178,30 +234,49 @@ public:
 		uint32_t first_failed, failed_target;
 		uint64_t failed_offset, failed_length;
 	};
-	int wait(uint64_t ticket, int64_t timeout_ns, Outcome *out);
+	/*
+	 * @external: kvblk_wait() (a signal or shutdown() ends the wait: -EINTR, -ECANCELED;
+	 * synchronous jobs are not outstanding for it: -ENOENT). Otherwise the wait of a
+	 * synchronous job (kvblk_load_many(), the library's own batches) for its own ticket,
+	 * which only the batch's end ends.
+	 */
+	int wait(uint64_t ticket, int64_t timeout_ns, Outcome *out, bool external);
 
-	/* kvblk_cancel(): 0 or -ENOENT. */
-	int cancel(uint64_t ticket);
+	/* Submit @job (synchronous: job->sync) and wait for it as wait(external=false) does. */
+	int run(std::unique_ptr<Job> job, Outcome *out);
+
+	/* kvblk_cancel(): 0 or -ENOENT (also for a synchronous job when @external). */
+	int cancel(uint64_t ticket, bool external);
 
 	[[nodiscard]] int event_fd() const noexcept { return efd_; }
 
 	/*
-	 * kvblk_close(): cancel what is queued, wait for what is in flight, stop the dispatch
-	 * thread and free every job. No other call may run concurrently.
+	 * kvblk_shutdown(): every kvblk_reap() and kvblk_wait() waiting returns at once
+	 * (-ECANCELED when it takes nothing), every submitter waiting for a slot fails with
+	 * -ECANCELED, and from now on nothing waits for those and submit() refuses. Batches
+	 * outstanding go on. Any thread, concurrently with any call but close(); idempotent.
 	 */
 	void shutdown() noexcept;
+
+	/*
+	 * kvblk_close(): cancel what is queued, wait for what is in flight, stop the dispatch
+	 * thread and free every job. No other call may run concurrently. Allocates nothing.
+	 */
+	void close() noexcept;
 
 private:
 	friend struct Job;
 
 	void post_object(Job &job, uint32_t i) noexcept;
 	void complete(Job &job, int err) noexcept;
-	void post_locked(Job &job, const kvblk_cqe &e);
+	void post_locked(Job &job, const kvblk_cqe &e) noexcept;
+	void wake_reapers_locked() noexcept;
+	void wake_waiters_locked(Job &job) noexcept;
 	void set_event_locked(bool readable) noexcept;
 	void dispatch_main();
 	int start_dispatch_locked();
-	void take_locked(Job &job, std::vector<Job *> *to_free);
-	void free_jobs(const std::vector<Job *> &jobs) noexcept;
+	void take_locked(Job &job, Job **to_free) noexcept;
+	static void free_jobs(Job *list) noexcept;
 	void cancel_queued(Job &job) noexcept;
 
 	Backend &be_;
@@ -211,21 +286,22 @@ private:
 	int efd_ = -1;
 
 	std::mutex mu_;
-	std::condition_variable cq_cv_;		/* reapers: entries posted */
-	std::condition_variable slot_cv_;	/* submitters: a batch slot freed */
+	std::atomic<uint32_t> cq_seq_{0};	/* futex word of the reapers: entries posted, or shutdown */
+	std::condition_variable slot_cv_;	/* submitters: a batch slot freed, or shutdown */
 	std::condition_variable disp_cv_;	/* dispatch thread: a job queued, or stop */
 	std::condition_variable idle_cv_;	/* shutdown(): a job completed */
 	uint64_t next_ticket_ = 1;
 	std::unordered_map<uint64_t, Job *> table_;	/* outstanding jobs, owned */
 	uint32_t running_ = 0;				/* outstanding and not completed */
 	std::deque<Job *> prio_q_, normal_q_;		/* dispatch queue */
-	std::deque<kvblk_cqe> cq_;
+	CompletionRing cq_;
 	bool event_set_ = false;
 	uint32_t reapers_waiting_ = 0;
 	uint32_t submitters_waiting_ = 0;
 	std::thread dispatcher_;
 	bool dispatching_ = false;	/* run_sync_ is serving a job (dispatch thread or inline) */
 	bool stop_ = false;
+	bool shut_ = false;	/* shutdown(): nothing waits any more, nothing is submitted */
 };
 
 } // namespace kvblk::detail

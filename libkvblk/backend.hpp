@@ -19,6 +19,8 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -178,7 +180,8 @@ struct Batch {
  * @fixed_index: index to put in IoObject.fixed_index, or -1 (plain I/O into the buffer).
  * @fell_back:   the backend wanted a fixed mapping and the kernel refused it; counted in
  *               stats.memlock_fallbacks and @note says why (named limit and value).
- * @note:        message for kvblk_last_error() when @fell_back or @error.
+ * @note:        message for kvblk_last_error() when @fell_back or @error ("" if none); a
+ *               fixed array, so that register_buffer() (noexcept) allocates nothing.
  * @error:       0, or -errno: the range itself is unusable (-EFAULT: not mapped, or not
  *               writable, when the kernel pinned it); registration fails with it and
  *               nothing of it stays registered.
@@ -186,8 +189,17 @@ struct Batch {
 struct BufferRegistration {
 	int32_t fixed_index = -1;
 	bool fell_back = false;
-	std::string note;
+	char note[400] = "";
 	int error = 0;
+
+	/* Set @note to @s (cut to fit). */
+	void set_note(const char *s) noexcept { std::snprintf(note, sizeof(note), "%s", s); }
+	/* Append "; " and @s to a non-empty @note, or set it (cut to fit). */
+	void append_note(const char *s) noexcept
+	{
+		const size_t l = std::strlen(note);
+		std::snprintf(note + l, sizeof(note) - l, "%s%s", l ? "; " : "", s);
+	}
 };
 
 /**

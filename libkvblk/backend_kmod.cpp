@@ -179,6 +179,21 @@ std::string whole_disk_name(dev_t rdev)
 	return base ? base + 1 : real;
 }
 
+/* memlock_text() in a buffer of its own, for noexcept paths. */
+struct MemlockKiB {
+	char s[48];
+	MemlockKiB() noexcept
+	{
+		rlimit rl{};
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+			std::snprintf(s, sizeof(s), "unknown");
+		else if (rl.rlim_cur == RLIM_INFINITY)
+			std::snprintf(s, sizeof(s), "unlimited");
+		else
+			std::snprintf(s, sizeof(s), "%llu KiB", (unsigned long long)rl.rlim_cur >> 10);
+	}
+};
+
 std::string memlock_text()
 {
 	rlimit rl{};
@@ -946,7 +961,7 @@ public:
 				      id, ull(len));
 			BufferRegistration bad;
 			bad.error = -EFAULT;
-			bad.note = note;
+			bad.set_note(note);
 			return bad;
 		}
 		if (err == -E2BIG)
@@ -958,9 +973,9 @@ public:
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes): kvblk.ko could not register it: %s (RLIMIT_MEMLOCK "
 				      "is %s); loads into it are pinned and DMA-mapped for each call instead",
-				      id, ull(len), errno_text(err).c_str(), memlock_text().c_str());
+				      id, ull(len), ErrnoText(err).c_str(), MemlockKiB().s);
 		r.fell_back = true;
-		r.note = r.note.empty() ? std::string(note) : r.note + "; " + note;
+		r.append_note(note);
 		return r;
 	}
 

@@ -4,6 +4,7 @@
 #include "backend.hpp"
 #include "last_error.hpp"
 #include "positional_io.hpp"
+#include "threads.hpp"
 
 #include <cerrno>
 #include <condition_variable>
@@ -33,9 +34,10 @@ public:
 	/* Start the threads; 0 or -errno. */
 	int start()
 	{
+		threads_.reserve(cfg_.workers); /* no allocation after a thread started */
 		try {
 			for (uint32_t i = 0; i < cfg_.workers; i++)
-				threads_.emplace_back([this] { worker(); });
+				threads_.push_back(start_library_thread([this] { worker(); }));
 		} catch (const std::system_error &e) {
 			return fail(-(e.code().value() ? e.code().value() : EAGAIN),
 				    "threadpool: cannot start %u threads: %s", cfg_.workers, e.what());

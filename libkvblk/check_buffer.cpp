@@ -9,6 +9,9 @@
 // uring_cmd, a fallback) read into whatever is mapped, so only the mapping is checked.
 // kvblk.ko compares the pages it pinned itself (KVBLK_IOC_CHECK_BUFFER, Backend::check_buffer());
 // a kmod device's stores go through an io_uring writer whose fixed buffer is probed as above.
+// The probe writes are a batch of the device's scheduler (a synchronous job, as a
+// kvblk_load_many() is), never a call of the backend beside it: a backend that serves batches
+// one at a time (the kmod lanes' per-lane scratch, psync, threadpool) gets it in its turn.
 #include "device.hpp"
 #include "last_error.hpp"
 #include "mapping.hpp"
@@ -59,17 +62,40 @@ int probe_pinned(kvblk_dev *dev, const RegisteredBuffer &b, uint64_t *bad)
 	const int mfd = memfd_create("kvblk-check", MFD_CLOEXEC);
 	if (mfd < 0)
 		return fail(-errno, "kvblk_check_buffer: memfd_create: %s", errno_text(errno).c_str());
+	struct Fd {
+		int fd;
+		~Fd() { close(fd); }
+	} mfd_guard{mfd};
 	const size_t n = at.size();
 	std::vector<uint64_t> saved(n), token(n), back(n);
-	std::vector<IoObject> objs(n);
 	std::vector<kvblk_result> res(n);
+	auto job = std::make_unique<Job>(dev->buffers, dev->targets); /* pins nothing: the caller pinned @b */
+	job->objects.resize(n);
+	job->dir = IoDir::write;
+	job->internal = true;
+	job->results = res.data();
+	job->backend = dev->backend->kind_for(IoDir::write);
 	std::mt19937_64 rng(std::random_device{}());
 	const uint64_t seed = rng() | 1;
+	/* The tokens go back on every way out (an exception included). */
+	struct Restore {
+		const std::vector<uint8_t *> &at;
+		const std::vector<uint64_t> &saved;
+		size_t set = 0;
+		void now() noexcept
+		{
+			for (size_t i = 0; i < set; i++)
+				std::memcpy(at[i], &saved[i], 8);
+			set = 0;
+		}
+		~Restore() { now(); }
+	} restore{at, saved};
 	for (size_t i = 0; i < n; i++) {
 		std::memcpy(&saved[i], at[i], 8);
 		token[i] = seed ^ (uint64_t(i) * 0x9E3779B97F4A7C15ull);
 		std::memcpy(at[i], &token[i], 8);
-		IoObject &o = objs[i];
+		restore.set = i + 1;
+		IoObject &o = job->objects[i];
 		o.offset = uint64_t(i) * 8;
 		o.length = 8;
 		o.mem = at[i];
@@ -79,21 +105,17 @@ int probe_pinned(kvblk_dev *dev, const RegisteredBuffer &b, uint64_t *bad)
 		o.fd = mfd;
 		res[i] = kvblk_result{};
 	}
-	int ret;
-	{
-		std::lock_guard<std::mutex> io(dev->io_mutex);
-		Batch batch{IoDir::write, objs.data(), uint32_t(n), res.data(), {}};
-		ret = dev->backend->run(batch);
-	}
-	for (size_t i = 0; i < n; i++) /* restore before anything else can fail */
-		std::memcpy(at[i], &saved[i], 8);
+	Scheduler::Outcome out{};
+	int ret = dev->sched->run(std::move(job), &out);
+	if (!ret && out.fatal)
+		ret = fail(out.fatal, "kvblk_check_buffer: the probe writes could not start: %s", out.note.c_str());
+	restore.now(); /* before anything else can fail */
 	for (size_t i = 0; !ret && i < n; i++)
 		if (res[i].status)
 			ret = fail(res[i].status, "kvblk_check_buffer: the probe write of page %zu failed: %s", i,
 				   errno_text(res[i].status).c_str());
 	if (!ret && pread(mfd, back.data(), n * 8, 0) != ssize_t(n * 8))
 		ret = fail(-EIO, "kvblk_check_buffer: reading the probe back failed");
-	close(mfd);
 	if (ret)
 		return ret;
 	for (size_t i = 0; i < n; i++) {

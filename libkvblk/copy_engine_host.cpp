@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // HostCopyEngine: the copy-engine seam over host memory, for the unit tests.
 #include "copy_engine.hpp"
+#include "threads.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -10,7 +11,7 @@ namespace kvblk::detail {
 
 HostCopyEngine::HostCopyEngine(Options o) : opts_(std::move(o))
 {
-	thread_ = std::thread([this] { worker(); });
+	thread_ = start_library_thread([this] { worker(); });
 }
 
 HostCopyEngine::~HostCopyEngine()

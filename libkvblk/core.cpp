@@ -133,7 +133,7 @@ void kvblk_close(kvblk_dev *dev) noexcept
 	if (!owned_by_caller(dev->owner))
 		return;
 	/* Queued batches end -ECANCELED, batches in flight are waited for; then the threads go. */
-	dev->sched->shutdown();
+	dev->sched->close();
 	dev->sched.reset();
 	dev->stager.release_pool(*dev->backend, dev->buffers); /* waits for its copies */
 	dev->backend.reset(); /* joins its threads, tears down rings and their fixed buffers */

@@ -58,7 +58,13 @@ int flush_target(uint32_t id, const Target &t)
 
 int flush(kvblk_dev *dev, uint32_t target)
 {
-	TargetPins pins;
+	/* Unpinned on every way out, an exception (std::bad_alloc) from the lists included. */
+	struct Pinned {
+		TargetTable &table;
+		TargetPins pins;
+		~Pinned() { table.unpin(pins); }
+	} pinned{dev->targets, {}};
+	TargetPins &pins = pinned.pins;
 	std::vector<std::pair<uint32_t, const Target *>> todo;
 	{
 		auto lock = dev->targets.lock();
@@ -91,7 +97,6 @@ int flush(kvblk_dev *dev, uint32_t target)
 			why = last_error();
 		}
 	}
-	dev->targets.unpin(pins);
 	if (first)
 		set_last_error("%s", why.c_str());
 	return first;

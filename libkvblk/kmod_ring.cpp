@@ -4,6 +4,7 @@
 #include "fork_guard.hpp"
 #include "last_error.hpp"
 #include "testing.hpp"
+#include "threads.hpp"
 
 #include <liburing.h>
 
@@ -340,7 +341,7 @@ std::shared_ptr<KmodRing> KmodRing::acquire(std::string *why) noexcept
 		Impl *raw = impl.get();
 		std::shared_ptr<KmodRing> r(new KmodRing(std::move(impl)));
 		try {
-			raw->th = std::thread([raw] { raw->main(); });
+			raw->th = start_library_thread([raw] { raw->main(); });
 			/* Named before anyone can look (ps, /proc/PID/task/TID/comm). */
 			(void)pthread_setname_np(raw->th.native_handle(), "kvblk-kmod-ring");
 		} catch (const std::system_error &e) {

@@ -2,6 +2,7 @@
 #include "lanes.hpp"
 
 #include "last_error.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -64,7 +65,7 @@ struct Lanes::Lane {
 
 	void start_thread()
 	{
-		th = std::thread([this] {
+		th = start_library_thread([this] {
 			std::unique_lock<std::mutex> lk(mu);
 			for (;;) {
 				cv.wait(lk, [this] { return stop || pending; });
@@ -103,6 +104,7 @@ Lanes::Lanes(std::unique_ptr<Backend> lane0, LanePlacement place) : place_(std::
 	l->be = std::move(lane0);
 	l->targets = 1;
 	lane0_ = l->be.get();
+	l0_ = l.get();
 	lanes_.push_back(std::move(l));
 	regs_.resize(kMaxBuffers);
 	if (!placement_.ensure(0))
@@ -116,10 +118,15 @@ uint32_t Lanes::add_lane(std::unique_ptr<Backend> be)
 	auto l = std::make_shared<Lane>();
 	l->be = std::move(be);
 	l->start_thread();
-	std::lock_guard<std::mutex> g(mu_);
+	/*
+	 * The live buffers are registered with it before it is a lane (no batch can reach it
+	 * yet), under reg_mu_ so that no registration comes or goes meanwhile.
+	 */
+	std::lock_guard<std::mutex> r(reg_mu_);
 	for (uint32_t id = 0; id < kMaxBuffers; id++)
 		if (regs_[id].live)
 			register_with(*l, id);
+	std::lock_guard<std::mutex> g(mu_);
 	for (uint32_t i = 1; i < lanes_.size(); i++) {
 		if (!lanes_[i]) {
 			lanes_[i] = std::move(l);
@@ -169,7 +176,17 @@ kvblk_path Lanes::path() const noexcept
 	return lane0_->path();
 }
 
-/* Register live buffer @id with lane @l (mu_ held). A lane that cannot map it uses plain I/O. */
+std::vector<std::shared_ptr<Lanes::Lane>> Lanes::other_lanes()
+{
+	std::lock_guard<std::mutex> g(mu_);
+	std::vector<std::shared_ptr<Lane>> v;
+	for (size_t i = 1; i < lanes_.size(); i++)
+		if (lanes_[i])
+			v.push_back(lanes_[i]);
+	return v;
+}
+
+/* Register live buffer @id with lane @l (reg_mu_ held). A lane that cannot map it uses plain I/O. */
 void Lanes::register_with(Lane &l, uint32_t id) noexcept
 {
 	const Registration &r = regs_[id];
@@ -184,32 +201,51 @@ void Lanes::register_with(Lane &l, uint32_t id) noexcept
 	l.fixed[id] = l.be->register_buffer(id, r.base, r.len).fixed_index;
 }
 
+/*
+ * Registration calls hold reg_mu_ across the backends' pinning, never mu_: a batch on another
+ * thread starts (can_start(), run()) while a large buffer is being pinned. The lanes other
+ * than 0 are a snapshot: a lane added meanwhile registers the live buffers itself (add_lane()
+ * waits for reg_mu_), and one dropped meanwhile stays alive in the snapshot.
+ */
 BufferRegistration Lanes::register_buffer(uint32_t id, uint8_t *base, uint64_t len) noexcept
 {
-	std::lock_guard<std::mutex> g(mu_);
-	BufferRegistration r0 = lanes_[0]->be->register_buffer(id, base, len);
+	std::lock_guard<std::mutex> r(reg_mu_);
+	std::vector<std::shared_ptr<Lane>> others;
+	try {
+		others = other_lanes();
+	} catch (const std::bad_alloc &) {
+		BufferRegistration e;
+		e.error = -ENOMEM;
+		e.set_note("lanes: out of memory");
+		return e;
+	}
+	BufferRegistration r0 = lane0_->register_buffer(id, base, len);
 	if (r0.error) /* the range is unusable: nothing registered anywhere */
 		return r0;
-	lanes_[0]->fixed[id] = r0.fixed_index;
+	l0_->fixed[id] = r0.fixed_index;
 	regs_[id] = Registration{true, false, KVBLK_MEM_HOST, -1, base, 0, len};
-	for (size_t i = 1; i < lanes_.size(); i++)
-		if (lanes_[i])
-			register_with(*lanes_[i], id);
+	for (auto &l : others)
+		register_with(*l, id);
 	return r0;
 }
 
 int Lanes::register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t addr, uint64_t len) noexcept
 {
-	std::lock_guard<std::mutex> g(mu_);
+	std::lock_guard<std::mutex> r(reg_mu_);
+	std::vector<std::shared_ptr<Lane>> others;
+	try {
+		others = other_lanes();
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "lanes: out of memory");
+	}
 	/* Lane 0 decides, as a single backend would: its refusal is the call's (staged, or an error). */
-	const int ret = lanes_[0]->be->register_device_buffer(id, kind, dmabuf_fd, addr, len);
+	const int ret = lane0_->register_device_buffer(id, kind, dmabuf_fd, addr, len);
 	if (ret)
 		return ret;
-	lanes_[0]->device_ok[id] = 1;
+	l0_->device_ok[id] = 1;
 	regs_[id] = Registration{true, true, kind, dmabuf_fd, nullptr, addr, len};
-	for (size_t i = 1; i < lanes_.size(); i++)
-		if (lanes_[i])
-			register_with(*lanes_[i], id);
+	for (auto &l : others)
+		register_with(*l, id);
 	return 0;
 }
 
@@ -219,34 +255,45 @@ int Lanes::register_device_buffer(uint32_t id, int kind, int dmabuf_fd, uint64_t
  */
 int Lanes::check_buffer(uint32_t id) noexcept
 {
-	std::lock_guard<std::mutex> g(mu_);
-	for (size_t i = 0; i < lanes_.size(); i++) {
-		Lane *l = lanes_[i].get();
-		if (!l || (i && regs_[id].device))
-			continue;
-		if (int ret = l->be->check_buffer(id))
-			return ret;
+	std::lock_guard<std::mutex> r(reg_mu_);
+	if (int ret = lane0_->check_buffer(id))
+		return ret;
+	if (regs_[id].device)
+		return 0;
+	try {
+		for (auto &l : other_lanes())
+			if (int ret = l->be->check_buffer(id))
+				return ret;
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "lanes: out of memory");
 	}
 	return 0;
 }
 
 void Lanes::unregister_buffer(uint32_t id, int32_t fixed_index) noexcept
 {
-	std::lock_guard<std::mutex> g(mu_);
-	lanes_[0]->be->unregister_buffer(id, fixed_index);
-	lanes_[0]->fixed[id] = -1;
-	lanes_[0]->device_ok[id] = 0;
+	std::lock_guard<std::mutex> r(reg_mu_);
+	lane0_->unregister_buffer(id, fixed_index);
+	l0_->fixed[id] = -1;
+	l0_->device_ok[id] = 0;
 	const bool device = regs_[id].device;
-	for (size_t i = 1; i < lanes_.size(); i++) {
-		Lane *l = lanes_[i].get();
-		if (!l)
-			continue;
-		if (!device || l->device_ok[id])
-			l->be->unregister_buffer(id, l->fixed[id]);
-		l->fixed[id] = -1;
-		l->device_ok[id] = 0;
-	}
 	regs_[id] = Registration{};
+	auto undo = [&](Lane &l) {
+		if (!device || l.device_ok[id])
+			l.be->unregister_buffer(id, l.fixed[id]);
+		l.fixed[id] = -1;
+		l.device_ok[id] = 0;
+	};
+	try {
+		for (auto &l : other_lanes())
+			undo(*l);
+	} catch (const std::bad_alloc &) {
+		/* No snapshot: under mu_ then (unregistration cannot fail). */
+		std::lock_guard<std::mutex> g(mu_);
+		for (size_t i = 1; i < lanes_.size(); i++)
+			if (lanes_[i])
+				undo(*lanes_[i]);
+	}
 }
 
 int Lanes::add_target(uint32_t id, BackendConfig &t) noexcept

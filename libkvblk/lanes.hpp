@@ -104,9 +104,23 @@ private:
 	void register_with(Lane &l, uint32_t id) noexcept;
 	int split_and_run(Batch &b, std::vector<std::shared_ptr<Lane>> &lanes);
 
+	/* The lanes other than 0 as they are now (under mu_; their backends' calls outside it). */
+	std::vector<std::shared_ptr<Lane>> other_lanes();
+
+	/*
+	 * Locks: reg_mu_ serialises the registration calls (register, unregister, check, and a
+	 * new lane's registrations of the live buffers) and is held across the backends' calls,
+	 * which pin pages (kvblk.ko, io_uring fixed buffers: seconds per GiB); it guards regs_ and
+	 * every lane's fixed and device_ok. mu_ guards lanes_, placement_ and targets_off_lane0_
+	 * and is never held across a backend call that may pin or wait for I/O, so batches
+	 * (can_start(), run()) and target queries never wait for a registration. Order: reg_mu_,
+	 * then mu_.
+	 */
 	LanePlacement place_;
 	Backend *lane0_;	/* lanes_[0]'s backend: fixed for life, read without mu_ */
-	mutable std::mutex mu_;	/* lanes_, regs_ */
+	Lane *l0_;		/* lanes_[0]: fixed for life, read without mu_ */
+	std::mutex reg_mu_;	/* regs_, Lane::fixed, Lane::device_ok (writes) */
+	mutable std::mutex mu_;	/* lanes_, placement_, targets_off_lane0_ */
 	std::vector<std::shared_ptr<Lane>> lanes_;
 	std::vector<Registration> regs_;
 	TargetSlots<Placement> placement_;

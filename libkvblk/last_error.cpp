@@ -39,6 +39,18 @@ const char *last_error() noexcept
 	return g_message;
 }
 
+ErrnoText::ErrnoText(int err) noexcept
+{
+	if (err < 0)
+		err = -err;
+	const char *name = strerrorname_np(err);
+	const char *desc = strerrordesc_np(err);
+	if (name)
+		std::snprintf(s_, sizeof(s_), "%s (%s)", name, desc ? desc : "unknown error");
+	else
+		std::snprintf(s_, sizeof(s_), "E%d (%s)", err, desc ? desc : "unknown error");
+}
+
 std::string errno_text(int err)
 {
 	if (err < 0)

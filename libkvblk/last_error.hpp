@@ -18,4 +18,14 @@ const char *last_error() noexcept;
 /* "EINVAL (Invalid argument)" for 22 or -22. */
 std::string errno_text(int err);
 
+/* errno_text() in a buffer of its own, for noexcept paths: ErrnoText(err).c_str(). */
+class ErrnoText {
+public:
+	explicit ErrnoText(int err) noexcept;
+	[[nodiscard]] const char *c_str() const noexcept { return s_; }
+
+private:
+	char s_[96];
+};
+
 } // namespace kvblk::detail

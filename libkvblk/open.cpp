@@ -263,6 +263,8 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		lane_base.queue_depth = requested_qd;
 		dev->backend = make_kmod_lanes(std::move(dev->backend), lane_base);
 	}
+	if (const kvblk::testing::Seams *s = kvblk::testing::active(); s && s->wrap_backend)
+		dev->backend = s->wrap_backend(std::move(dev->backend));
 
 	kvblk_dev_info &info = dev->info;
 	info.info_size = sizeof(info);

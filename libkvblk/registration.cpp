@@ -73,14 +73,13 @@ int register_cuda(kvblk_dev *dev, uint32_t slot, uint8_t *base, uint64_t len, ui
 	return 0;
 }
 
-} // namespace
-
-extern "C" {
-
-int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t *id) noexcept
+/*
+ * kvblk_register_buffer() after the owner check. Allocations (messages, the mapping check) may
+ * throw std::bad_alloc only before a slot is reserved; after that nothing throws (the CUDA
+ * path catches its own), so the caller's catch leaves nothing behind.
+ */
+int register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t *id)
 {
-	if (int owner = dev ? check_owner(dev->owner, "kvblk_register_buffer") : 0)
-		return owner;
 	if (!dev || !addr || !id || len == 0)
 		return fail(-EINVAL, "kvblk_register_buffer: %s", !dev ? "NULL dev" : !addr ? "NULL addr" :
 								   !id	  ? "NULL id" : "len is 0");
@@ -144,15 +143,30 @@ int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, ui
 	BufferRegistration reg = dev->backend->register_buffer(slot, base, len);
 	if (reg.error) {
 		dev->buffers.release(slot);
-		return fail(reg.error, "kvblk_register_buffer: %s", reg.note.c_str());
+		return fail(reg.error, "kvblk_register_buffer: %s", reg.note);
 	}
 	if (reg.fell_back) {
 		dev->stats.record_memlock_fallback();
-		set_last_error("%s", reg.note.c_str());
+		set_last_error("%s", reg.note);
 	}
 	dev->buffers.publish(slot, reg.fixed_index);
 	*id = slot;
 	return 0;
+}
+
+} // namespace
+
+extern "C" {
+
+int kvblk_register_buffer(kvblk_dev *dev, int kind, void *addr, uint64_t len, uint32_t *id) noexcept
+{
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_register_buffer") : 0)
+		return owner;
+	try {
+		return register_buffer(dev, kind, addr, len, id);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "kvblk_register_buffer: out of memory");
+	}
 }
 
 int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len, uint32_t *id) noexcept

@@ -230,8 +230,28 @@ int Stager::serve(Backend &be, Batch &b)
 	busy_.clear();
 
 	bool first = true;
+	bool cancel_seen = false;
 	for (;;) {
 		reap();
+		if (!cancel_seen && b.cancelled()) {
+			/*
+			 * kvblk_cancel() (or kvblk_close()): objects none of whose pieces were read end
+			 * -ECANCELED (fill() skips them); one cut in part is read to its end, and the
+			 * copies queued land before the batch ends. Seen at the start of a round: a
+			 * round is at most buffers * buffer_bytes of reads.
+			 */
+			cancel_seen = true;
+			for (size_t k = cur_ + (cur_off_ ? 1 : 0); k < staged_.size(); k++)
+				if (status_[staged_[k]] == 0)
+					status_[staged_[k]] = -ECANCELED;
+			if (first) {
+				for (uint32_t i : direct) {
+					b.results[i].status = -ECANCELED;
+					b.results[i].bytes = 0;
+				}
+				direct.clear();
+			}
+		}
 		while (cur_ < staged_.size() && status_[staged_[cur_]]) {
 			cur_++; /* its object already failed */
 			cur_off_ = 0;

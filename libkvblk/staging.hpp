@@ -19,6 +19,9 @@
 // the device's buffer table and are registered with the backend like user buffers (io_uring
 // fixed buffers, kvblk.ko registrations), so reads into them map nothing per call.
 //
+// kvblk_cancel() is seen at the start of each round (step 1): the objects none of whose pieces
+// were read end with -ECANCELED, one read in part is read to its end.
+//
 // Failures stay per object: a read error fails its object (its later pieces are skipped).
 // A copy error is known per lane (a CUDA stream reports errors per stream), so it fails the
 // objects with a piece in that buffer's fill - the bad object and at most the neighbours

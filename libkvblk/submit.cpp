@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Batches: kvblk_submit() (prepare_batch() turns the batch into a Job the scheduler owns),
-// kvblk_reap(), kvblk_wait(), kvblk_cancel(), kvblk_event_fd(), and do_batch(): the
+// kvblk_reap(), kvblk_wait(), kvblk_cancel(), kvblk_event_fd(), kvblk_shutdown(), and
+// do_batch(): the
 // synchronous kvblk_load_many()/kvblk_store_many() (bound in compat.cpp) as a submit and a
 // wait.
 #include "async.hpp"
@@ -121,7 +122,7 @@ int do_batch(kvblk_dev *dev, IoDir dir, const DescView &descs, uint32_t n, kvblk
 		ret = submit_job(dev, job, false, &ticket);
 		if (!ret) {
 			Scheduler::Outcome o{};
-			ret = dev->sched->wait(ticket, -1, &o);
+			ret = dev->sched->wait(ticket, -1, &o, false);
 			if (ret == 0 && o.fatal) {
 				set_last_error("%s: %s", fn, o.note.c_str());
 				ret = o.fatal;
@@ -229,7 +230,7 @@ int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns, struct kvblk
 	}
 	try {
 		Scheduler::Outcome o{};
-		const int ret = dev->sched->wait(ticket, timeout_ns, &o);
+		const int ret = dev->sched->wait(ticket, timeout_ns, &o, true);
 		if (ret)
 			return ret;
 		explain_failures("kvblk_wait", o);
@@ -247,7 +248,17 @@ int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) noexcept
 		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_cancel: NULL dev");
-	return dev->sched->cancel(ticket);
+	return dev->sched->cancel(ticket, true);
+}
+
+int kvblk_shutdown(kvblk_dev *dev) noexcept
+{
+	if (int owner = dev ? check_owner(dev->owner, "kvblk_shutdown") : 0)
+		return owner;
+	if (!dev)
+		return fail(-EINVAL, "kvblk_shutdown: NULL dev");
+	dev->sched->shutdown();
+	return 0;
 }
 
 int kvblk_event_fd(kvblk_dev *dev) noexcept

@@ -22,6 +22,7 @@ void TargetTable::install0(std::unique_ptr<TargetEntry> e)
 		state_.resize(1, kFree);
 	}
 	slots_[0] = std::move(e);
+	t0_ = slots_[0].get();
 	state_[0] = kLive;
 	live_ = 1;
 }

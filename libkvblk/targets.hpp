@@ -53,10 +53,14 @@ public:
 	TargetTable(const TargetTable &) = delete;
 	TargetTable &operator=(const TargetTable &) = delete;
 
-	/* Target 0 (kvblk_open()). */
+	/*
+	 * Target 0 (kvblk_open()), installed once before the device is handed out. t0() takes no
+	 * lock and reads no slot: reserve() may reallocate slots_ on another thread meanwhile, the
+	 * entry itself never moves (and target 0 is never removed).
+	 */
 	void install0(std::unique_ptr<TargetEntry> e);
-	[[nodiscard]] TargetEntry &t0() noexcept { return *slots_[0]; }
-	[[nodiscard]] const TargetEntry &t0() const noexcept { return *slots_[0]; }
+	[[nodiscard]] TargetEntry &t0() noexcept { return *t0_; }
+	[[nodiscard]] const TargetEntry &t0() const noexcept { return *t0_; }
 
 	/* Reserve the smallest free id >= 1: 0 with *id, or -ENOSPC at KVBLK_MAX_TARGETS. */
 	int reserve(uint32_t *id);
@@ -96,6 +100,7 @@ private:
 
 	std::mutex mu_;
 	std::vector<std::unique_ptr<TargetEntry>> slots_;	/* by id; grows, never shrinks */
+	TargetEntry *t0_ = nullptr;				/* *slots_[0], fixed from install0() */
 	std::vector<uint8_t> state_;
 	uint32_t live_ = 0;
 	std::atomic<uint64_t> serial_{0};

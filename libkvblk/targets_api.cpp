@@ -143,19 +143,23 @@ int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *in
 		return ret;
 	kvblk_dev_info i = dev->info;
 	try {
-		auto lock = dev->targets.lock();
-		const TargetEntry *e = dev->targets.find_locked(id);
-		if (!e)
-			return fail(-ENOENT, "kvblk_get_target_info: target %u is not added", id);
-		const Target &t = e->t;
-		i.flags = (t.blockdev ? KVBLK_INFO_BLOCKDEV : 0) | (t.buffered ? KVBLK_INFO_BUFFERED : 0) |
-			  (t.writable ? KVBLK_INFO_WRITABLE : 0);
-		i.logical_block_size = t.logical_block_size;
-		i.mem_align = t.mem_align;
-		i.capacity = current_size(t);
-		i.max_cmd_bytes = e->max_cmd_bytes;
-		i.queue_depth = e->queue_depth;
-		i.workers = e->workers;
+		{
+			/* The table's lock (every batch's prepare takes it) only for the entry's fields. */
+			auto lock = dev->targets.lock();
+			const TargetEntry *e = dev->targets.find_locked(id);
+			if (!e)
+				return fail(-ENOENT, "kvblk_get_target_info: target %u is not added", id);
+			const Target &t = e->t;
+			i.flags = (t.blockdev ? KVBLK_INFO_BLOCKDEV : 0) | (t.buffered ? KVBLK_INFO_BUFFERED : 0) |
+				  (t.writable ? KVBLK_INFO_WRITABLE : 0);
+			i.logical_block_size = t.logical_block_size;
+			i.mem_align = t.mem_align;
+			i.capacity = current_size(t);
+			i.max_cmd_bytes = e->max_cmd_bytes;
+			i.queue_depth = e->queue_depth;
+			i.workers = e->workers;
+		}
+		/* Which backend serves it: the lanes' lock, not the table's (a removal meanwhile is the caller's race). */
 		std::string reason;
 		i.backend = dev->backend->target_kind(id, IoDir::read, &reason);
 		if (!reason.empty())

@@ -12,6 +12,7 @@
 #include <memory>
 
 namespace kvblk::detail {
+class Backend;
 class CopyEngine;
 }
 
@@ -75,6 +76,18 @@ struct CommandInfo {
  *                     (at their first staged registration) instead of loading CUDA:
  *                     typically a kvblk::detail::HostCopyEngine, whose "device memory" is
  *                     host memory (libkvblk/copy_engine.hpp).
+ * @wrap_backend:      when set, kvblk_open() hands the backend it made for a device (the
+ *                     kmod lanes included) to it and serves the device with what it returns
+ *                     (a backend that forwards to the one it got and watches the calls).
+ * @on_slot_wait:      called (with the scheduler's lock held) by a submitter about to wait
+ *                     for a free batch slot (max_batches outstanding).
+ * @on_slot_taken:     called by a submitter that waited and got a slot; a negative return
+ *                     fails the submit with that errno there, as a dispatch thread that
+ *                     cannot start does.
+ * @on_queued:         called (with the scheduler's lock held) with the ticket of each batch
+ *                     queued for the device's dispatch thread.
+ * @on_wait_sleep:     called (with the scheduler's lock held) with the ticket each time a
+ *                     kvblk_wait() (or a synchronous call's wait) is about to sleep.
  */
 struct Seams {
 	std::function<int64_t(const CommandInfo &, int64_t)> on_complete;
@@ -88,6 +101,11 @@ struct Seams {
 	std::function<void(uint64_t batch, uint32_t pass, uint32_t ranges, uint32_t held)> kmod_pass;
 	uint32_t uring_overcommit = 0;
 	std::function<std::unique_ptr<kvblk::detail::CopyEngine>()> make_copy_engine;
+	std::function<std::unique_ptr<kvblk::detail::Backend>(std::unique_ptr<kvblk::detail::Backend>)> wrap_backend;
+	std::function<void()> on_slot_wait;
+	std::function<int()> on_slot_taken;
+	std::function<void(uint64_t ticket)> on_queued;
+	std::function<void(uint64_t ticket)> on_wait_sleep;
 };
 
 namespace internal {

@@ -2,6 +2,7 @@
 #include "uring_core.hpp"
 
 #include "last_error.hpp"
+#include "threads.hpp"
 
 #include <algorithm>
 #include <array>
@@ -19,24 +20,27 @@ namespace {
 /* Submissions refused for lack of resources (-EAGAIN, -EBUSY, ...) in a row before giving up. */
 constexpr unsigned kMaxTransientRefusals = 10000;
 
-std::string rlimit_memlock_text()
-{
-	rlimit rl{};
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-		return "unknown";
-	if (rl.rlim_cur == RLIM_INFINITY)
-		return "unlimited";
-	char buf[64];
-	std::snprintf(buf, sizeof(buf), "%llu bytes (%llu KiB)", (unsigned long long)rl.rlim_cur,
-		      (unsigned long long)(rl.rlim_cur >> 10));
-	return buf;
-}
+/* RLIMIT_MEMLOCK in words, in a buffer of its own (register_buffer() allocates nothing). */
+struct MemlockText {
+	char s[64];
+	MemlockText() noexcept
+	{
+		rlimit rl{};
+		if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+			std::snprintf(s, sizeof(s), "unknown");
+		else if (rl.rlim_cur == RLIM_INFINITY)
+			std::snprintf(s, sizeof(s), "unlimited");
+		else
+			std::snprintf(s, sizeof(s), "%llu bytes (%llu KiB)", (unsigned long long)rl.rlim_cur,
+				      (unsigned long long)(rl.rlim_cur >> 10));
+	}
+};
 
-BufferRegistration fallback(const char *note)
+BufferRegistration fallback(const char *note) noexcept
 {
 	BufferRegistration r;
 	r.fell_back = true;
-	r.note = note;
+	r.set_note(note);
 	return r;
 }
 
@@ -177,9 +181,10 @@ int UringCore::create_rings(const RingSetup &s)
 int UringCore::start_threads()
 {
 	const RingSetup &s = setup_;
+	threads_.reserve(rings_.size()); /* no allocation after a thread started */
 	try {
 		for (auto &r : rings_)
-			threads_.emplace_back([this, ring = r.get()] { ring_main(*ring); });
+			threads_.push_back(start_library_thread([this, ring = r.get()] { ring_main(*ring); }));
 	} catch (const std::system_error &e) {
 		return fail(-(e.code().value() ? e.code().value() : EAGAIN), "%s: cannot start %u ring threads: %s",
 			    kvblk_backend_name(s.kind), s.rings, e.what());
@@ -595,7 +600,7 @@ BufferRegistration UringCore::register_buffer(uint32_t id, uint8_t *base, uint64
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes): this kernel gave io_uring no fixed-buffer table "
 				      "(%s); loads into it use plain reads (stats.memlock_fallbacks)",
-				      id, (unsigned long long)len, errno_text(ring->fixed_table).c_str());
+				      id, (unsigned long long)len, ErrnoText(ring->fixed_table).c_str());
 			return fallback(note);
 		}
 	}
@@ -614,14 +619,14 @@ BufferRegistration UringCore::register_buffer(uint32_t id, uint8_t *base, uint64
 	if (ret < 0) {
 		for (size_t i = 0; i + 1 < done; i++)
 			rings_[i]->update_fixed(id, nullptr, 0);
-		const std::string limit = rlimit_memlock_text();
+		const MemlockText limit;
 		if (ret == -EFAULT) { /* the range, not a limit: registration fails */
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes): io_uring could not pin it: EFAULT (part of the "
 				      "range is not mapped, or not writable)",
 				      id, (unsigned long long)len);
 			r.error = -EFAULT;
-			r.note = note;
+			r.set_note(note);
 			return r;
 		}
 		if (ret == -ENOMEM)
@@ -630,13 +635,13 @@ BufferRegistration UringCore::register_buffer(uint32_t id, uint8_t *base, uint64
 				      "pinning it exceeds RLIMIT_MEMLOCK, now %s (ENOMEM); loads into it use "
 				      "plain reads (stats.memlock_fallbacks). Raise the limit (ulimit -l, "
 				      "LimitMEMLOCK=) or grant CAP_IPC_LOCK",
-				      id, (unsigned long long)len, limit.c_str());
+				      id, (unsigned long long)len, limit.s);
 		else
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes) could not become an io_uring fixed buffer: %s "
 				      "(RLIMIT_MEMLOCK is %s); loads into it use plain reads "
 				      "(stats.memlock_fallbacks)",
-				      id, (unsigned long long)len, errno_text(ret).c_str(), limit.c_str());
+				      id, (unsigned long long)len, ErrnoText(ret).c_str(), limit.s);
 		return fallback(note);
 	}
 	fixed_[id] = iovec{base, len};

@@ -21,7 +21,26 @@
  * kvblk_cancel(); every completion is delivered exactly once (to the one
  * kvblk_reap() or kvblk_wait() that takes it) and a ticket is never reused
  * while it is outstanding. Registration and target calls may run concurrently
- * with batches. kvblk_close() must not race any other call on the handle.
+ * with batches. kvblk_close() must not race any other call on the handle,
+ * a thread blocked in kvblk_reap() or kvblk_wait() included: to stop such
+ * threads, call kvblk_shutdown() (from any thread; it wakes every one of
+ * them at once and keeps later calls from waiting), let them return, then
+ * call kvblk_close().
+ *
+ * A handle is freed only by kvblk_close(): one the program drops without
+ * closing keeps its threads, rings, kvblk.ko context, registrations and
+ * outstanding batches (and so the memory they load into) until the process
+ * exits. The C++ wrapper (kvblk.hpp) and the Python binding close theirs when
+ * the object is destroyed or collected.
+ *
+ * Waits and signals (since 0.4): a signal handler that runs on a thread
+ * waiting in kvblk_reap() or kvblk_wait() ends the wait with -EINTR (nothing
+ * taken; the batches stay outstanding), whether the handler was installed
+ * with SA_RESTART or not, as poll(2) does; pthread_kill(3) with such a
+ * handler wakes one thread. kvblk_load_many() and kvblk_store_many() are not
+ * interrupted: their batch owns the caller's memory until it ends. The threads
+ * libkvblk starts (dispatch, io_uring rings, lanes, threadpool) block every
+ * signal, so process-directed signals reach the program's own threads.
  *
  * Batches are asynchronous underneath: kvblk_submit() queues a batch and
  * returns a ticket; kvblk_load_many()/kvblk_store_many() are kvblk_submit()
@@ -31,9 +50,11 @@
  * io_uring rings, threads, kvblk.ko context and buffer registrations are that
  * process's; a child made by fork(2) (Python multiprocessing, engine worker
  * processes) inherits only a copy that must not be used: every call on it
- * returns -EBADFD, before it touches anything the parent shares, and
- * kvblk_last_error() says so. kvblk_close() of the inherited copy frees and
- * unregisters nothing (it returns at once); the child's copies of the
+ * returns -EBADFD at once, before it touches anything the parent shares (a
+ * lock or a wait of the parent's threads included, whatever they were doing
+ * at the fork), and kvblk_last_error() says so. kvblk_close() of the
+ * inherited copy frees and unregisters nothing (it returns at once); the
+ * child's copies of the
  * handle's file descriptors (all O_CLOEXEC) close when it execs or exits.
  * The child opens a handle of its own with kvblk_open(). The parent is never
  * affected: its batches in flight at the fork complete, and its registered
@@ -254,9 +275,14 @@ int kvblk_open(const char *path, const struct kvblk_open_opts *opts, kvblk_dev *
  * the device. NULL is a no-op. Batches still queued are cancelled (their
  * objects not issued end with -ECANCELED, as kvblk_cancel() does), batches in
  * flight are waited for, and completions nobody took are dropped: when it
- * returns, no destination or results array is written any more. Threads that
- * libkvblk started for the handle are joined (the kmod io_uring thread, shared
- * by the process's kmod devices, with the last of them).
+ * returns, no destination or results array is written any more (every
+ * results array is final: what a batch's completion would have said is
+ * there). Threads that libkvblk started for the handle are joined (the kmod
+ * io_uring thread, shared by the process's kmod devices, with the last of
+ * them). It must not run concurrently with any other call on @dev, nor may
+ * any call follow it: a thread waiting in kvblk_reap() or kvblk_wait() on
+ * @dev is woken with kvblk_shutdown() first. On a handle inherited through
+ * fork(2) it returns at once and frees nothing (see "Processes" above).
  */
 void kvblk_close(kvblk_dev *dev) KVBLK_NOEXCEPT;
 
@@ -687,7 +713,9 @@ int kvblk_get_buffer_info(kvblk_dev *dev, uint32_t id, struct kvblk_buffer_info 
  * Do not touch the buffer's memory and run no batch that names it during the
  * call (its first 8 bytes of each page briefly hold the token). Cost: one
  * 8-byte write command per page (about a microsecond each: ~0.3 s per GiB of
- * 4 KiB pages), on the calling thread, sharing the rings with other batches.
+ * 4 KiB pages), issued as one batch of the device (it takes a batch slot and
+ * waits its turn behind queued batches as kvblk_load_many() does; since 0.4),
+ * sharing the rings with other batches.
  * Call it after code that may have remapped the memory, not per load.
  *
  * Return: 0 intact. Errors: -ESTALE pages replaced (kvblk_last_error() names
@@ -696,8 +724,9 @@ int kvblk_get_buffer_info(kvblk_dev *dev, uint32_t id, struct kvblk_buffer_info 
  * -ENOENT unknown @id; -EINVAL NULL @dev, or @id is not KVBLK_MEM_HOST;
  * -EBUSY a batch that names @id is outstanding; -EOPNOTSUPP a kmod device
  * whose kvblk.ko cannot compare its pins (no KVBLK_FEAT_MM_GUARD: a module
- * older than this library; the mapping was found intact); -EBADFD the handle was inherited through fork(); -ENOMEM, and the
- * errors of memfd_create(2).
+ * older than this library; the mapping was found intact); -EBADFD the handle
+ * was inherited through fork(); -ECANCELED the handle is shut down
+ * (kvblk_shutdown(); since 0.4); -ENOMEM, and the errors of memfd_create(2).
  */
 int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 
@@ -902,7 +931,11 @@ struct kvblk_batch_info {
  *  -EINVAL   also: info_size below KVBLK_BATCH_INFO_SIZE_V0_2 or above
  *            64 KiB (a larger one than this library's gets the rest zeroed),
  *            unknown descriptor flags, reserved not 0;
+ *  -ECANCELED the handle is shut down (kvblk_shutdown(); also while the call
+ *            waited for a free batch slot; since 0.4);
  *  -ENOMEM.
+ * Once its batch is queued the call returns only when the batch has ended:
+ * neither a signal nor kvblk_shutdown() ends that wait.
  */
 int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 		    struct kvblk_result *results, struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
@@ -1031,7 +1064,9 @@ void kvblk_submit_opts_init(struct kvblk_submit_opts *opts, size_t size) KVBLK_N
  * opts_size below sizeof(struct kvblk_submit_opts) of 0.3, above 64 KiB, or
  * larger with non-zero unknown bytes; -EAGAIN with KVBLK_SUBMIT_NONBLOCK while
  * max_batches are outstanding; -EBADF a store on a target not opened for
- * writing.
+ * writing; -ECANCELED the handle is shut down (kvblk_shutdown(), also while
+ * this call waited for a free batch slot); -EAGAIN or -ENOMEM the device's
+ * dispatch thread cannot be started.
  */
 int kvblk_submit(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 		 struct kvblk_submit_opts *opts, uint64_t *ticket) KVBLK_NOEXCEPT;
@@ -1082,9 +1117,15 @@ struct kvblk_cqe {
  * Entries come in completion order; a batch's object entries come before
  * its batch entry. Taking a batch entry ends the batch: its ticket is no
  * longer outstanding and its memory is the caller's again.
+ * A wait for @min_complete entries also ends early, taking what is there,
+ * when a signal handler runs on the calling thread or when kvblk_shutdown()
+ * is called (on any thread; after it, the call does not wait at all).
  * Return: entries taken, 0..@max (fewer than @min_complete when the timeout
- * passed). Errors: -EINVAL NULL argument, @max 0, @min_complete > @max;
- * -EINTR a signal interrupted the wait before anything was taken.
+ * passed or the wait ended early). Errors (nothing taken): -EINVAL NULL
+ * argument, @max 0, @min_complete > @max; -EINTR a signal handler ran on the
+ * calling thread while it waited (installed with SA_RESTART or not; since
+ * 0.4); -ECANCELED fewer than @min_complete entries and the handle is shut
+ * down (kvblk_shutdown(); since 0.4); -EBADFD inherited through fork().
  */
 int kvblk_reap(kvblk_dev *dev, struct kvblk_cqe *cqes, uint32_t max, uint32_t min_complete,
 	       int64_t timeout_ns) KVBLK_NOEXCEPT;
@@ -1098,7 +1139,12 @@ int kvblk_reap(kvblk_dev *dev, struct kvblk_cqe *cqes, uint32_t max, uint32_t mi
  * not see them. Return: number of objects with status 0. Errors: -ETIME the
  * timeout passed (the batch stays outstanding); -ENOENT @ticket is not
  * outstanding (never submitted, or already reaped or waited for); -EINVAL
- * NULL @dev or @info with a bad info_size.
+ * NULL @dev or @info with a bad info_size; -EINTR a signal handler ran on the
+ * calling thread while it waited (installed with SA_RESTART or not; the
+ * batch stays outstanding; since 0.4); -ECANCELED the batch has not completed
+ * and the handle is shut down (kvblk_shutdown(): the call does not wait, and
+ * one waiting returns; the batch stays outstanding, kvblk_close() ends it;
+ * since 0.4); -ENOMEM; -EBADFD inherited through fork().
  */
 int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns,
 	       struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
@@ -1106,13 +1152,50 @@ int kvblk_wait(kvblk_dev *dev, uint64_t ticket, int64_t timeout_ns,
 /**
  * kvblk_cancel() - ask the batch @ticket to end early (since 0.3).
  * Objects none of whose commands were issued end with -ECANCELED; objects
- * with commands in flight finish as they complete. The batch still completes
+ * with commands in flight finish as they complete (a running staged batch,
+ * KVBLK_PATH_STAGED: its objects not yet read into a bounce buffer, seen at
+ * the start of its next round of bounce-buffer fills; since 0.4). The batch still completes
  * (reap or wait for it): only then are its destinations the caller's again.
  * Return: 0 request taken (also when every object was already issued).
  * Errors: -ENOENT @ticket is not outstanding or its completion is already
  * queued; -EINVAL NULL @dev.
  */
 int kvblk_cancel(kvblk_dev *dev, uint64_t ticket) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_shutdown() - wake every thread waiting on @dev and keep later calls
+ * from waiting, before kvblk_close() (since 0.4).
+ *
+ * Unlike every other call, it may run concurrently with any call on @dev
+ * but kvblk_close(), from any thread (a signal handler excepted: it takes a
+ * lock). From the moment it returns:
+ *  - every kvblk_reap() and kvblk_wait() on @dev that was waiting has
+ *    returned or is returning at once: kvblk_reap() with the entries
+ *    available (-ECANCELED when none), kvblk_wait() with the batch's result
+ *    if it has completed, else -ECANCELED (the batch stays outstanding);
+ *  - later calls never wait: a kvblk_reap() that would wait (min_complete
+ *    more than the entries there, a timeout other than 0) takes what is
+ *    there, -ECANCELED when that is none; kvblk_wait() takes a completed
+ *    batch or returns -ECANCELED;
+ *  - kvblk_submit(), kvblk_load_many(), kvblk_store_many() and
+ *    kvblk_check_buffer() fail with -ECANCELED, nothing queued, also those
+ *    that were waiting for a free batch slot (max_batches).
+ * The batches outstanding are not cancelled and go on: kvblk_cancel() them,
+ * or let kvblk_close() cancel what is queued and wait for what is in flight.
+ * A kvblk_load_many() or kvblk_store_many() whose batch was queued before
+ * still waits for its end. Other calls (registration, targets, stats,
+ * kvblk_cancel()) work as before. The shutdown cannot be undone: the handle
+ * is only good for draining completions and kvblk_close().
+ *
+ * The way to stop a program's completion threads: set the program's own
+ * stop flag, call kvblk_shutdown(), join the threads (each sees -ECANCELED
+ * from its wait, or the flag), then kvblk_close(). No wake-up is lost: a
+ * thread that was about to wait when kvblk_shutdown() ran does not wait.
+ *
+ * Return: 0, also when called again. Errors: -EINVAL NULL @dev; -EBADFD
+ * inherited through fork() (it returns at once and touches nothing).
+ */
+int kvblk_shutdown(kvblk_dev *dev) KVBLK_NOEXCEPT;
 
 /**
  * kvblk_event_fd() - an eventfd that is readable while completions wait to

@@ -23,6 +23,8 @@
  * Lifetimes: a Buffer must not outlive the Device it was registered on. The destinations
  * and the results of a submitted batch belong to the library until its completion is
  * reaped or waited for (Device::close() cancels what is queued and waits for the rest).
+ * close() (and the destructor) must not race any other call: threads waiting in reap()
+ * or wait() are woken with shutdown() first (they throw Error ECANCELED), then joined.
  */
 #ifndef KVBLK_KVBLK_HPP
 #define KVBLK_KVBLK_HPP
@@ -416,6 +418,14 @@ public:
 			return std::nullopt;
 		return std::size_t(detail::check(rc, "kvblk_wait"));
 	}
+
+	/**
+	 * Wake every thread waiting in reap() or wait() on this Device and keep later ones from
+	 * waiting (they throw Error ECANCELED unless there is something to take); submit() and
+	 * load_many() throw it too (kvblk_shutdown(), since 0.4). Safe while other threads use the
+	 * Device; call it, join them, then close(). Throws Error.
+	 */
+	void shutdown() { detail::check(kvblk_shutdown(dev_), "kvblk_shutdown"); }
 
 	/** Cancel what of batch @t is not issued yet (kvblk_cancel(); throws Error). */
 	void cancel(Ticket t) { detail::check(kvblk_cancel(dev_, t.id), "kvblk_cancel"); }

@@ -1,7 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""The asyncio helper behind Device.load()/store(): one eventfd reader per (device, loop)."""
+"""The asyncio helper behind Device.load()/store(): one eventfd reader per (device, loop),
+registered only while a load is awaited on that loop.
+
+Nothing here keeps a Device or a loop alive: a LoopReaper refers to its Device weakly and
+leaves Device._reapers when its last awaited load is over, so a dropped Device is freed by
+reference count and a closed loop is not held."""
 
 import asyncio
+import weakref
 
 from ._errors import Error
 
@@ -16,7 +22,7 @@ class LoopReaper:
     registered only while something is awaited, so an idle device costs the loop nothing."""
 
     def __init__(self, dev, loop):
-        self._dev = dev
+        self._dev = weakref.ref(dev)
         self._loop = loop
         self._fd = dev.fileno()
         self._watching = 0
@@ -32,6 +38,9 @@ class LoopReaper:
         self._watching -= 1
         if self._watching == 0:
             self.detach()
+            dev = self._dev()
+            if dev is not None and dev._reapers.get(self._loop) is self:
+                del dev._reapers[self._loop]
 
     def detach(self):
         if self._added:
@@ -40,12 +49,16 @@ class LoopReaper:
                 self._loop.remove_reader(self._fd)
 
     def _on_readable(self):
-        if self._dev.closed:
+        dev = self._dev()
+        if dev is None or dev.closed:
             self.detach()
             return
         # Take everything queued; kvblk_reap() clears the eventfd once the queue is empty.
-        while len(self._dev.reap(_REAP_MAX, 0, 0)) == _REAP_MAX:
-            pass
+        try:
+            while len(dev.reap(_REAP_MAX, 0, 0)) == _REAP_MAX:
+                pass
+        except ValueError:  # closed on another thread meanwhile: close() settles the futures
+            self.detach()
 
 
 def _reaper(dev, loop):
@@ -83,7 +96,10 @@ async def run(dev, batch, store, kw):
     def done(b):  # any thread: whoever took the completion
         if loop.is_closed():
             return
-        loop.call_soon_threadsafe(_settle, fut, b, reaper, check, what)
+        try:
+            loop.call_soon_threadsafe(_settle, fut, b, reaper, check, what)
+        except RuntimeError:
+            pass  # the loop closed after the check: nobody awaits the batch any more
 
     dev._on_done(t, done)
     try:
@@ -92,4 +108,3 @@ async def run(dev, batch, store, kw):
         if not t.done():
             t.cancel()
         raise
-

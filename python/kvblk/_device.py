@@ -1,8 +1,22 @@
 # SPDX-License-Identifier: MIT
-"""kvblk.open() and the Device, Buffer, Ticket and Batch classes."""
+"""kvblk.open() and the Device, Buffer, Ticket and Batch classes.
+
+Lifetimes (what python/README.md calls the rules):
+- A Device closes when close() is called, when a ``with`` block ends, or when it is dropped
+  (collected by reference count: nothing the package keeps refers back to it, so no cyclic
+  garbage collection is needed, also with the GC disabled or frozen). Closing cancels what
+  is queued, waits for what is in flight, and finishes every Ticket.
+- A Ticket keeps its Device open; the Device holds a batch's memory (not the Ticket) until
+  the batch is over, so dropping a Ticket does not end its batch.
+- fork(): a child inherits only a copy of the parent's Device that belongs to the parent;
+  every call on it raises kvblk.Error EBADFD at once (whatever the parent's threads were
+  doing at the fork), close() and collection forget it at once and free nothing of the
+  parent's. Open the device again in the child.
+"""
 
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -11,7 +25,7 @@ from ._dest import BufferSlice, Prepared, prepare, resolve
 from ._errors import Error, WaitTimeout
 from ._layout import CQE_DTYPE, DESC_DTYPE, RESULT_DTYPE
 
-_EINVAL, _ENOENT, _EAGAIN = 22, 2, 11
+_EINVAL, _ENOENT, _EAGAIN, _ECANCELED = 22, 2, 11, 125
 _BACKENDS = list(_kvblk.BACKEND_NAMES)
 _PATHS = list(_kvblk.PATH_NAMES)
 _KINDS = {"host": _kvblk.MEM_HOST, "cuda": _kvblk.MEM_CUDA, "p2pdma": _kvblk.MEM_P2PDMA}
@@ -39,11 +53,14 @@ class Batch:
                     tag.
     bytes        -- bytes transferred (objects that succeeded).
     bytes_device -- bytes moved on the targets (DESC_UNALIGNED edges included); None when the
-                    completion came from reap().
-    commands     -- read/write commands issued; None when the completion came from reap().
-    elapsed_ns   -- from submission (or the call) to completion, ns.
-    backend      -- the backend that served it ("uring", "kmod", ...).
-    path         -- "host", "p2p" or "staged".
+                    completion came from reap() or close().
+    commands     -- read/write commands issued; None when the completion came from reap() or
+                    close().
+    elapsed_ns   -- from submission (or the call) to completion, ns; None when close() ended
+                    the batch (its completion was dropped: ok, failed, bytes and results are
+                    from the results array, which is final then).
+    backend      -- the backend that served it ("uring", "kmod", ...; "unknown" after close()).
+    path         -- "host", "p2p" or "staged" ("unknown" after close()).
     ticket       -- the batch's ticket.
     user_data    -- submit()'s user_data.
     """
@@ -60,6 +77,15 @@ class Batch:
         n, failed = int(c["index"]), int(c["failed"])
         return cls((n - failed, int(c["backend"]), int(c["path"]), failed, int(c["bytes"]), None,
                     int(c["elapsed_ns"]), None, int(c["ticket"]), int(c["user_data"])), results)
+
+    @classmethod
+    def _from_results(cls, tid, user_data, results):
+        # close() ended the batch: kvblk_close() dropped its completion, its results are final.
+        st = results["status"]
+        good = st == 0
+        ok = int(good.sum())
+        return cls((ok, -1, -1, len(st) - ok, int(results["bytes"][good].sum()), None, None, None,
+                    tid, user_data), results)
 
     ok = property(lambda self: self._t[0])
     backend = property(lambda self: _name(_BACKENDS, self._t[1]))
@@ -146,29 +172,77 @@ class Buffer:
         return f"<kvblk.Buffer id={self.id} addr={self.addr:#x} nbytes={self.nbytes} kind={self.kind}>"
 
 
+class _Pending:
+    """What a submitted batch holds until it is over: its results array, its destinations and
+    per-batch registrations, the waiters' event and the callbacks. Held by the Device (so
+    that dropping the Ticket does not end the batch) and by the Ticket; it refers to neither,
+    so the Device is never part of a reference cycle."""
+
+    __slots__ = ("results", "prep", "event", "batch", "callbacks", "user_data", "cdev")
+
+    def __init__(self, cdev, results, prep, user_data):
+        self.cdev, self.results, self.prep, self.user_data = cdev, results, prep, user_data
+        self.event = threading.Event()
+        self.batch = None
+        self.callbacks = []
+
+    def finish(self, batch):
+        """Record the Batch, release what the batch held, wake the waiters; returns the
+        callbacks to run. Called once, by whoever took the completion (under the device's
+        lock)."""
+        self.batch = batch
+        prep, self.prep = self.prep, None
+        if prep is not None:
+            prep.release(self.cdev)
+        self.event.set()
+        cbs, self.callbacks = self.callbacks, []
+        return cbs
+
+
+def _run_callbacks(finished):
+    """Run each callback of [(batch, callbacks), ...]; one that raises does not keep the
+    others from running: the first exception is raised once all have run."""
+    first = None
+    for batch, cbs in finished:
+        for cb in cbs:
+            try:
+                cb(batch)
+            except BaseException as e:  # noqa: B036 - every completion is routed first
+                if first is None:
+                    first = e
+    if first is not None:
+        raise first
+
+
 class Ticket:
     """A submitted batch (Device.submit()). Its destinations, results array and any per-batch
     registrations are held until the batch's completion is taken (wait(), Device.reap(), the
-    asyncio helper or close()); dropping the Ticket object does not end the batch."""
+    asyncio helper or close()); dropping the Ticket object does not end the batch. A Ticket
+    keeps its Device open."""
 
-    __slots__ = ("_dev", "id", "results", "_prep", "_event", "_batch", "_callbacks", "_what",
-                 "__weakref__")
+    __slots__ = ("_dev", "id", "_p", "_what", "__weakref__")
 
-    def __init__(self, dev, tid, results, prep, what):
-        self._dev, self.id, self.results, self._prep, self._what = dev, tid, results, prep, what
-        self._event = threading.Event()
-        self._batch = None
-        self._callbacks = []
+    def __init__(self, dev, tid, pending, what):
+        self._dev, self.id, self._p, self._what = dev, tid, pending, what
+
+    @property
+    def results(self):
+        """The RESULT_DTYPE array the batch fills (one entry per descriptor)."""
+        return self._p.results
 
     def wait(self, timeout=None, check=True):
         """Wait for the batch (GIL released) and return its Batch.
 
         timeout -- seconds; None waits without limit; 0 only checks.
         check   -- raise kvblk.Error for the first failed object (Error.batch has them all).
+        A signal handler that raises (Ctrl-C: KeyboardInterrupt) ends the wait with its
+        exception; the batch stays outstanding. When the Device is closed meanwhile (on any
+        thread), the wait returns the Batch as close() ended it.
         Errors: WaitTimeout (errno ETIME, also a TimeoutError) when the time ran out (the batch
-        stays outstanding); kvblk.Error for failed objects with check=True.
+        stays outstanding); kvblk.Error for failed objects with check=True; kvblk.Error EBADFD
+        in a child of fork() (the batch is the parent's).
         """
-        b = self._batch
+        b = self._p.batch
         if b is None:
             b = self._dev._wait_ticket(self, timeout)
         if check and b.failed:
@@ -178,7 +252,7 @@ class Ticket:
     def done(self):
         """True once the batch is over. A completed batch's entries are taken here (as
         kvblk_wait() takes them: its object entries too), so reap() will not see them."""
-        if self._batch is None:
+        if self._p.batch is None:
             try:
                 self._dev._wait_ticket(self, 0)
             except WaitTimeout:
@@ -189,33 +263,41 @@ class Ticket:
         """kvblk_cancel(): objects not yet issued end with -ECANCELED; the batch still
         completes (wait for it). Returns True when the request was taken, False when the batch
         had already completed."""
-        if self._batch is not None:
+        if self._p.batch is not None:
             return False
         return self._dev._c.cancel(self.id)
 
     def batch(self):
         """The Batch if the batch is over, else None."""
-        return self._batch
-
-    def _finish(self, batch):
-        # Called once, by whoever took the completion (under the device's lock).
-        self._batch = batch
-        prep, self._prep = self._prep, None
-        if prep is not None:
-            prep.release(self._dev._c)
-        self._event.set()
-        cbs, self._callbacks = self._callbacks, []
-        return cbs
+        return self._p.batch
 
     def __repr__(self):
-        state = "done" if self._batch is not None else "outstanding"
+        state = "done" if self._p.batch is not None else "outstanding"
         return f"<kvblk.Ticket {self.id} {state}>"
+
+
+_live_devices = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    # The parent's Devices: their locks may have been held by parent threads at the fork, and
+    # their batches are the parent's. Nothing of them is this process's.
+    for d in list(_live_devices):
+        d._forget_inherited()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class Device:
     """An open device or file (kvblk.open()). Thread safe: several threads may submit, load,
-    reap and wait at once. close() (or leaving a ``with`` block) cancels and finishes every
-    outstanding batch, then closes."""
+    reap and wait at once. close() (or leaving a ``with`` block, or dropping the Device)
+    cancels and finishes every outstanding batch, then closes; it may be called while other
+    threads wait in reap() or Ticket.wait() (see close()).
+
+    After fork() the child's copy belongs to the parent: every call raises kvblk.Error EBADFD
+    at once, close() and collection return at once; open the device again in the child."""
 
     def __init__(self, path, backend="auto", *, queue_depth=0, workers=0, write=False,
                  buffered=False, create_bytes=0, max_cmd_bytes=0, max_descs=0,
@@ -230,9 +312,19 @@ class Device:
         self._pending = {}   # ticket id -> Ticket, not yet completed
         self._orphans = {}   # ticket id -> Batch reaped before submit() recorded its Ticket
         self._buffers = {}   # buffer id -> Buffer
-        self._reapers = {}   # asyncio loop -> _aio.LoopReaper
+        self._reapers = {}   # asyncio loop -> _aio.LoopReaper, while a load is awaited on it
         self._c = _kvblk.Device(path, _BACKENDS.index(backend), queue_depth, workers, flags,
                                 max_cmd_bytes, max_descs, eagain_retries, create_bytes, max_batches)
+        _live_devices.add(self)
+
+    def _forget_inherited(self):
+        # In a child of fork() (os.register_at_fork): the parent's locks and batches are not
+        # this process's; the C handle refuses every call with EBADFD by itself.
+        self._lock = threading.Lock()
+        self._pending = {}
+        self._orphans = {}
+        self._reapers = {}
+        self._buffers = {}
 
     # ------------------------------------------------------------------ info
     def info(self):
@@ -388,9 +480,10 @@ class Device:
         nonblock    -- kvblk.Error EAGAIN instead of waiting (GIL released) while max_batches
                        are outstanding.
         user_data   -- an int returned in every completion entry of the batch.
-        Destinations given as Python objects are held by the Ticket (and the Device) until
-        the completion is taken by Ticket.wait(), reap(), the asyncio helper or close().
-        Errors: as load_many() (nothing queued); EAGAIN with nonblock.
+        Destinations given as Python objects are held by the Device until the completion is
+        taken by Ticket.wait(), reap(), the asyncio helper or close().
+        Errors: as load_many() (nothing queued); EAGAIN with nonblock; ECANCELED while the
+        device is being closed on another thread (also while waiting for a slot).
         """
         what = "kvblk_store_many" if store else "kvblk_load_many"
         prep = prepare(self._c, batch, not store, keep, _kvblk.DESC_UNALIGNED if unaligned else 0)
@@ -408,16 +501,14 @@ class Device:
         except BaseException:
             prep.release(self._c)
             raise
-        t = Ticket(self, tid, results, prep, what)
-        cbs = ()
+        p = _Pending(self._c, results, prep, user_data)
+        t = Ticket(self, tid, p, what)
         with self._lock:
             cqe = self._orphans.pop(tid, None)
             if cqe is None:
-                self._pending[tid] = t
+                self._pending[tid] = p
             else:  # a reaper on another thread took the completion before we got here
-                cbs = t._finish(Batch._from_cqe(cqe, results))
-        for cb in cbs:
-            cb(t._batch)
+                p.finish(Batch._from_cqe(cqe, results))
         return t
 
     def reap(self, max=64, min_complete=0, timeout=None):
@@ -429,6 +520,12 @@ class Device:
         per_object batches, object entries. Taking a batch entry ends the batch: its Ticket
         is done (Ticket.wait() returns at once) and its destinations are released.
         Completions taken by Ticket.wait() never show up here.
+        A signal handler that raises (Ctrl-C: KeyboardInterrupt) ends the wait with its
+        exception, nothing taken. Errors: kvblk.Error ECANCELED when close() runs on another
+        thread meanwhile (a reaper thread ends on it; close() does not wait for it); ValueError
+        once the device is closed; kvblk.Error EBADFD in a child of fork().
+        A callback (the asyncio helper's) that raises is raised here after every completion
+        taken has been routed.
         """
         cqes = np.empty(max, CQE_DTYPE)
         k = self._c.reap(cqes, min_complete, _timeout_ns(timeout))
@@ -456,82 +553,104 @@ class Device:
         return await _aio.run(self, batch, True, kw)
 
     def _route(self, cqes):
-        """Finish the Tickets whose batch entries are in ``cqes`` (taken by kvblk_reap())."""
+        """Finish the Tickets whose batch entries are in ``cqes`` (taken by kvblk_reap()):
+        every one of them first, then their callbacks (one raising loses no completion)."""
         if not len(cqes):
             return
         batch_entries = cqes[(cqes["flags"] & _kvblk.CQE_BATCH) != 0]
-        for c in batch_entries:
-            tid = int(c["ticket"])
-            with self._lock:
-                t = self._pending.pop(tid, None)
-                if t is None:
+        finished = []
+        with self._lock:
+            for c in batch_entries:
+                tid = int(c["ticket"])
+                p = self._pending.pop(tid, None)
+                if p is None:
                     self._orphans[tid] = c.copy()
                     continue
-                cbs = t._finish(Batch._from_cqe(c, t.results))
-            for cb in cbs:
-                cb(t._batch)
+                b = Batch._from_cqe(c, p.results)
+                finished.append((b, p.finish(b)))
+        _run_callbacks(finished)
 
     def _wait_ticket(self, t, timeout):
+        p = t._p
         try:
             info = self._c.wait(t.id, _timeout_ns(timeout))
         except Error as e:
-            if e.errno != _ENOENT:
+            if e.errno not in (_ENOENT, _ECANCELED):
                 raise
-            # A reaper (or another waiter) took the completion and is finishing the Ticket.
-            if not t._event.wait(timeout):
-                raise WaitTimeout(f"kvblk_wait: batch {t.id} did not complete within {timeout} s") from None
-            return t._batch
+            # ENOENT: a reaper (or another waiter) took the completion and is finishing the
+            # Ticket; ECANCELED: close() runs on another thread and finishes it.
+            return self._wait_event(t, timeout)
+        except ValueError:  # closed: close() finished the Ticket (or is finishing it)
+            return self._wait_event(t, timeout)
         if info is None:
             raise WaitTimeout(f"kvblk_wait: batch {t.id} did not complete within {timeout} s")
-        b = Batch(info, t.results)
+        b = Batch(info, p.results)
         with self._lock:
             self._pending.pop(t.id, None)
-            cbs = t._finish(b)
-        for cb in cbs:
-            cb(b)
+            cbs = p.finish(b)
+        _run_callbacks([(b, cbs)])
         return b
+
+    @staticmethod
+    def _wait_event(t, timeout):
+        if not t._p.event.wait(timeout):
+            raise WaitTimeout(f"kvblk_wait: batch {t.id} did not complete within {timeout} s") from None
+        return t._p.batch
 
     def _on_done(self, t, cb):
         """Call cb(batch) once ``t`` is over: now if it is, else from whoever finishes it."""
+        p = t._p
         with self._lock:
-            if t._batch is None:
-                t._callbacks.append(cb)
+            if p.batch is None:
+                p.callbacks.append(cb)
                 return
-        cb(t._batch)
+        cb(p.batch)
 
     # ----------------------------------------------------------------- close
     def close(self):
-        """Cancel and finish every outstanding batch (their memory is then free), unregister
-        every buffer and close the device. Waits for calls in progress on other threads.
-        Idempotent."""
-        if self._c.closed:
+        """Close the device: cancel every outstanding batch, wait for what is in flight, finish
+        every Ticket (its Batch then comes from its results array: objects not issued have
+        -ECANCELED; backend, path and elapsed_ns are unknown), release every destination and
+        buffer, kvblk_close(). Idempotent.
+
+        Safe while other threads use the device: threads waiting in reap(), Ticket.wait() or
+        a submit() waiting for a batch slot are woken at once (kvblk_shutdown(): reap() and
+        submit() raise kvblk.Error ECANCELED, Ticket.wait() returns the Batch close() ends),
+        calls that start meanwhile raise ValueError, and close() waits only for calls that
+        end by themselves (a load_many()'s I/O), never for a reaper. In a child of fork() it
+        returns at once: the handle is the parent's. Dropping the Device closes it too.
+        """
+        c = self._c
+        if c.closed:
             return
+        try:
+            c.shutdown()  # every thread waiting on the device returns now; none waits later
+        except ValueError:
+            pass  # another thread is closing it: c.close() below waits for that
+        with self._lock:
+            tids = list(self._pending)
+        for tid in tids:
+            try:
+                c.cancel(tid)
+            except (Error, ValueError):
+                pass
         for r in list(self._reapers.values()):
             r.detach()
-        self._drain()
-        self._c.close()
+        self._reapers.clear()
+        c.close()  # cancels what is queued, waits for what is in flight: results are final
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self._orphans.clear()
+            finished = []
+            for tid, p in pending.items():
+                b = Batch._from_results(tid, p.user_data, p.results)
+                finished.append((b, p.finish(b)))
         for b in list(self._buffers.values()):
             if b._dest is not None:
                 b._dest.release()
                 b._dest = None
         self._buffers.clear()
-
-    def _drain(self):
-        # Outstanding batches own caller memory: cancel them and take their completions before
-        # kvblk_close(), so no view is released while the device may still write into it.
-        with self._lock:
-            tickets = list(self._pending.values())
-            self._orphans.clear()
-        for t in tickets:
-            try:
-                t.cancel()
-            except Error:
-                pass
-        for t in tickets:
-            try:
-                t.wait(check=False)
-            except Error:
-                pass
+        _run_callbacks(finished)
 
     @property
     def closed(self):

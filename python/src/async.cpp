@@ -8,7 +8,9 @@
 
 #include <kvblk/kvblk.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <string>
 
 /* Weak: the module still loads on a libkvblk built without the asynchronous API (a 0.3
@@ -23,6 +25,35 @@
 
 namespace kvblkpy {
 namespace {
+
+/* CLOCK_MONOTONIC now, ns. */
+int64_t now_ns()
+{
+	timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * Run a wait of libkvblk (@call(timeout_ns), GIL released) as Python's own waits do (PEP 475):
+ * when a signal handler interrupted it (-EINTR: a signal for this thread, Ctrl-C on the main
+ * thread), run the Python handlers; one that raises ends the wait with its exception, else
+ * the wait goes on for the rest of @timeout_ns (< 0: no limit).
+ */
+template <class Call> int interruptible_wait(int64_t timeout_ns, std::string &why, Call &&call)
+{
+	const int64_t deadline = timeout_ns > 0 ? now_ns() + timeout_ns : 0;
+	for (;;) {
+		int64_t left = timeout_ns;
+		if (timeout_ns > 0)
+			left = std::max<int64_t>(deadline - now_ns(), 0);
+		const int ret = call_nogil([&] { return call(left); }, why);
+		if (ret != -EINTR)
+			return ret;
+		if (PyErr_CheckSignals() != 0)
+			throw py::error_already_set();
+	}
+}
 
 bool has_async()
 {
@@ -73,7 +104,7 @@ py::object wait(Device &self, uint64_t ticket, int64_t timeout_ns)
 	kvblk_batch_info bi{};
 	bi.info_size = sizeof(bi);
 	std::string why;
-	int ret = call_nogil([&] { return kvblk_wait(u.dev, ticket, timeout_ns, &bi); }, why);
+	int ret = interruptible_wait(timeout_ns, why, [&](int64_t t) { return kvblk_wait(u.dev, ticket, t, &bi); });
 	if (ret == -ETIME)
 		return py::none();
 	if (ret < 0)
@@ -91,9 +122,9 @@ int reap(Device &self, py::handle cqes, uint32_t min_complete, int64_t timeout_n
 		throw py::value_error("cqes must hold 1..2^32-1 entries");
 	Device::Use u(self);
 	std::string why;
-	int ret = call_nogil(
-		[&] { return kvblk_reap(u.dev, c.data<kvblk_cqe>(), uint32_t(c.count()), min_complete, timeout_ns); },
-		why);
+	int ret = interruptible_wait(timeout_ns, why, [&](int64_t t) {
+		return kvblk_reap(u.dev, c.data<kvblk_cqe>(), uint32_t(c.count()), min_complete, t);
+	});
 	if (ret < 0)
 		raise_call_error(ret, "kvblk_reap", why);
 	return ret;
@@ -130,9 +161,11 @@ void bind_async(py::module_ &m, py::class_<Device> &cls)
 	cls.def("submit", &submit, py::arg("descs"), py::arg("results"), py::arg("flags") = 0,
 		py::arg("user_data") = 0, "kvblk_submit(); returns the ticket.")
 		.def("wait", &wait, py::arg("ticket"), py::arg("timeout_ns") = -1,
-		     "kvblk_wait(); the batch tuple, or None when the time ran out.")
+		     "kvblk_wait(); the batch tuple, or None when the time ran out. A signal handler that "
+		     "raises (Ctrl-C) ends the wait with its exception; kvblk.Error ECANCELED when the device "
+		     "is being closed.")
 		.def("reap", &reap, py::arg("cqes"), py::arg("min_complete") = 0, py::arg("timeout_ns") = -1,
-		     "kvblk_reap() into a CQE_DTYPE array; returns the count.")
+		     "kvblk_reap() into a CQE_DTYPE array; returns the count. Waits as wait() does.")
 		.def("cancel", &cancel, py::arg("ticket"), "kvblk_cancel(); False when already completed.")
 		.def("event_fd", &event_fd, "kvblk_event_fd().");
 }

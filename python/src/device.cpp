@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <pthread.h>
 #include <string>
+#include <unistd.h>
 
 /* Weak, as the asynchronous API in async.cpp: a libkvblk without targets still loads the
  * module, and Device.add_target() says ENOSYS. */
@@ -19,9 +21,18 @@
 #pragma weak kvblk_add_target_fd
 #pragma weak kvblk_remove_target
 #pragma weak kvblk_get_target_info
+/* libkvblk 0.4; without it close() waits for a reaper as 0.3 did. */
+#pragma weak kvblk_shutdown
 
 namespace kvblkpy {
 namespace {
+
+std::atomic<uint64_t> g_fork_gen{0};
+
+void on_fork_child() noexcept
+{
+	g_fork_gen.fetch_add(1, std::memory_order_relaxed);
+}
 
 void require_targets()
 {
@@ -151,22 +162,41 @@ StructArray::StructArray(py::handle obj, size_t itemsize, bool writable, const c
 	count_ = size_t(view_.shape[0]);
 }
 
+uint64_t fork_generation() noexcept
+{
+	static std::once_flag once;
+	std::call_once(once, [] { pthread_atfork(nullptr, nullptr, on_fork_child); });
+	return g_fork_gen.load(std::memory_order_relaxed);
+}
+
+bool Device::inherited() const noexcept
+{
+	return fork_gen_ != g_fork_gen.load(std::memory_order_relaxed) || pid_ != getpid();
+}
+
 Device::Use::Use(Device &d) : lk_(d.mu_, std::defer_lock)
 {
+	/* Before the lock: in a child of fork() it may be held for good by a parent thread. */
+	if (d.inherited())
+		raise_error(-EBADFD, "kvblk device " + d.path_ + " was opened by process " + std::to_string(d.pid_) +
+					     " and inherited through fork(): it cannot be used in process " +
+					     std::to_string(getpid()) + "; open it again here");
+	if (d.closing_.load())
+		throw py::value_error("kvblk device " + d.path_ + " is closed");
 	/* close() holds the lock exclusively with the GIL released: block only without the GIL. */
 	if (!lk_.try_lock()) {
 		py::gil_scoped_release nogil;
 		lk_.lock();
 	}
-	if (!d.dev_)
+	dev = d.dev_.load();
+	if (!dev)
 		throw py::value_error("kvblk device " + d.path_ + " is closed");
-	dev = d.dev_;
 }
 
 Device::Device(const std::string &path, uint32_t backend, uint32_t queue_depth, uint32_t workers, uint32_t flags,
 	       uint64_t max_cmd_bytes, uint32_t max_descs, uint32_t eagain_retries, uint64_t create_bytes,
 	       uint32_t max_batches)
-	: path_(path)
+	: path_(path), pid_(getpid()), fork_gen_(fork_generation())
 {
 	kvblk_open_opts o;
 	kvblk_open_opts_init(&o, sizeof(o));
@@ -180,30 +210,50 @@ Device::Device(const std::string &path, uint32_t backend, uint32_t queue_depth, 
 	o.create_bytes = create_bytes;
 	o.max_batches = max_batches;
 	std::string why;
+	kvblk_dev *d = nullptr;
 	/* open(2), statx, io_uring setup, a file's fallocate */
-	int ret = call_nogil([&] { return kvblk_open(path.c_str(), &o, &dev_); }, why);
+	int ret = call_nogil([&] { return kvblk_open(path.c_str(), &o, &d); }, why);
 	if (ret < 0)
 		raise_call_error(ret, ("kvblk_open " + path).c_str(), why);
+	dev_.store(d);
 }
 
 Device::~Device()
 {
-	if (dev_) {
+	/* Nothing else uses it (no Python reference is left); kvblk_close() of an inherited copy
+	 * returns at once. */
+	if (kvblk_dev *d = dev_.exchange(nullptr)) {
 		py::gil_scoped_release nogil;
-		kvblk_close(dev_);
-		dev_ = nullptr;
+		kvblk_close(d);
 	}
+}
+
+void Device::shutdown()
+{
+	Use u(*this);
+	if (&kvblk_shutdown)
+		kvblk_shutdown(u.dev); /* takes the scheduler's lock only: no wait */
 }
 
 void Device::close()
 {
-	std::unique_lock<std::shared_mutex> lk(mu_, std::defer_lock);
-	py::gil_scoped_release nogil;
-	lk.lock();
-	if (dev_) {
-		kvblk_close(dev_);
-		dev_ = nullptr;
+	if (inherited()) {
+		/* The parent's handle: free nothing, touch no lock (one may be held for good). */
+		if (kvblk_dev *d = dev_.exchange(nullptr))
+			kvblk_close(d); /* returns at once in a child */
+		return;
 	}
+	closing_.store(true); /* calls that start from now on raise ValueError */
+	py::gil_scoped_release nogil;
+	{
+		/* Wake the threads waiting in libkvblk on the handle (they hold the shared lock). */
+		std::shared_lock<std::shared_mutex> lk(mu_);
+		if (kvblk_dev *d = dev_.load(); d && &kvblk_shutdown)
+			kvblk_shutdown(d);
+	}
+	std::unique_lock<std::shared_mutex> lk(mu_);
+	if (kvblk_dev *d = dev_.exchange(nullptr))
+		kvblk_close(d);
 }
 
 namespace {
@@ -332,9 +382,11 @@ py::dict target_info(Device &self, uint32_t id)
 	Device::Use u(self);
 	kvblk_dev_info i{};
 	i.info_size = sizeof(i);
-	int ret = kvblk_get_target_info(u.dev, id, &i);
+	std::string why;
+	/* fstat of a file target; takes the locks that registrations and batches take */
+	int ret = call_nogil([&] { return kvblk_get_target_info(u.dev, id, &i); }, why);
 	if (ret < 0)
-		raise_call_error(ret, "kvblk_get_target_info", last_error());
+		raise_call_error(ret, "kvblk_get_target_info", why);
 	return info_dict(i);
 }
 
@@ -379,10 +431,17 @@ void bind_device(py::module_ &m)
 		     py::arg("path"), py::arg("backend") = 0, py::arg("queue_depth") = 0, py::arg("workers") = 0,
 		     py::arg("flags") = 0, py::arg("max_cmd_bytes") = 0, py::arg("max_descs") = 0,
 		     py::arg("eagain_retries") = 0, py::arg("create_bytes") = 0, py::arg("max_batches") = 0)
-		.def("close", &Device::close, "kvblk_close(); waits for calls in progress on other threads.")
+		.def("close", &Device::close,
+		     "kvblk_shutdown() (waiting threads return), then kvblk_close() once the calls in progress on "
+		     "other threads have returned. In a child of fork(): forgets the parent's handle at once.")
+		.def("shutdown", &Device::shutdown,
+		     "kvblk_shutdown(): every reap/wait/submit waiting on the handle returns (ECANCELED), later ones "
+		     "do not wait.")
 		.def_property_readonly("closed", &Device::closed)
+		.def_property_readonly("inherited", &Device::inherited,
+				       "True in a child of fork(): the handle is the parent's (every call raises EBADFD).")
 		.def_property_readonly(
-			"_handle", [](Device &d) { return uint64_t(reinterpret_cast<uintptr_t>(d.dev_)); },
+			"_handle", [](Device &d) { return uint64_t(reinterpret_cast<uintptr_t>(d.dev_.load())); },
 			"The kvblk_dev pointer as an int (0 when closed), for C code run on the same handle "
 			"(python/bench); never use it after close().")
 		.def("info", &get_info, "kvblk_get_info() as a dict.")

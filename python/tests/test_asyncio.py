@@ -45,16 +45,19 @@ def test_concurrent_awaits_get_their_own_completion(dev, store, monkeypatch):
 
     async def main():
         loop = asyncio.get_running_loop()
-        res = await asyncio.gather(*(dev.load([(o, MiB, d, i)]) for i, (o, d) in enumerate(zip(offs, dsts))))
+        tasks = [asyncio.ensure_future(dev.load([(o, MiB, d, i)])) for i, (o, d) in enumerate(zip(offs, dsts))]
+        await asyncio.sleep(0)  # every load is submitted and awaited: one reader for all
         reaper = dev._reapers[loop]
-        return res, reaper._added, reaper._watching
+        res = await asyncio.gather(*tasks)
+        return res, reaper._added, reaper._watching, loop in dev._reapers
 
-    res, added, watching = run(main())
+    res, added, watching, kept = run(main())
     assert len({b.ticket for b in res}) == n
     for i, b in enumerate(res):
         assert b.ok == 1 and int(b.results["tag"][0]) == i
         assert np.array_equal(dsts[i], store[1][offs[i]:offs[i] + MiB])
     assert not added and watching == 0  # the reader is gone once nothing is awaited
+    assert not kept  # and the device keeps no reaper, so no loop
     assert 1 <= len(wakeups) <= n  # woken by the eventfd, not by polling
 
 

@@ -3,6 +3,7 @@
 // kvblk_event_fd(): every error path, priority order, cancellation, per-object entries,
 // eventfd readability, max_batches, close with batches outstanding, and the stress test
 // (8 submitters, 2 reapers, 100,000 batches on one handle).
+#include "gate.hpp"
 #include "test_util.hpp"
 
 #include <algorithm>
@@ -24,41 +25,6 @@ using kvblk::testing::Seams;
 namespace {
 
 constexpr uint64_t kObj = 64 * KiB; /* objects of these tests: one command each */
-
-/* A gate that I/O threads wait at (from the completion seam) until the test opens it. */
-class Gate {
-public:
-	void wait()
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		arrived_ = true;
-		cv_.notify_all();
-		cv_.wait(lk, [&] { return open_; });
-	}
-	void open()
-	{
-		std::lock_guard<std::mutex> g(mu_);
-		open_ = true;
-		cv_.notify_all();
-	}
-	/* Wait until an I/O thread is held at the gate. */
-	bool wait_arrived()
-	{
-		std::unique_lock<std::mutex> lk(mu_);
-		return cv_.wait_for(lk, std::chrono::seconds(10), [&] { return arrived_; });
-	}
-
-private:
-	std::mutex mu_;
-	std::condition_variable cv_;
-	bool open_ = false, arrived_ = false;
-};
-
-/* Opens a Gate when it goes out of scope (declared after the device: opens before close). */
-struct GateOpener {
-	Gate &g;
-	~GateOpener() { g.open(); }
-};
 
 /* Seams that hold the first command of the object at file offset @offset at @gate. */
 Seams gate_seams(Gate &gate, uint64_t offset)

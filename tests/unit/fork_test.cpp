@@ -3,9 +3,12 @@
 // fork() gets -EBADFD from every call on the inherited handle, kvblk_close() of it harms
 // nothing, a handle the child opens itself works, and the parent's handle goes on loading
 // exact bytes, into registered buffers too, with a batch that was outstanding at the fork.
+#include "gate.hpp"
 #include "test_util.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <csignal>
 #include <poll.h>
 #include <thread>
@@ -165,18 +168,27 @@ int child_checks(kvblk_dev *dev, uint32_t buf, uint8_t *reg, const std::string &
 	CHECK(kvblk_set_staging(dev, 0, 0) == -EBADFD);					/* 21 */
 	CHECK(kvblk_register_dmabuf(dev, 0, 0, 4096, &id) == -EBADFD);			/* 22 */
 	CHECK(kvblk_flush(dev, 0, 0) == -EBADFD);					/* 23 */
+	CHECK(kvblk_check_buffer(dev, buf) == -EBADFD);					/* 24 */
+	CHECK(kvblk_shutdown(dev) == -EBADFD);						/* 25 */
 	kvblk_close(dev); /* frees nothing of the parent's; must return */
-	CHECK(true);									/* 24 */
+	CHECK(true);									/* 26 */
 
+#if defined(__SANITIZE_THREAD__)
+	/* ThreadSanitizer cannot start threads in a child of a multi-threaded fork (it exits 66):
+	 * the handle of its own is checked in the plain and ASan builds. */
+	(void)o;
+	(void)r;
+	return 0;
+#endif
 	/* A handle of its own works, plain and registered. */
 	kvblk_dev *mine = nullptr;
-	CHECK(kvblk_open(path.c_str(), &o, &mine) == 0);				/* 25 */
+	CHECK(kvblk_open(path.c_str(), &o, &mine) == 0);				/* 27 */
 	uint32_t mybuf = 0;
-	CHECK(kvblk_register_buffer(mine, KVBLK_MEM_HOST, reg, 2 * kObj, &mybuf) == 0); /* 26 */
+	CHECK(kvblk_register_buffer(mine, KVBLK_MEM_HOST, reg, 2 * kObj, &mybuf) == 0); /* 28 */
 	kvblk_desc md[2] = {plain_desc(3 * kObj, kObj, own.data(), 1), buf_desc(4 * kObj, kObj, mybuf, kObj, 2)};
-	CHECK(kvblk_load_many(mine, md, 2, r, nullptr) == 2);				/* 27 */
-	CHECK(std::memcmp(own.data(), expected_bytes(3 * kObj, kObj, kObj).data(), kObj) == 0); /* 28 */
-	CHECK(std::memcmp(reg + kObj, expected_bytes(4 * kObj, kObj, kObj).data(), kObj) == 0); /* 29 */
+	CHECK(kvblk_load_many(mine, md, 2, r, nullptr) == 2);				/* 29 */
+	CHECK(std::memcmp(own.data(), expected_bytes(3 * kObj, kObj, kObj).data(), kObj) == 0); /* 30 */
+	CHECK(std::memcmp(reg + kObj, expected_bytes(4 * kObj, kObj, kObj).data(), kObj) == 0); /* 31 */
 	kvblk_close(mine);
 #undef CHECK
 	return 0;
@@ -222,6 +234,53 @@ TEST_P(ForkTest, close_in_child_leaves_parent_working)
 	bool ok = false;
 	load_exact(dev_.get(), buf_, reg_.data(), 4, &ok);
 	EXPECT_TRUE(ok) << kvblk_last_error();
+}
+
+/*
+ * Whatever the parent's threads do at the fork: one holds the scheduler's lock (stopped in
+ * the slot-wait seam, which runs under it), one waits in kvblk_reap(), one in kvblk_wait().
+ * Every call in the child still returns -EBADFD at once (a lock copied held stays held
+ * there), kvblk_close() of the copy returns, and the parent's threads end by
+ * kvblk_shutdown() afterwards.
+ */
+TEST_P(ForkTest, child_gets_ebadfd_whatever_the_parent_threads_do)
+{
+	Gate in_lock;
+	std::atomic<int> slot_waits{0};
+	kvblk::testing::Seams s;
+	s.on_slot_wait = [&] {
+		if (slot_waits++ == 0)
+			in_lock.wait(); /* holds the scheduler's mutex until opened */
+	};
+	SeamGuard sg(s);
+	kvblk_open_opts o = opts_;
+	o.max_batches = 1;
+	DevPtr dev = open_dev(path_, o);
+	ASSERT_TRUE(dev);
+	GateOpener go{in_lock};
+	AlignedBuf a(kObj), b(kObj), reg(2 * kObj);
+	uint32_t buf = 0;
+	ASSERT_EQ(kvblk_register_buffer(dev.get(), KVBLK_MEM_HOST, reg.data(), reg.size(), &buf), 0);
+	const kvblk_desc da = plain_desc(0, kObj, a.data(), 1), db = plain_desc(kObj, kObj, b.data(), 2);
+	uint64_t ta = 0;
+	ASSERT_EQ(kvblk_submit(dev.get(), &da, 1, nullptr, &ta), 0); /* holds the only slot until taken */
+	kvblk_cqe c[4];
+	auto reaper = std::async(std::launch::async, [&] { return kvblk_reap(dev.get(), c, 4, 4, -1); });
+	auto submitter = std::async(std::launch::async, [&] {
+		uint64_t t = 0;
+		return kvblk_submit(dev.get(), &db, 1, nullptr, &t);
+	});
+	ASSERT_TRUE(in_lock.wait_arrived()) << "a parent thread holds the scheduler's lock";
+
+	kvblk_dev *d = dev.get();
+	const auto [code, msg] = in_child([&] { return child_checks(d, buf, reg.data(), path_, opts_, ta); });
+	EXPECT_EQ(code, 0) << "first failed check in the child: " << code << "; its last error: " << msg;
+
+	in_lock.open();
+	ASSERT_EQ(kvblk_shutdown(dev.get()), 0);
+	EXPECT_EQ(submitter.get(), -ECANCELED);
+	const int reaped = reaper.get();
+	EXPECT_TRUE(reaped == -ECANCELED || reaped == 1) << reaped; /* batch a's entry, if it was there */
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ForkTest, ::testing::ValuesIn(kForkCases),

@@ -4,12 +4,14 @@
 // targets on different lanes is split, the lanes run at once, results land on their objects,
 // counters merge, every lane's backend is named in served_by, registered buffers reach lanes
 // made later, and device memory a lane cannot reach fails only its objects.
+#include "gate.hpp"
 #include "test_util.hpp"
 
 #include "libkvblk/lanes.hpp"
 #include "libkvblk/last_error.hpp"
 
 #include <atomic>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -47,6 +49,14 @@ public:
 		return 0;
 	}
 	int register_device_buffer(uint32_t, int, int, uint64_t, uint64_t) noexcept override { return 0; }
+	/* Pinning (KVBLK_IOC_REGISTER_BUFFER: seconds per GiB): held at @pin_gate when set. */
+	BufferRegistration register_buffer(uint32_t, uint8_t *, uint64_t) noexcept override
+	{
+		if (pin_gate)
+			pin_gate->wait();
+		return {};
+	}
+	Gate *pin_gate = nullptr;
 	/* What KVBLK_IOC_CHECK_BUFFER would say of buffer @stale_id. */
 	int check_buffer(uint32_t id) noexcept override
 	{
@@ -221,6 +231,43 @@ TEST_F(LanesTest, cancel_reaches_every_lane)
 	}
 	const std::vector<uint8_t> untouched(kN * kBytes, 0x5a);
 	EXPECT_EQ(std::memcmp(dst.data(), untouched.data(), kN * kBytes), 0) << "a cancelled object was read";
+}
+
+/*
+ * A registration pins its pages with the lanes' registration lock only: while lane 0's
+ * backend is pinning (held at a gate), batches are started and split (can_start(), run()),
+ * and targets are placed and queried (lane_of(), target_kind()) on other threads.
+ */
+TEST_F(LanesTest, batches_and_queries_do_not_wait_for_a_registration)
+{
+	ASSERT_EQ(add(1), 0);
+	ASSERT_EQ(add(2), 0);
+	Gate pin;
+	GateOpener go{pin};
+	kmod_->pin_gate = &pin;
+	AlignedBuf reg(kBytes);
+	auto registering = std::async(std::launch::async, [&] { return lanes_->register_buffer(5, reg.data(), kBytes); });
+	ASSERT_TRUE(pin.wait_arrived()) << "lane 0 is pinning";
+
+	AlignedBuf dst(3 * kBytes);
+	auto others = std::async(std::launch::async, [&] {
+		std::vector<IoObject> objs = {obj(0, 0, dst.data()), obj(1, kBytes, dst.data() + kBytes),
+					      obj(2, 2 * kBytes, dst.data() + 2 * kBytes)};
+		std::vector<kvblk_result> res(3);
+		Batch b{IoDir::read, objs.data(), 3, res.data(), {}};
+		std::string why;
+		const bool ok = !lanes_->can_start(b) && lanes_->lane_of(2) == 2 &&
+				lanes_->target_kind(2, IoDir::read, &why) == KVBLK_BACKEND_URING && lanes_->run(b) == 0;
+		return ok && res[0].status == 0 && res[1].status == 0 && res[2].status == 0;
+	});
+	const bool done = others.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+	pin.open();
+	EXPECT_TRUE(done) << "a batch or a query waited for the registration";
+	EXPECT_TRUE(others.get());
+	EXPECT_EQ(registering.get().error, 0);
+	for (uint32_t i = 0; i < 3; i++)
+		EXPECT_EQ(std::memcmp(dst.data() + i * kBytes, expected_bytes(i * kBytes, kBytes, kBytes).data(), kBytes), 0) << i;
+	lanes_->unregister_buffer(5, -1);
 }
 
 TEST_F(LanesTest, all_on_lane_zero_is_not_split)

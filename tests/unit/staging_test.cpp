@@ -4,6 +4,7 @@
 // (memcpy on a worker thread). Bytes, overlap of reads and copies, bounded bounce memory,
 // per-object failures of reads and of copies, counters and the reported path; and the
 // refusals that need no engine (no CUDA runtime, dma-buf without kvblk.ko, stores).
+#include "gate.hpp"
 #include "test_util.hpp"
 
 #include <kvblk/kvblk.hpp>
@@ -385,6 +386,61 @@ TEST_P(StagingTest, stores_from_device_memory_are_refused)
 	EXPECT_EQ(r[0].status, -EOPNOTSUPP);
 	EXPECT_EQ(r[1].status, -ECANCELED);
 	EXPECT_EQ(engine_->copies_done(), 0u);
+}
+
+/*
+ * kvblk_cancel() of a staged batch that is running: held on its first read (the first
+ * round), cancelled, released. The objects none of whose pieces were read end -ECANCELED,
+ * their device memory untouched; the ones read are exact; the batch still completes and
+ * the stats count the cancelled objects.
+ */
+TEST_P(StagingTest, cancel_reaches_a_running_staged_batch)
+{
+	Gate gate;
+	Seams s = host_engine_seam();
+	s.on_complete = [&gate](const CommandInfo &c, int64_t res) {
+		if (c.obj_offset == 0 && c.cmd_offset == 0 && c.attempt == 0)
+			gate.wait();
+		return res;
+	};
+	SeamGuard sg(s);
+	uint32_t buf = KVBLK_BUF_NONE;
+	DevPtr d = open_registered(&buf);
+	ASSERT_TRUE(d);
+	GateOpener go{gate};
+	const std::vector<kvblk_desc> v = descs(buf);
+	std::vector<kvblk_result> r(v.size());
+	kvblk_submit_opts o;
+	kvblk_submit_opts_init(&o, sizeof(o));
+	o.results = r.data();
+	uint64_t t = 0;
+	ASSERT_EQ(kvblk_submit(d.get(), v.data(), uint32_t(v.size()), &o, &t), 0) << kvblk_last_error();
+	ASSERT_TRUE(gate.wait_arrived()) << "the first round's read of object 0 is held";
+	EXPECT_EQ(kvblk_cancel(d.get(), t), 0);
+	gate.open();
+	kvblk_batch_info bi = new_batch_info();
+	const int ok = kvblk_wait(d.get(), t, -1, &bi);
+	ASSERT_GE(ok, 1) << kvblk_last_error();
+	EXPECT_LT(ok, int(kObjects)) << "the objects after the first round were read all the same";
+	uint32_t cancelled = 0;
+	for (uint32_t i = 0; i < kObjects; i++) {
+		SCOPED_TRACE(i);
+		EXPECT_EQ(r[i].tag, 1000 + i);
+		if (r[i].status == 0) {
+			EXPECT_EQ(r[i].bytes, object_bytes(i));
+			EXPECT_TRUE(object_exact(i));
+			continue;
+		}
+		EXPECT_EQ(r[i].status, -ECANCELED);
+		EXPECT_EQ(r[i].bytes, 0u);
+		EXPECT_TRUE(devmem_->all(dev_off_[i], object_bytes(i), 0xA5)) << "a cancelled object was written";
+		cancelled++;
+	}
+	EXPECT_EQ(cancelled + uint32_t(ok), kObjects);
+	EXPECT_EQ(r[0].status, 0) << "the object in flight finishes";
+	EXPECT_TRUE(gaps_untouched());
+	EXPECT_EQ(bi.failed, cancelled);
+	EXPECT_EQ(get_stats(d.get()).cancelled_objects, cancelled);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StagingTest, ::testing::ValuesIn(kAllBackends), case_name);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
@@ -46,7 +47,7 @@ inline void fill_pattern(uint8_t *dst, uint64_t abs_offset, uint64_t len, uint64
 	for (uint64_t i = 0; i < len; i += 8) {
 		const uint64_t a = abs_offset + i;
 		const uint64_t w = pattern_word(a / object_bytes, a % object_bytes);
-		std::memcpy(dst + i, &w, 8);
+		std::memcpy(dst + i, &w, std::min<uint64_t>(8, len - i)); /* a last partial word: no further */
 	}
 }
 
