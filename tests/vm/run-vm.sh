@@ -243,7 +243,7 @@ pid=$!
 		fi
 		sleep 1
 	done
-) &
+) 8>&- &	# without the VM lock: its sleep may outlive a kill of the watcher by 30 s
 watcher=$!
 trap 'kill -TERM $pid 2>/dev/null' INT TERM
 rc=0
