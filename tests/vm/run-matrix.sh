@@ -15,7 +15,7 @@
 # Legs on a chroot kernel run every variant but those in
 # $KVBLK_VM_MATRIX_SKIP (default "lba512 mdts-small") unless --variants is
 # given, and every case but those matching the ERE $KVBLK_VM_MATRIX_SKIP_CASES
-# (default "^kvblkctl$") unless --cases is given (see README.md, "Kernel
+# (default "^(kvblkctl|fuzz)$") unless --cases is given (see README.md, "Kernel
 # matrix"); the host's kernel runs everything. Exit status: 0 when every leg passed.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -37,7 +37,7 @@ done
 kernels=("$@")
 [ ${#kernels[@]} -gt 0 ] || read -ra kernels <<<"${KVBLK_VM_KERNELS:-6.1 6.12 7.2}"
 skip=" ${KVBLK_VM_MATRIX_SKIP-lba512 mdts-small} "
-skip_cases=${KVBLK_VM_MATRIX_SKIP_CASES-^kvblkctl\$}
+skip_cases=${KVBLK_VM_MATRIX_SKIP_CASES-^(kvblkctl|fuzz)\$}
 subset=
 for v in $(vm_variant_names); do
 	[[ $skip == *" $v "* ]] || subset+=${subset:+,}$v
