@@ -225,6 +225,15 @@ void apply_record(DriveIndex &di, Record &r, uint32_t drive)
 
 Store::~Store()
 {
+	if (!verifiers.empty()) { /* an open that failed after start_reaper() */
+		{
+			std::lock_guard<std::mutex> lk(verify_mu);
+			verify_stop = true;
+		}
+		verify_cv.notify_all();
+		for (std::thread &t : verifiers)
+			t.join();
+	}
 	if (dev)
 		kvblk_close(dev);
 	for (auto &dp : drives)

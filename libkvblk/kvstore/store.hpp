@@ -12,6 +12,9 @@
 //  - The reaper thread (reaper.cpp) takes every completion of the store's asynchronous
 //    libkvblk batches (gets, and the data writes of puts) and drives them on. Synchronous
 //    libkvblk calls (metadata I/O) never reach it: libkvblk claims them for their caller.
+//  - The checksum threads (reaper.cpp, verify_post()) check the CRC32C of large host-memory
+//    hits beside the reaper, so that a batch whose objects end together does not wait for
+//    one thread to checksum all of them after its last byte came (get.cpp).
 #pragma once
 
 #include "cq.hpp"
@@ -248,6 +251,13 @@ struct Store {
 	std::condition_variable io_cv;
 	uint64_t ios_in_flight = 0; /* IoOps submitted and not yet ended */
 
+	/* The checksum threads (none: every check runs on the reaper). */
+	std::vector<std::thread> verifiers;
+	std::mutex verify_mu;
+	std::condition_variable verify_cv;
+	std::deque<std::function<void()>> verify_q;
+	bool verify_stop = false;
+
 	~Store();
 };
 
@@ -343,8 +353,14 @@ void fail_drive(Store &s, Drive &d, const std::string &why);
 /* --- the threads */
 int start_writer(Store &s);
 void stop_writer(Store &s);
+/* The reaper and the checksum threads; stop_reaper() returns when no IoOp is left. */
 int start_reaper(Store &s);
 void stop_reaper(Store &s);
+/*
+ * Run @fn on a checksum thread; false (nothing queued) when the store has none or the
+ * queue cannot grow: the caller runs the check itself.
+ */
+bool verify_post(Store &s, std::function<void()> fn) noexcept;
 /* Commit the pending drops now (open, before the writer starts). */
 void run_drops(Store &s);
 /* Queue a put or delete batch for the writer. */
