@@ -298,10 +298,14 @@ private:
 	void fork_child(Slot &s)
 	{
 		kvblk_dev *d = s.dev;
+		/*
+		 * Made before fork(): the child of a threaded parent must not allocate (a lock of
+		 * the allocator may have been held by another thread: ASan's hung the child here).
+		 */
+		AlignedBuf m(kObj);
 		const pid_t pid = fork();
 		if (pid == 0) {
 			kvblk_cqe c[2];
-			AlignedBuf m(kObj);
 			const kvblk_desc desc = plain_desc(0, kObj, m.data(), 0);
 			kvblk_result r;
 			uint64_t t = 0;
