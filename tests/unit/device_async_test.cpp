@@ -80,6 +80,25 @@ uint32_t threads(const std::string &comm = "")
 	return n;
 }
 
+/* Every thread of this process as "TID name flags=0x..", for failure messages. */
+std::string thread_list()
+{
+	std::string out;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return out;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+		std::string c;
+		std::getline(f, c);
+		out += std::string(" ") + e->d_name + " " + c + (io_uring_thread(e->d_name) ? " (io_uring);" : ";");
+	}
+	closedir(d);
+	return out;
+}
+
 std::string read_line(const std::string &path)
 {
 	std::ifstream f(path);
@@ -377,7 +396,7 @@ TEST_F(KmodAsyncTest, sixteen_batches_in_flight_reaped_and_waited)
 	for (uint32_t b = 0; b < nb; b++)
 		ASSERT_EQ(submit(dev.get(), bs[b], 100 + b, b % 4 == 0 ? KVBLK_SUBMIT_PER_OBJECT : 0), 0)
 			<< kvblk_last_error();
-	EXPECT_EQ(threads(), threads0_ + 1) << "batches in flight started a thread";
+	EXPECT_EQ(threads(), threads0_ + 1) << "batches in flight started a thread:" << thread_list();
 	{
 		/* A synchronous call meanwhile (one ioctl on this thread), into the same buffer's end. */
 		AlignedBuf tail(4 * lbs);
@@ -386,7 +405,7 @@ TEST_F(KmodAsyncTest, sixteen_batches_in_flight_reaped_and_waited)
 		ASSERT_EQ(kvblk_load_many(dev.get(), &d, 1, &r, nullptr), 1) << kvblk_last_error();
 		EXPECT_TRUE(ref_->same(tail.data() + lbs, d.offset, d.length));
 		EXPECT_TRUE(tail.all(0, lbs, 0xA5) && tail.all(3 * lbs, lbs, 0xA5));
-		EXPECT_EQ(threads(), threads0_ + 1) << "a synchronous call started a thread";
+		EXPECT_EQ(threads(), threads0_ + 1) << "a synchronous call started a thread:" << thread_list();
 	}
 
 	/* The second half by kvblk_wait() (claimed: the reapers never see them)... */
