@@ -38,7 +38,9 @@
  * kvblk_kvstore_close() must not race other calls. A store starts two threads: one takes
  * libkvblk's completions of gets (and checks their checksums), one runs puts, deletes and
  * checkpoints in order (puts and deletes are serialised: each is made durable before the
- * next starts). Processes: a store belongs to the process that opened it; in a child made
+ * next starts); and, on a machine of more than one CPU, one checksum thread per CPU (at most
+ * 4) for the hits of 256 KiB and more in host memory, so that a batch's checks run beside its
+ * reads instead of after its last byte. All of them block every signal. Processes: a store belongs to the process that opened it; in a child made
  * by fork(2) every call on the inherited handle returns -EBADFD and
  * kvblk_kvstore_close() frees nothing. Two stores (in this or another process) cannot open
  * the same drive for writing at once: each drive is locked with flock(2) (LOCK_EX; LOCK_SH
