@@ -157,6 +157,15 @@ INSTANTIATE_TEST_SUITE_P(Handler, SignalWakeTest, ::testing::Values(0, SA_RESTAR
 
 TEST_F(WakeTest, load_many_waits_for_its_batch_through_signals)
 {
+#if defined(__SANITIZE_THREAD__)
+	/*
+	 * ThreadSanitizer runs an asynchronous signal's handler only when the thread next enters
+	 * a call it intercepts; libkvblk's waits are raw futex(2) calls that it does not, and a
+	 * kvblk_load_many() goes back to waiting after each -EINTR: 2 of 20 handlers ran in 10 s
+	 * in a CI run. The plain and AddressSanitizer builds run this test.
+	 */
+	GTEST_SKIP() << "ThreadSanitizer defers signal handlers past raw futex waits";
+#endif
 	Usr1Handler h(0);
 	Gate gate;
 	std::atomic<int> queued{0};
