@@ -225,15 +225,7 @@ void apply_record(DriveIndex &di, Record &r, uint32_t drive)
 
 Store::~Store()
 {
-	if (!verifiers.empty()) { /* an open that failed after start_reaper() */
-		{
-			std::lock_guard<std::mutex> lk(verify_mu);
-			verify_stop = true;
-		}
-		verify_cv.notify_all();
-		for (std::thread &t : verifiers)
-			t.join();
-	}
+	stop_verifiers(*this); /* an open that failed after start_reaper() */
 	if (dev)
 		kvblk_close(dev);
 	for (auto &dp : drives)

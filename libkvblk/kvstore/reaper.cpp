@@ -60,6 +60,8 @@ void verifier_main(Store &s)
 	}
 }
 
+} // namespace
+
 void stop_verifiers(Store &s)
 {
 	{
@@ -71,8 +73,6 @@ void stop_verifiers(Store &s)
 		t.join();
 	s.verifiers.clear();
 }
-
-} // namespace
 
 bool verify_post(Store &s, std::function<void()> fn) noexcept
 {

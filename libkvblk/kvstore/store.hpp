@@ -361,6 +361,8 @@ void stop_reaper(Store &s);
  * queue cannot grow: the caller runs the check itself.
  */
 bool verify_post(Store &s, std::function<void()> fn) noexcept;
+/* Stop and join the checksum threads (none left: a no-op); what is queued runs first. */
+void stop_verifiers(Store &s);
 /* Commit the pending drops now (open, before the writer starts). */
 void run_drops(Store &s);
 /* Queue a put or delete batch for the writer. */
