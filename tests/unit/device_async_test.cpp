@@ -55,6 +55,23 @@ bool io_uring_thread(const char *tid)
 	return flags & 0x10;
 }
 
+/* Call @fn(tid, name) for every thread of this process. */
+template <typename Fn> void for_each_thread(Fn fn)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+		std::string c;
+		std::getline(f, c);
+		fn(e->d_name, c);
+	}
+	closedir(d);
+}
+
 /*
  * Threads of this process named @comm, or ("") all of them but io_uring's own workers
  * (iou-wrk-*, iou-sqp-*: the kernel's, made and ended by io_uring as it likes).
@@ -62,40 +79,22 @@ bool io_uring_thread(const char *tid)
 uint32_t threads(const std::string &comm = "")
 {
 	uint32_t n = 0;
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return 0;
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
-		std::string c;
-		std::getline(f, c);
+	for_each_thread([&](const char *tid, const std::string &c) {
 		if (comm.empty())
-			n += c.rfind("iou-", 0) != 0 && !io_uring_thread(e->d_name);
+			n += c.rfind("iou-", 0) != 0 && !io_uring_thread(tid);
 		else
 			n += c == comm;
-	}
-	closedir(d);
+	});
 	return n;
 }
 
-/* Every thread of this process as "TID name flags=0x..", for failure messages. */
+/* Every thread of this process as "TID name", io_uring's marked, for failure messages. */
 std::string thread_list()
 {
 	std::string out;
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return out;
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
-		std::string c;
-		std::getline(f, c);
-		out += std::string(" ") + e->d_name + " " + c + (io_uring_thread(e->d_name) ? " (io_uring);" : ";");
-	}
-	closedir(d);
+	for_each_thread([&](const char *tid, const std::string &c) {
+		out += std::string(" ") + tid + " " + c + (io_uring_thread(tid) ? " (io_uring);" : ";");
+	});
 	return out;
 }
 
