@@ -26,18 +26,6 @@ namespace {
 
 constexpr uint64_t kObj = 64 * KiB; /* objects of these tests: one command each */
 
-/* Seams that hold the first command of the object at file offset @offset at @gate. */
-Seams gate_seams(Gate &gate, uint64_t offset)
-{
-	Seams s;
-	s.on_complete = [&gate, offset](const CommandInfo &c, int64_t res) {
-		if (c.obj_offset == offset && c.attempt == 0 && c.cmd_offset == 0)
-			gate.wait();
-		return res;
-	};
-	return s;
-}
-
 bool readable(int fd)
 {
 	pollfd p{fd, POLLIN, 0};

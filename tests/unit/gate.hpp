@@ -4,6 +4,8 @@
 // without timing.
 #pragma once
 
+#include "libkvblk/testing.hpp"
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -44,5 +46,17 @@ struct GateOpener {
 	Gate &g;
 	~GateOpener() { g.open(); }
 };
+
+/* Seams that hold the first command of the object at file offset @offset at @gate. */
+inline kvblk::testing::Seams gate_seams(Gate &gate, uint64_t offset)
+{
+	kvblk::testing::Seams s;
+	s.on_complete = [&gate, offset](const kvblk::testing::CommandInfo &c, int64_t res) {
+		if (c.obj_offset == offset && c.attempt == 0 && c.cmd_offset == 0)
+			gate.wait();
+		return res;
+	};
+	return s;
+}
 
 } // namespace kvblk_test

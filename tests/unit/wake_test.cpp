@@ -73,17 +73,6 @@ int signal_until_return(const std::function<int()> &fn, const std::function<void
 	return f.get();
 }
 
-Seams gate_seams(Gate &gate, uint64_t offset)
-{
-	Seams s;
-	s.on_complete = [&gate, offset](const CommandInfo &c, int64_t res) {
-		if (c.obj_offset == offset && c.attempt == 0 && c.cmd_offset == 0)
-			gate.wait();
-		return res;
-	};
-	return s;
-}
-
 kvblk_submit_opts submit_opts(kvblk_result *results = nullptr)
 {
 	kvblk_submit_opts o;
