@@ -28,6 +28,12 @@
  * while completions wait. Each key of a batch gets its own status in a results array. The
  * synchronous calls (kvblk_kvstore_get() ...) are submit + wait.
  *
+ * Several drives: a drive missing at an open (KVBLK_KVSTORE_OPEN_DEGRADED) may hold older
+ * copies of keys; generations grow with the wall clock across sessions so that what is put
+ * meanwhile wins when the drive returns, and deletions made meanwhile are kept as tombstones
+ * until an open with every drive present (a wall clock stepped back past an earlier
+ * session's puts defeats this).
+ *
  * Threads: one store may be used from several threads at once, as a kvblk_dev;
  * kvblk_kvstore_close() must not race other calls. A store starts two threads: one takes
  * libkvblk's completions of gets (and checks their checksums), one runs puts, deletes and
@@ -95,8 +101,8 @@ struct kvblk_kvstore_class {
  *                  it is created with this size and preallocated (fallocate(2); a file
  *                  system without fallocate refuses with -EOPNOTSUPP). 0: such a path is
  *                  an error (-ENOENT). An existing file keeps its size.
- * @journal_bytes:  journal ring per drive, a multiple of 4096, >= 1 MiB; 0 = 64 MiB (or
- *                  1/64 of the drive when that is smaller, at least 1 MiB).
+ * @journal_bytes:  journal ring per drive, a multiple of 4096, >= 4 MiB; 0 = 64 MiB (or
+ *                  1/64 of the drive when that is smaller, at least 4 MiB).
  * @max_key_bytes:  longest key, 1..KVBLK_KVSTORE_MAX_KEY; 0 = 512.
  * @max_meta_bytes: longest metadata per object, 0..KVBLK_KVSTORE_MAX_META;
  *                  UINT32_MAX = 0 bytes; 0 = 128.
@@ -145,6 +151,9 @@ void kvblk_kvstore_create_opts_init(struct kvblk_kvstore_create_opts *opts, size
  *                   one before it has completed; the objects of every drive are issued
  *                   interleaved, so that every drive is busy from the start. 0 = 1 GiB.
  * @max_cmd_bytes:   as kvblk_open_opts.max_cmd_bytes; 0 = libkvblk's default.
+ * @max_descs:       keys per batch, and descriptors per libkvblk call, as
+ *                   kvblk_open_opts.max_descs (1..2^20); 0 = libkvblk's default (65536).
+ * @reserved32:      must be 0.
  * @reserved:        must be 0.
  */
 struct kvblk_kvstore_open_opts {
@@ -157,7 +166,9 @@ struct kvblk_kvstore_open_opts {
 	uint32_t max_batches;
 	uint64_t drive_budget_bytes;
 	uint64_t max_cmd_bytes;
-	uint64_t reserved[4];
+	uint32_t max_descs;
+	uint32_t reserved32;
+	uint64_t reserved[3];
 };
 
 /** kvblk_kvstore_open_opts_init() - zero @opts and set opts_size to @size (pass sizeof(*opts)). */
@@ -222,7 +233,8 @@ int kvblk_kvstore_create(const char *const *paths, uint32_t nr_paths,
  * says where. KVBLK_KVSTORE_OPEN_RECOVER (not with RDONLY) opens such a store anyway: the
  * records before the damage are kept, every object is read and those whose CRC32C fails
  * are dropped, and a fresh checkpoint is written (`kvblkctl store check --repair`;
- * both superblock copies damaged stays -EUCLEAN); -EPROTONOSUPPORT the
+ * both superblock copies, or both checkpoints, damaged stays -EUCLEAN: there is no index
+ * to start from); -EPROTONOSUPPORT the
  * store is of a newer format (or needs features this library lacks: read-only open
  * allowed when only read-only-compatible features are unknown); -EXDEV the drives belong
  * to different stores, or two paths are the same drive of the store; -ENODEV a drive of the
@@ -246,8 +258,9 @@ void kvblk_kvstore_close(kvblk_kvstore *store) KVBLK_NOEXCEPT;
  * kvblk_kvstore_dev() - the kvblk_dev the store moves its bytes through (drive i is target
  * i of it). Use it to register destinations and sources (kvblk_register_buffer(),
  * kvblk_register_dmabuf()), whose ids the store's batches then name, and for
- * kvblk_get_stats()/kvblk_get_info(). Never store through it, remove its targets, or close
- * it: the store owns it. NULL for a NULL store.
+ * kvblk_get_stats()/kvblk_get_info(). Never store, submit, reap, wait or cancel through it,
+ * remove its targets, or close it: the store owns it (its reaper thread takes every completion
+ * of it). NULL for a NULL store.
  */
 kvblk_dev *kvblk_kvstore_dev(kvblk_kvstore *store) KVBLK_NOEXCEPT;
 
@@ -271,11 +284,14 @@ kvblk_dev *kvblk_kvstore_dev(kvblk_kvstore *store) KVBLK_NOEXCEPT;
  * @flags:    0.
  * @tag:      the caller's value, copied to the key's result.
  *
- * Alignment: none is required. A host destination or source whose address or length is
- * not a multiple of the drive's alignment is read with KVBLK_DESC_UNALIGNED (a get: at
- * most two extra blocks through libkvblk's bounce) or written through a store-owned
- * bounce block (a put: the last block, or the whole object when the address is
- * unaligned). Device memory (CUDA, dma-buf, P2PDMA buffers) must be aligned to the
+ * Alignment: none is required. A host destination whose address is aligned to the drive's
+ * mem_align and whose room covers the object's last block is read straight into; one whose
+ * room ends inside that block is read with KVBLK_DESC_UNALIGNED (the last block through
+ * libkvblk's bounce); one whose address is not aligned is read whole through that bounce
+ * and copied (a get issues such objects in parts of at most KVBLK_MAX_BOUNCE_BYTES of
+ * bounce). Align destinations to the page for the direct path. A put's source is written
+ * straight from its address when aligned (only a last partial block through a store-owned
+ * bounce block), else through a bounce copy of the whole object. Device memory (CUDA, dma-buf, P2PDMA buffers) must be aligned to the
  * drive's mem_align with room for the object rounded up to its logical block size.
  */
 struct kvblk_kvstore_op {
@@ -305,7 +321,10 @@ struct kvblk_kvstore_op {
  *            being read); -ENODEV no healthy drive has its class; -EIO a write or flush
  *            failed (the key keeps its older object, if any).
  *            exists: 0 present; -ENOENT absent; -ENODEV on a failed drive.
- *            delete: 0 was present and is deleted (durable); -ENOENT absent.
+ *            delete: 0 was present and is deleted (durable); -ENOENT absent; -ENODEV its
+ *            drive has failed (nothing deleted); -EIO the journal commit failed (the key is
+ *            gone for this session and its drive failed; it may come back at the next open).
+ *            A get that fails with -EBADMSG drops the key; other read errors keep it.
  * @meta_len: get, exists: the object's metadata length (may be more than op.meta_len).
  * @length:   get, exists: the object's length (also on -EMSGSIZE); put: bytes stored.
  * @tag:      the op's tag.
@@ -486,7 +505,8 @@ int kvblk_kvstore_evicted(kvblk_kvstore *store, struct kvblk_kvstore_key *keys, 
  *          a walk may or may not be seen; no key present for the whole walk is missed or
  *          seen twice.
  * @keys, @max, @buf, @buf_len: as kvblk_kvstore_evicted().
- * Return: keys written. Errors: -EINVAL NULL argument or @max 0; -EBADFD.
+ * Return: keys written. Errors: -EINVAL NULL argument or @max 0; -ENOSPC @buf_len cannot
+ * hold the next key; -EBADFD.
  */
 int kvblk_kvstore_list(kvblk_kvstore *store, uint64_t *cursor, struct kvblk_kvstore_key *keys,
 		       uint32_t max, void *buf, size_t buf_len) KVBLK_NOEXCEPT;

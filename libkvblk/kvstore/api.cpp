@@ -54,9 +54,13 @@ int open_common(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 		return fail(-EINVAL, "%s: when_full %u is neither KVBLK_KVSTORE_EVICT_LRU nor _REFUSE", fn, o.when_full);
 	if (o.max_batches > KVBLK_MAX_BATCHES)
 		return fail(-EINVAL, "%s: max_batches %u is over %u", fn, o.max_batches, KVBLK_MAX_BATCHES);
+	if (o.reserved32)
+		return fail(-EINVAL, "%s: reserved fields must be 0", fn);
 	for (uint64_t r : o.reserved)
 		if (r)
 			return fail(-EINVAL, "%s: reserved fields must be 0", fn);
+	if (o.max_descs > KVBLK_MAX_DESCS_LIMIT)
+		return fail(-EINVAL, "%s: max_descs %u is over %u", fn, o.max_descs, KVBLK_MAX_DESCS_LIMIT);
 	std::unique_ptr<kvblk_kvstore> s;
 	std::vector<ReplayReport> reps;
 	if (int ret = open_store(paths, n, o, fn, &s, &reps))
@@ -77,6 +81,8 @@ int open_common(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 		const int ret = check_store(raw, KVBLK_KVSTORE_CHECK_DATA | KVBLK_KVSTORE_CHECK_REPAIR, &rep);
 		if (ret < 0) {
 			const std::string why = kvblk_kvstore_last_error();
+			/* Nothing unchecked may become a checkpoint: the next open finds the damage again. */
+			raw->no_final_checkpoint = true;
 			close_store(raw);
 			return fail(ret, "%s: recovery: %s", fn, why.c_str());
 		}
@@ -85,14 +91,17 @@ int open_common(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 	}
 	/* A checkpoint now, before the writer runs (it alone writes journals after this): the next
 	 * open replays nothing. */
-	if ((replayed || created) && !(o.flags & KVBLK_KVSTORE_OPEN_RDONLY))
+	if ((replayed || created || raw->open_rewrite) && !(o.flags & KVBLK_KVSTORE_OPEN_RDONLY))
 		for (auto &dp : raw->drives)
 			if (dp->ok() && dp->target != UINT32_MAX && write_checkpoint(*raw, *dp))
 				fail_drive(*raw, *dp, std::string("checkpoint failed: ") + kvblk_kvstore_last_error());
-	if (int ret = start_writer(*raw)) {
-		const std::string why = kvblk_kvstore_last_error();
-		close_store(raw);
-		return fail(ret, "%s", why.c_str());
+	/* A read-only store writes nothing: no writer thread (no puts, deletes, drops or probes). */
+	if (!(o.flags & KVBLK_KVSTORE_OPEN_RDONLY)) {
+		if (int ret = start_writer(*raw)) {
+			const std::string why = kvblk_kvstore_last_error();
+			close_store(raw);
+			return fail(ret, "%s", why.c_str());
+		}
 	}
 	*out = raw;
 	return 0;
@@ -204,8 +213,8 @@ int submit(kvblk_kvstore *s, uint32_t kind, const kvblk_kvstore_op *ops, uint32_
 	if (n == 0)
 		return fail(-EINVAL, "%s: no ops", fn);
 	if (n > s->max_descs)
-		return fail(-E2BIG, "%s: %u ops; the store takes at most %u per batch (its kvblk_dev's max_descs: "
-				    "split the batch, or open with a larger max_descs)", fn, n, s->max_descs);
+		return fail(-E2BIG, "%s: %u ops; the store takes at most %u per batch (split the batch, or open "
+				    "the store with a larger kvblk_kvstore_open_opts.max_descs)", fn, n, s->max_descs);
 	if ((s->flags & KVBLK_KVSTORE_OPEN_RDONLY) && (kind == KVBLK_KVSTORE_PUT || kind == KVBLK_KVSTORE_DELETE))
 		return fail(-EROFS, "%s: the store was opened read-only", fn);
 	auto b = std::make_unique<Batch>();

@@ -120,17 +120,25 @@ int CompletionQueue::wait(uint64_t ticket, int64_t timeout_ns, kvblk_cqe *out)
 		return -ENOENT;
 	const bool was_claimed = it->second.claimed;
 	it->second.claimed = true;
-	auto done = [&] { return table_.at(ticket).done; };
+	/* Another thread waiting for the same ticket may take it first: then it is gone (-ENOENT). */
+	auto done = [&] {
+		auto e = table_.find(ticket);
+		return e == table_.end() || e->second.done;
+	};
 	if (!it->second.done) {
 		if (timeout_ns < 0)
 			done_cv_.wait(lk, done);
 		else if (!done_cv_.wait_until(lk, Clock::now() + std::chrono::nanoseconds(timeout_ns), done)) {
 			/* Timed out: hand it back to reapers, as it was. */
-			table_.at(ticket).claimed = was_claimed;
+			auto e = table_.find(ticket);
+			if (e != table_.end())
+				e->second.claimed = was_claimed;
 			return -ETIME;
 		}
 	}
 	it = table_.find(ticket);
+	if (it == table_.end())
+		return -ENOENT;
 	if (out)
 		*out = it->second.cqe;
 	table_.erase(it);

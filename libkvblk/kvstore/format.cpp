@@ -199,7 +199,7 @@ int decode_record(const uint8_t *p, size_t avail, uint32_t max_key, uint32_t max
 	if (avail < kRecordHeader)
 		return -EUCLEAN;
 	const uint16_t klen = get_u16(p + 2), mlen = get_u16(p + 4);
-	if ((p[0] != kRecPut && p[0] != kRecDel) || get_u16(p + 6) || get_u32(p + 12) || klen == 0 ||
+	if ((p[0] != kRecPut && p[0] != kRecDel && p[0] != kRecTomb) || get_u16(p + 6) || get_u32(p + 12) || klen == 0 ||
 	    klen > max_key || mlen > max_meta)
 		return -EUCLEAN;
 	const size_t n = record_bytes(klen, mlen);

@@ -61,7 +61,12 @@ void encode_superblock(const Superblock &sb, uint8_t *block) noexcept;
  */
 int decode_superblock(const uint8_t *block, Superblock *sb, bool *ro_only, std::string *why);
 
-enum : uint8_t { kRecPut = 1, kRecDel = 2 };
+/*
+ * Record types. A TOMB ("tombstone") records a deletion made while a drive of the store was
+ * missing: the missing drive may hold an older copy of the key, which the merge of the next
+ * full open must drop (docs/kvstore-format.md section 4).
+ */
+enum : uint8_t { kRecPut = 1, kRecDel = 2, kRecTomb = 3 };
 
 /* struct Record - one index record (section 4). */
 struct Record {

@@ -159,7 +159,7 @@ struct GetOp final : IoOp {
 			const int ret = submit_io(s, this, descs.data(), uint32_t(descs.size()), fl, res.data(), &bad);
 			if (ret == 0)
 				return true;
-			if (bad >= 0 && size_t(bad) < cur.size() && (ret == -ERANGE || ret == -ENOENT || ret == -EBADF)) {
+			if (bad >= 0 && size_t(bad) < cur.size() && (ret == -ERANGE || ret == -EBADF)) {
 				/*
 				 * libkvblk refused the batch for one drive: it is smaller than the store (a
 				 * file cut short, a device shrunk) or gone. That drive fails; the part is
@@ -242,12 +242,21 @@ struct GetOp final : IoOp {
 						errs++;
 					if (it.status != -ECANCELED)
 						d.dc->read_errors.fetch_add(1, std::memory_order_relaxed);
-					if ((it.status == -EBADMSG || it.status == -EIO) && it.obj->in_index) {
-						/* Its bytes cannot be trusted: the key goes (a DEL the writer commits). */
+					if (it.status == -EBADMSG && it.obj->in_index) {
+						/*
+						 * Its bytes cannot be trusted: the key goes, a DEL the writer
+						 * commits (a read-only store: a miss for this session only,
+						 * nothing written). Other read errors keep the key: the drive's
+						 * probe decides about the drive.
+						 */
 						retire_locked(s, it.obj);
-						it.obj->readers++; /* held by the drop list until its DEL is durable */
-						s.drops.push_back(it.obj);
-						drops = true;
+						if (s.flags & KVBLK_KVSTORE_OPEN_RDONLY) {
+							it.obj->removal_durable = true;
+						} else {
+							it.obj->readers++; /* the drop list's, until its DEL is durable */
+							s.drops.push_back(it.obj);
+							drops = true;
+						}
 					}
 					if (device_gone(it.status))
 						gone.push_back(it.obj->drive);
@@ -263,6 +272,8 @@ struct GetOp final : IoOp {
 		s.ctr->checksum_failures.fetch_add(bad, std::memory_order_relaxed);
 		s.ctr->get_errors.fetch_add(errs, std::memory_order_relaxed);
 		s.ctr->bytes_read.fetch_add(bytes, std::memory_order_relaxed);
+		if (s.flags & KVBLK_KVSTORE_OPEN_RDONLY)
+			probe.clear(); /* no writer thread: a read-only store never probes */
 		if (drops || !probe.empty()) {
 			std::lock_guard<std::mutex> lk(s.writer_mu);
 			for (uint32_t dix : probe)
@@ -369,18 +380,36 @@ int start_get(Store &s, std::unique_ptr<Batch> b)
 		for (auto &v : per)
 			if (round < v.size())
 				order.push_back(v[round]);
+	/*
+	 * Parts: at most drive_budget bytes per drive, max_descs objects, and KVBLK_MAX_BOUNCE_BYTES of
+	 * libkvblk's bounce (a destination not aligned to the drive's mem_align is read whole through
+	 * it; one whose room ends inside the last block, that block): past it libkvblk refuses the
+	 * batch (-E2BIG).
+	 */
 	std::vector<uint64_t> used(s.drives.size(), 0);
+	uint64_t bounce = 0;
 	op->parts.emplace_back();
 	for (uint32_t k : order) {
-		const Obj *o = op->items[k].obj;
+		const GetItem &it = op->items[k];
+		const Obj *o = it.obj;
+		const Drive &d = *s.drives[o->drive];
 		const uint64_t len = o->length;
+		const uint64_t full = round_up(len, d.lba);
+		uint64_t b = 0;
+		if (it.host && uintptr_t(it.host_addr) % d.mem_align)
+			b = full;
+		else if (it.host && bt.ops[it.op].length < full)
+			b = d.lba;
 		auto &p = op->parts.back();
-		if (!p.empty() && (used[o->drive] + len > s.drive_budget || p.size() >= s.max_descs)) {
+		if (!p.empty() && (used[o->drive] + len > s.drive_budget || p.size() >= s.max_descs ||
+				   bounce + b > KVBLK_MAX_BOUNCE_BYTES)) {
 			op->parts.emplace_back();
 			std::fill(used.begin(), used.end(), 0);
+			bounce = 0;
 		}
 		op->parts.back().push_back(k);
 		used[o->drive] += len;
+		bounce += b;
 	}
 	GetOp *raw = op.release();
 	if (!raw->next()) {

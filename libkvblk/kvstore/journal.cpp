@@ -51,36 +51,50 @@ int make_room(Store &s, Drive &d, uint64_t bytes)
 		if (int ret = write_checkpoint(s, d))
 			return ret;
 	}
-	return fail(-ENOSPC, "drive %u: the journal ring (%llu bytes) cannot hold a commit of %llu bytes", d.index,
-		    ull(J), ull(bytes));
+	return fail(-ENOSPC, "drive %u: the journal ring (%llu bytes) cannot hold a commit group of %llu bytes",
+		    d.index, ull(J), ull(bytes));
 }
 
-/* Seal and write one commit of @payload bytes of records (already at buf + 64). */
-int emit(Store &s, Drive &d, AlignedBuf &buf, uint32_t nrec, uint32_t payload)
+/* The commits of a group: [first record, end) and their payload bytes. */
+struct Cut {
+	size_t from, to;
+	uint32_t payload;
+};
+
+std::vector<Cut> cut_commits(const std::vector<Record> &recs)
+{
+	std::vector<Cut> cuts;
+	Cut c{0, 0, 0};
+	for (size_t i = 0; i < recs.size(); i++) {
+		const size_t n = record_bytes(recs[i].key.size(), recs[i].meta.size());
+		if (c.to > c.from && kCommitHeader + c.payload + n > kMaxCommitBytes) {
+			cuts.push_back(c);
+			c = Cut{i, i, 0};
+		}
+		c.to = i + 1;
+		c.payload += uint32_t(n);
+	}
+	cuts.push_back(c);
+	return cuts;
+}
+
+/* The ring bytes a group of @cuts takes from the tail on, PADs included. */
+uint64_t group_bytes(const Drive &d, const std::vector<Cut> &cuts)
 {
 	const uint64_t J = d.sb.journal_bytes;
-	const uint64_t bytes = round_up(kCommitHeader + payload, kBlock);
-	/* A commit never wraps: pad to the ring's end first. */
-	const uint64_t phys = d.jnl.tail % J;
-	if (phys + bytes > J) {
-		if (int ret = make_room(s, d, (J - phys) + bytes))
-			return ret;
-		const uint64_t pad = J - phys;
-		AlignedBuf p(pad);
-		CommitHeader h;
-		h.store_uuid = s.geo.store_uuid;
-		h.drive_index = d.index;
-		h.nr_blocks = uint32_t(pad / kBlock);
-		h.seq = d.jnl.next_seq;
-		h.pos = d.jnl.tail;
-		seal_commit(h, p.p);
-		if (int ret = write_commit(s, d, d.jnl.tail, p.p, h.nr_blocks))
-			return ret;
-		d.jnl.next_seq++;
-		d.jnl.tail += pad;
-	} else if (int ret = make_room(s, d, bytes)) {
-		return ret;
+	uint64_t pos = d.jnl.tail;
+	for (const Cut &c : cuts) {
+		const uint64_t bytes = round_up(kCommitHeader + c.payload, kBlock);
+		if (pos % J + bytes > J)
+			pos += J - pos % J;
+		pos += bytes;
 	}
+	return pos - d.jnl.tail;
+}
+
+/* Seal and write one commit (or PAD: @nrec 0 and @payload 0 over @bytes) at the tail. */
+int emit(Store &s, Drive &d, uint8_t *buf, uint32_t nrec, uint32_t payload, uint64_t bytes)
+{
 	CommitHeader h;
 	h.store_uuid = s.geo.store_uuid;
 	h.drive_index = d.index;
@@ -89,9 +103,9 @@ int emit(Store &s, Drive &d, AlignedBuf &buf, uint32_t nrec, uint32_t payload)
 	h.pos = d.jnl.tail;
 	h.nr_records = nrec;
 	h.payload_bytes = payload;
-	memset(buf.p + kCommitHeader + payload, 0, bytes - kCommitHeader - payload);
-	seal_commit(h, buf.p);
-	if (int ret = write_commit(s, d, d.jnl.tail, buf.p, h.nr_blocks))
+	memset(buf + kCommitHeader + payload, 0, bytes - kCommitHeader - payload);
+	seal_commit(h, buf);
+	if (int ret = write_commit(s, d, d.jnl.tail, buf, h.nr_blocks))
 		return ret;
 	d.jnl.next_seq++;
 	d.jnl.tail += bytes;
@@ -104,25 +118,51 @@ int commit_records(Store &s, Drive &d, const std::vector<Record> &recs)
 {
 	if (recs.empty())
 		return 0;
+	const uint64_t J = d.sb.journal_bytes;
+	const std::vector<Cut> cuts = cut_commits(recs);
+	/*
+	 * Room for the whole group first: a checkpoint written in the middle of a group would claim
+	 * to cover commits whose records the index does not hold yet (they are published after the
+	 * group is durable). Callers keep a group within a quarter of the ring (group_limit()).
+	 */
+	const uint64_t need = group_bytes(d, cuts);
+	if (need > J / 2)
+		return fail(-E2BIG, "drive %u: a commit group of %llu bytes is over half the journal ring (%llu)",
+			    d.index, ull(need), ull(J));
+	if (int ret = make_room(s, d, need))
+		return ret;
 	AlignedBuf buf(kMaxCommitBytes);
-	uint32_t payload = 0, nrec = 0;
-	for (const Record &r : recs) {
-		const size_t n = record_bytes(r.key.size(), r.meta.size());
-		if (kCommitHeader + payload + n > kMaxCommitBytes) {
-			if (int ret = emit(s, d, buf, nrec, payload))
+	for (size_t k = 0; k < cuts.size(); k++) {
+		const Cut &c = cuts[k];
+		const uint64_t bytes = round_up(kCommitHeader + c.payload, kBlock);
+		const uint64_t phys = d.jnl.tail % J;
+		if (phys + bytes > J) {
+			/* A commit never wraps: a PAD to the ring's end, durable before what follows it
+			 * (a torn PAD under a landed commit would read as damage). */
+			AlignedBuf pad(J - phys);
+			if (int ret = emit(s, d, pad.p, 0, 0, J - phys))
 				return ret;
-			payload = nrec = 0;
+			if (int ret = flush_drive(s, d))
+				return ret;
 		}
-		encode_record(r, buf.p + kCommitHeader + payload);
-		payload += uint32_t(n);
-		nrec++;
+		uint32_t payload = 0;
+		for (size_t i = c.from; i < c.to; i++)
+			payload += uint32_t(encode_record(recs[i], buf.p + kCommitHeader + payload));
+		if (int ret = emit(s, d, buf.p, uint32_t(c.to - c.from), payload, bytes))
+			return ret;
+		/* Each commit durable before the next is written: only the last can be torn. */
+		if (int ret = flush_drive(s, d))
+			return ret;
 	}
-	if (int ret = emit(s, d, buf, nrec, payload))
-		return ret;
-	if (int ret = flush_drive(s, d))
-		return ret;
 	s.ctr->journal_commits.fetch_add(1, std::memory_order_relaxed);
 	return 0;
+}
+
+uint64_t group_limit(const Drive &d) noexcept
+{
+	/* An eighth of the ring in records: with its commit headers and a PAD of at most one
+	 * commit it stays under the half commit_records() takes. */
+	return d.sb.journal_bytes / 8;
 }
 
 bool checkpoint_due(const Drive &d) noexcept
@@ -149,6 +189,15 @@ int write_checkpoint(Store &s, Drive &d)
 			r.gen = o->gen;
 			r.key = o->key;
 			r.meta = o->meta;
+			recs.push_back(std::move(r));
+		}
+		for (const auto &[k, t] : s.tombs) {
+			if (t.second != d.index)
+				continue;
+			Record r;
+			r.type = kRecTomb;
+			r.gen = t.first;
+			r.key = k;
 			recs.push_back(std::move(r));
 		}
 		for (uint32_t c = 0; c < s.geo.nr_classes; c++)
@@ -207,7 +256,13 @@ int later_commit_exists(Store &s, Drive &d, uint64_t seq, bool *found, uint64_t 
 			if (classify_header(buf.p + b, s.geo.store_uuid, d.index, &h) != HeaderKind::valid)
 				continue;
 			*max_seq = std::max(*max_seq, h.seq);
-			if (h.seq > seq)
+			if (h.seq <= seq || *found || off + b + uint64_t(h.nr_blocks) * kBlock > J)
+				continue;
+			/* A later commit proves damage only when the whole of it checks out. */
+			AlignedBuf whole(uint64_t(h.nr_blocks) * kBlock);
+			if (int ret = read_meta(s, d, d.sb.journal_offset + off + b, whole.p, whole.len))
+				return ret;
+			if (commit_crc_ok(whole.p, h.nr_blocks))
 				*found = true;
 		}
 	}

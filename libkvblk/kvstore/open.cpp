@@ -63,6 +63,7 @@ int open_drives(const char *const *paths, uint32_t n, const kvblk_kvstore_open_o
 	oo.queue_depth = o.queue_depth;
 	oo.workers = o.workers;
 	oo.max_cmd_bytes = o.max_cmd_bytes;
+	oo.max_descs = o.max_descs;
 	oo.flags = write ? KVBLK_OPEN_WRITE : 0;
 	oo.max_batches = std::min<uint32_t>(KVBLK_MAX_BATCHES, (o.max_batches ? o.max_batches : 256) * 2 + 16);
 	if (int ret = kvblk_open(paths[0], &oo, &out->dev))
@@ -150,6 +151,7 @@ struct DriveIndex {
 	std::unordered_map<std::string_view, Obj *> keys;
 	std::unordered_map<uint64_t, Obj *> owners; /* (cls << 56 | slot) -> object */
 	std::vector<uint64_t> max_slot;		    /* per class: highest slot + 1 named by a PUT */
+	std::unordered_map<std::string, uint64_t> tombs; /* key -> its newest tombstone's gen */
 	uint64_t max_gen = 0;
 	uint64_t dropped = 0;
 	~DriveIndex()
@@ -169,9 +171,20 @@ struct DriveIndex {
 void apply_record(DriveIndex &di, Record &r, uint32_t drive)
 {
 	di.max_gen = std::max(di.max_gen, r.gen);
+	if (r.type == kRecTomb) {
+		uint64_t &g = di.tombs[r.key];
+		g = std::max(g, r.gen);
+		return;
+	}
 	auto it = di.keys.find(r.key);
 	if (r.type == kRecDel) {
-		if (it != di.keys.end() && it->second->gen < r.gen)
+		/*
+		 * A DEL removes the object at the slot it names, and only an older one: a DEL queued for
+		 * an object that the key has since been put anew over (a dropped object) must not remove
+		 * the newer one.
+		 */
+		if (it != di.keys.end() && it->second->gen < r.gen && it->second->cls == r.cls &&
+		    it->second->slot == r.slot)
 			di.remove(it->second);
 		return;
 	}
@@ -369,6 +382,8 @@ int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_op
 						} else {
 							delete o;
 						}
+						/* The loser's drive still names its slot: checkpoints are written. */
+						s->open_rewrite = true;
 						continue;
 					}
 					at.emplace(std::string_view(o->key), all.size());
@@ -380,6 +395,49 @@ int open_store(const char *const *paths, uint32_t n, const kvblk_kvstore_open_op
 			idx[d].keys.clear(); /* owned by @all now */
 			idx[d].owners.clear();
 		}
+	}
+	/*
+	 * Tombstones: a key deleted while a drive was missing may still have an older copy there;
+	 * every copy older than the key's newest tombstone goes. Kept (and checkpointed) while a
+	 * drive is still missing, dropped once all are here (the checkpoints written below then
+	 * name neither the copies nor the tombstones).
+	 */
+	std::unordered_map<std::string, std::pair<uint64_t, uint32_t>> tombs;
+	for (uint32_t d = 0; d < g.drive_count; d++)
+		for (const auto &[k, gen] : idx[d].tombs) {
+			auto &t = tombs[k];
+			if (gen > t.first)
+				t = {gen, d};
+		}
+	if (!tombs.empty()) {
+		std::vector<Obj *> kept;
+		kept.reserve(all.size());
+		for (Obj *ob : all) {
+			auto t = tombs.find(ob->key);
+			if (t != tombs.end() && ob->gen < t->second.first) {
+				adopted.erase(std::string_view(ob->key));
+				delete ob;
+				s->open_rewrite = true;
+				continue;
+			}
+			kept.push_back(ob);
+		}
+		all.swap(kept);
+	}
+	s->degraded_open = !missing.empty();
+	if (s->degraded_open)
+		s->tombs = std::move(tombs);
+	else if (!tombs.empty())
+		s->open_rewrite = true;
+	/*
+	 * Generations never repeat across sessions, whichever drives were present: at least the
+	 * wall clock in ns (a drive missing now may hold generations above what the others know).
+	 * A clock stepped back past an earlier session's puts defeats this.
+	 */
+	{
+		timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		s->next_gen = std::max<uint64_t>(s->next_gen, uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec));
 	}
 	std::vector<std::vector<std::vector<bool>>> used(g.drive_count);
 	for (uint32_t d = 0; d < g.drive_count; d++) {
@@ -692,7 +750,7 @@ void close_store(kvblk_kvstore *s)
 		s->io_cv.wait(lk, [&] { return s->ios_in_flight == 0; });
 	}
 	stop_reaper(*s);
-	if (!(s->flags & KVBLK_KVSTORE_OPEN_RDONLY))
+	if (!(s->flags & KVBLK_KVSTORE_OPEN_RDONLY) && !s->no_final_checkpoint)
 		for (auto &dp : s->drives)
 			if (dp->ok() && dp->target != UINT32_MAX && dp->jnl.tail != dp->jnl.ckpt_pos[dp->jnl.newest])
 				write_checkpoint(*s, *dp);

@@ -212,6 +212,15 @@ struct Store {
 	std::vector<Obj *> drops;	 /* retired objects whose DEL the writer must commit */
 	std::deque<Evicted> evicted;	 /* for kvblk_kvstore_evicted(), oldest first */
 	uint64_t next_gen = 1;
+	/*
+	 * Deletions made while a drive is missing (tombstones): key -> (gen, drive that keeps the
+	 * record). Written into that drive's checkpoints; dropped once every drive is present at
+	 * an open (the merge applies them). degraded_open: a drive was missing at the open.
+	 */
+	std::unordered_map<std::string, std::pair<uint64_t, uint32_t>> tombs;
+	bool degraded_open = false;
+	bool open_rewrite = false; /* the open's merge changed what the drives say: checkpoint them */
+	bool no_final_checkpoint = false; /* a failed RECOVER: leave the journal to the next open */
 	uint64_t objects = 0, bytes_stored = 0;
 	std::atomic<uint64_t> list_epoch{0};
 
@@ -267,8 +276,13 @@ struct AlignedBuf {
 };
 
 /* --- the journal and checkpoints (journal.cpp) */
-/* Commit @recs to drive @d's journal (written and flushed); 0 or -errno. Writer thread. */
+/*
+ * Commit @recs to drive @d's journal as one group (each commit written and flushed); 0 or
+ * -errno. The group's records must take at most group_limit() bytes (-E2BIG otherwise):
+ * callers cut larger sets and publish after each group. Writer thread (or open, alone).
+ */
 int commit_records(Store &s, Drive &d, const std::vector<Record> &recs);
+uint64_t group_limit(const Drive &d) noexcept;
 /* Write a checkpoint of drive @d's objects (writer thread, or open/close alone). */
 int write_checkpoint(Store &s, Drive &d);
 /* Whether drive @d's journal calls for a checkpoint now. */

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <signal.h>
 
@@ -75,6 +76,66 @@ std::vector<bool> commit_all(Store &s, std::map<uint32_t, std::vector<Record>> &
 	return bad;
 }
 
+/* The records one unit of work (a key) adds, each to its drive. */
+using Unit = std::vector<std::pair<uint32_t, Record>>;
+
+/*
+ * A deletion of @o: its DEL, and while a drive of the store is missing a tombstone too (that
+ * drive may hold an older copy of the key; docs/kvstore-format.md section 8). index_mu held.
+ */
+void add_deletion(Store &s, Unit &u, const Obj *o)
+{
+	Record r;
+	r.type = kRecDel;
+	r.cls = o->cls;
+	r.slot = o->slot;
+	r.gen = s.next_gen++;
+	r.key = o->key;
+	if (s.degraded_open) {
+		Record t;
+		t.type = kRecTomb;
+		t.gen = r.gen;
+		t.key = o->key;
+		s.tombs[o->key] = {r.gen, o->drive};
+		u.emplace_back(o->drive, std::move(t));
+	}
+	u.emplace_back(o->drive, std::move(r));
+}
+
+/*
+ * Commit @units in groups, each drive's share of a group within its group_limit(), one group
+ * after another; after each, @done(from, to, bad) applies units [from, to) (bad: the drives whose
+ * commit failed). Keys become visible group by group, each once its records are durable.
+ */
+void commit_groups(Store &s, std::vector<Unit> &units,
+		   const std::function<void(size_t, size_t, const std::vector<bool> &)> &done)
+{
+	size_t from = 0;
+	while (from < units.size()) {
+		std::map<uint32_t, std::vector<Record>> recs;
+		std::vector<uint64_t> bytes(s.drives.size(), 0);
+		size_t to = from;
+		for (; to < units.size(); to++) {
+			std::vector<uint64_t> more(s.drives.size(), 0);
+			for (const auto &[d, r] : units[to])
+				more[d] += record_bytes(r.key.size(), r.meta.size());
+			bool fits = true;
+			for (size_t d = 0; d < more.size(); d++)
+				if (more[d] && bytes[d] + more[d] > group_limit(*s.drives[d]))
+					fits = false;
+			if (!fits && to > from)
+				break;
+			for (auto &[d, r] : units[to]) {
+				bytes[d] += record_bytes(r.key.size(), r.meta.size());
+				recs[d].push_back(std::move(r));
+			}
+		}
+		const std::vector<bool> bad = commit_all(s, recs);
+		done(from, to, bad);
+		from = to;
+	}
+}
+
 void run_put(Store &s, std::unique_ptr<Batch> b)
 {
 	const uint32_t n = uint32_t(b->ops.size());
@@ -97,20 +158,17 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 	}
 	/* 2. Evictions: their deletion durable before their slots are written. */
 	if (!victims.empty()) {
-		std::map<uint32_t, std::vector<Record>> dels;
+		std::vector<Unit> units(victims.size());
 		{
 			std::lock_guard<std::mutex> lk(s.index_mu);
-			for (Obj *o : victims) {
-				Record r;
-				r.type = kRecDel;
-				r.cls = o->cls;
-				r.slot = o->slot;
-				r.gen = s.next_gen++;
-				r.key = o->key;
-				dels[o->drive].push_back(std::move(r));
-			}
+			for (size_t v = 0; v < victims.size(); v++)
+				add_deletion(s, units[v], victims[v]);
 		}
-		const std::vector<bool> bad = commit_all(s, dels);
+		std::vector<bool> bad(s.drives.size(), false);
+		commit_groups(s, units, [&](size_t, size_t, const std::vector<bool> &b2) {
+			for (size_t d = 0; d < bad.size(); d++)
+				bad[d] = bad[d] || b2[d];
+		});
 		std::lock_guard<std::mutex> lk(s.index_mu);
 		for (Obj *o : victims) {
 			try {
@@ -200,7 +258,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 					res[idx[k]] = r[k];
 				break;
 			}
-			if (bad >= 0 && size_t(bad) < chunk.size() && (ret == -ERANGE || ret == -ENOENT || ret == -EBADF)) {
+			if (bad >= 0 && size_t(bad) < chunk.size() && (ret == -ERANGE || ret == -EBADF)) {
 				/* One drive refused (cut short, gone): it fails, the rest is written. */
 				const uint32_t dix = items[owner[idx[size_t(bad)]]].drive;
 				fail_drive(s, *s.drives[dix], std::string("a write was refused: ") + kvblk_kvstore_last_error());
@@ -267,7 +325,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 		}
 	}
 	/* 5. The records (and deletions of keys that moved to another drive). */
-	std::map<uint32_t, std::vector<Record>> recs;
+	std::vector<Unit> units(n);
 	std::vector<uint64_t> gens(n, 0);
 	{
 		std::lock_guard<std::mutex> lk(s.index_mu);
@@ -292,17 +350,17 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 				del.slot = f->second->slot;
 				del.gen = r.gen;
 				del.key = op.key;
-				recs[f->second->drive].push_back(std::move(del));
+				units[it.op].emplace_back(f->second->drive, std::move(del));
 			}
-			recs[it.drive].push_back(std::move(r));
+			units[it.op].emplace_back(it.drive, std::move(r));
 		}
 	}
-	const std::vector<bool> bad = commit_all(s, recs);
-	/* 6. Publish. */
+	/* 6. Publish, group by group. */
 	uint64_t stored = 0, errors = 0;
-	{
+	commit_groups(s, units, [&](size_t from, size_t to, const std::vector<bool> &bad) {
 		std::lock_guard<std::mutex> lk(s.index_mu);
-		for (PutItem &it : items) {
+		for (size_t i = from; i < to; i++) {
+			PutItem &it = items[i];
 			kvblk_kvstore_result &r = b->results[it.op];
 			const OpCopy &op = b->ops[it.op];
 			if (it.status == 1 && bad[it.drive])
@@ -335,7 +393,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 			stored += op.length;
 			s.drives[it.drive]->dc->bytes_written.fetch_add(op.length, std::memory_order_relaxed);
 		}
-	}
+	});
 	s.ctr->bytes_written.fetch_add(stored, std::memory_order_relaxed);
 	s.ctr->put_errors.fetch_add(errors, std::memory_order_relaxed);
 	finish_batch(s, std::move(b), KVBLK_PATH_HOST, 0, stored);
@@ -344,7 +402,7 @@ void run_put(Store &s, std::unique_ptr<Batch> b)
 void run_delete(Store &s, std::unique_ptr<Batch> b)
 {
 	const uint32_t n = uint32_t(b->ops.size());
-	std::map<uint32_t, std::vector<Record>> dels;
+	std::vector<Unit> units(n);
 	std::vector<Obj *> gone(n, nullptr);
 	{
 		std::lock_guard<std::mutex> lk(s.index_mu);
@@ -363,27 +421,20 @@ void run_delete(Store &s, std::unique_ptr<Batch> b)
 				continue;
 			}
 			retire_locked(s, o);
-			Record d;
-			d.type = kRecDel;
-			d.cls = o->cls;
-			d.slot = o->slot;
-			d.gen = s.next_gen++;
-			d.key = o->key;
-			dels[o->drive].push_back(std::move(d));
+			add_deletion(s, units[i], o);
 			gone[i] = o;
 		}
 	}
-	const std::vector<bool> bad = commit_all(s, dels);
-	{
+	commit_groups(s, units, [&](size_t from, size_t to, const std::vector<bool> &bad) {
 		std::lock_guard<std::mutex> lk(s.index_mu);
-		for (uint32_t i = 0; i < n; i++) {
+		for (size_t i = from; i < to; i++) {
 			Obj *o = gone[i];
 			if (!o)
 				continue;
 			b->results[i].status = bad[o->drive] ? -EIO : 0;
 			removal_durable_locked(s, o);
 		}
-	}
+	});
 	finish_batch(s, std::move(b), KVBLK_PATH_HOST, 0, 0);
 }
 
@@ -392,26 +443,21 @@ void run_delete(Store &s, std::unique_ptr<Batch> b)
 void run_drops(Store &s)
 {
 	std::vector<Obj *> drops;
-	std::map<uint32_t, std::vector<Record>> dels;
+	std::vector<Unit> units;
 	{
 		std::lock_guard<std::mutex> lk(s.index_mu);
 		drops.swap(s.drops);
-		for (Obj *o : drops) {
-			Record d;
-			d.type = kRecDel;
-			d.cls = o->cls;
-			d.slot = o->slot;
-			d.gen = s.next_gen++;
-			d.key = o->key;
-			dels[o->drive].push_back(std::move(d));
+		units.resize(drops.size());
+		for (size_t i = 0; i < drops.size(); i++)
+			add_deletion(s, units[i], drops[i]);
+	}
+	commit_groups(s, units, [&](size_t from, size_t to, const std::vector<bool> &) {
+		std::lock_guard<std::mutex> lk(s.index_mu);
+		for (size_t i = from; i < to; i++) {
+			drops[i]->removal_durable = true;
+			put_reader_locked(s, drops[i]); /* the drop list's hold */
 		}
-	}
-	commit_all(s, dels);
-	std::lock_guard<std::mutex> lk(s.index_mu);
-	for (Obj *o : drops) {
-		o->removal_durable = true;
-		put_reader_locked(s, o); /* the drop list's hold */
-	}
+	});
 }
 
 namespace {

@@ -4,8 +4,8 @@
 Sets then gets --batches batches of --chunks chunks of --chunk-mib MiB through
 DemuxHarness (one demux thread polling event_fd(), drain_completions(),
 routing by future id), checks every byte, and prints GB/s per kvblk backend.
-Set time includes both flushes (fdatasync) of each batch; get time includes
-the CRC check of every chunk.
+Set time includes the store's flushes and journal commit of each batch; get
+time includes the CRC32C check of every chunk.
 
     PYTHONPATH=build/python /usr/bin/python3 python/bench/lmcache_bench.py \
         --path /var/tmp/lmc.store --backends uring,psync
@@ -31,8 +31,8 @@ def one(backend, a):
     total = a.batches * a.chunks
     if os.path.exists(a.path):
         os.unlink(a.path)
-    c = KvblkConnector(a.path, chunk, create_bytes=(total + 2) * chunk + (8 << 20),
-                       backend=backend, read_workers=1)
+    c = KvblkConnector(a.path, slot_bytes=chunk, file_bytes=(total + 2) * chunk + (80 << 20),
+                       journal_bytes=4 << 20, backend=backend)
     h = DemuxHarness(c, poll_ms=50)
     rng = np.random.default_rng(1)
     src = [kvblk.aligned_empty(chunk) for _ in range(a.chunks)]

@@ -17,6 +17,7 @@ from ._defaults import defaults
 from ._device import Batch, Buffer, Device, Ticket, open
 from ._dest import BufferSlice, resolve
 from ._errors import Error, WaitTimeout
+from ._kvstore import EvictedKey, KeyResult, KVStore, StoreBuffer, StoreResult
 from ._layout import (BUF_NONE, CQE_DTYPE, DESC_DTYPE, RESULT_DTYPE, aligned_empty, empty_descs,
                       make_descs)
 
@@ -37,5 +38,6 @@ __all__ = [
     "open", "Device", "Buffer", "BufferSlice", "Ticket", "Batch", "Error", "WaitTimeout", "resolve",
     "DESC_DTYPE", "RESULT_DTYPE", "CQE_DTYPE", "BUF_NONE", "empty_descs", "make_descs",
     "aligned_empty", "BACKENDS", "MEM_HOST", "MEM_CUDA", "MEM_P2PDMA", "DESC_UNALIGNED",
-    "CQE_BATCH", "CQE_OBJECT", "defaults",
+    "CQE_BATCH", "CQE_OBJECT", "KVStore", "StoreResult", "KeyResult", "StoreBuffer", "EvictedKey",
+    "defaults",
 ]

@@ -4,6 +4,7 @@
 #include "defaults.hpp"
 #include "dest.hpp"
 #include "device.hpp"
+#include "kvstore.hpp"
 
 #include <kvblk/kvblk.h>
 
@@ -105,4 +106,5 @@ PYBIND11_MODULE(_kvblk, m)
 	kvblkpy::bind_defaults(m);
 	kvblkpy::bind_dest(m);
 	kvblkpy::bind_device(m);
+	kvblkpy::bind_kvstore(m);
 }

@@ -19,7 +19,7 @@ cmake --install "$build" --prefix "$stage" >"$work/install.log"
 libdir=$(find "$stage" -name 'libkvblk.so.0' -printf '%h\n' | head -n 1)
 pcdir=$(find "$stage" -name kvblk.pc -printf '%h\n' | head -n 1)
 [ -n "$libdir" ] && [ -n "$pcdir" ] || { echo "FAIL: no libkvblk.so.0 or kvblk.pc under $stage" >&2; exit 1; }
-for f in include/kvblk/kvblk.h include/kvblk/kvblk.hpp include/linux/kvblk.h; do
+for f in include/kvblk/kvblk.h include/kvblk/kvblk.hpp include/kvblk/kvstore.h include/kvblk/kvstore.hpp include/linux/kvblk.h; do
 	[ -f "$stage/$f" ] || { echo "FAIL: $f not installed" >&2; exit 1; }
 done
 [ -f "$libdir/cmake/kvblk/kvblkConfig.cmake" ] && [ -f "$libdir/cmake/kvblk/kvblkConfigVersion.cmake" ] ||

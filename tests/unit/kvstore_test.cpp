@@ -676,3 +676,49 @@ TEST(KvstoreCrc, crc32c_matches_the_standard_check_value)
 }
 
 } // namespace
+
+namespace {
+
+TEST(KvstoreLimits, max_descs_bounds_a_batch_and_two_waiters_of_one_ticket_are_safe)
+{
+	TempDir dir;
+	const std::string path = dir.file("d");
+	auto c = create_opts({64 * KiB}, 32 * MiB);
+	auto o = open_opts();
+	o.max_descs = 4;
+	const char *pp[] = {path.c_str()};
+	Store st;
+	ASSERT_EQ(kvblk_kvstore_create(pp, 1, &c, &o, &st.s), 0) << kvblk_kvstore_last_error();
+	std::vector<kvblk_kvstore_result> r;
+	EXPECT_EQ(put_keys(st.s, {"a", "b", "c", "d", "e"}, 1, 100, &r), -E2BIG);
+	EXPECT_NE(std::string(kvblk_kvstore_last_error()).find("max_descs"), std::string::npos);
+	ASSERT_EQ(put_keys(st.s, {"a", "b", "c", "d"}, 1, 100), 4);
+	/* Two threads wait for one ticket: one takes it, the other is told it is gone. */
+	for (int round = 0; round < 20; round++) {
+		std::vector<uint8_t> out(64 * KiB);
+		const std::string ka = "a";
+		auto g = op_for(ka, out.data(), out.size());
+		kvblk_kvstore_result gr{};
+		kvblk_kvstore_submit_opts so;
+		kvblk_kvstore_submit_opts_init(&so, sizeof(so));
+		so.results = &gr;
+		uint64_t t;
+		ASSERT_EQ(kvblk_kvstore_submit(st.s, KVBLK_KVSTORE_GET, &g, 1, &so, &t), 0);
+		std::atomic<int> got{0}, gone{0};
+		std::vector<std::thread> w;
+		for (int i = 0; i < 2; i++)
+			w.emplace_back([&] {
+				const int rc = kvblk_kvstore_wait(st.s, t, -1, nullptr);
+				if (rc == 1)
+					got++;
+				else if (rc == -ENOENT)
+					gone++;
+			});
+		for (auto &x : w)
+			x.join();
+		EXPECT_EQ(got.load(), 1);
+		EXPECT_EQ(gone.load(), 1);
+	}
+}
+
+} // namespace

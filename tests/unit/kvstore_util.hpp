@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
@@ -87,8 +88,8 @@ struct Buf {
 	Buf(Buf &&o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
 };
 
-/* One op for a key (the key string must outlive the op). */
-inline kvblk_kvstore_op op_for(const std::string &key, const void *addr, uint64_t len, uint64_t tag = 0)
+/* One op for a key (the key's bytes must outlive the op: a literal, or a string that lives on). */
+inline kvblk_kvstore_op op_for(std::string_view key, const void *addr, uint64_t len, uint64_t tag = 0)
 {
 	kvblk_kvstore_op o{};
 	o.key = key.data();

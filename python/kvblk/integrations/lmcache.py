@@ -1,660 +1,289 @@
-"""LMCache native connector over kvblk: KV chunks in slots of one store.
+# SPDX-License-Identifier: MIT
+"""LMCache multi-process native connector over the kvblk store.
 
-``KvblkConnector`` implements the contract LMCache's ``native_plugin`` L2
-adapter type expects (``NativeConnectorL2Adapter`` wraps it), by duck typing;
-LMCache is never imported. Configure it in LMCache as::
+``KvblkConnector`` implements the contract LMCache's ``native_plugin`` L2 adapter type
+expects (``NativeConnectorL2Adapter`` wraps it), by duck typing; LMCache is never imported.
+It is a thin adapter over :class:`kvblk.KVStore`: the store (libkvblk, C) owns the slots, the
+crash-safe index, the checksums, the placement over drives and every byte of I/O; this module
+turns LMCache's batches into store batches and the store's per-key results into LMCache's
+completions. Configure it in LMCache as (docs/engines.md has the full example)::
 
     {"type": "native_plugin",
      "module_path": "kvblk.integrations.lmcache",
      "class_name": "KvblkConnector",
-     "adapter_params": {"path": "/dev/nvme1n1", "slot_bytes": 2097152}}
+     "adapter_params": {"path": "/var/lib/kvblk/lmcache.kvs", "file_bytes": "64GiB",
+                        "classes": ["4MiB", "32MiB"]}}
 
 The contract
 ------------
 ``event_fd()``
-    An eventfd that is readable while completions wait.
+    An eventfd that is readable while completions wait (the store's eventfd).
 ``submit_batch_get(keys, buffers)``, ``submit_batch_set(keys, buffers)``,
 ``submit_batch_exists(keys)``, ``submit_batch_delete(keys)``
-    Check the input, queue the batch and return its future id (an int, 1, 2,
-    3, ... never reused). Bad input raises before anything is queued (below).
+    Check the input, queue the batch and return its future id (an int, 1, 2, 3, ... never
+    reused). Bad input raises before anything is queued (below). Submissions never wait for
+    I/O (LMCache submits while holding its adapter lock).
 ``drain_completions()``
     Clears the eventfd and returns every finished batch as a tuple
     ``(future_id, ok, error, result_bools)``:
 
-    * get: ``result_bools[i]`` is True when chunk i was copied into buffer i
-      and its checksum matched; False for a missing key, a stored chunk of
-      another size than the buffer, an I/O error or a checksum mismatch.
-      ``ok`` is False only when an I/O error hit (``error`` says which key);
-      misses alone keep ``ok`` True, as LMCache's own connectors report them.
-      A buffer whose flag is False holds unspecified bytes.
-    * set: ``result_bools[i]`` is True when chunk i is durable and indexed;
-      ``ok`` is True when every chunk was stored, else ``error`` says why
-      (store full in refuse mode, I/O error).
+    * get: ``result_bools[i]`` is True when chunk i was read into buffer i whole and its
+      CRC32C matched. A missing key is False and keeps ``ok`` True (LMCache's connectors
+      report misses so). Anything else is False with ``ok`` False and ``error`` saying
+      which key and why: a stored chunk of another size than its buffer ("key 'k': stored
+      chunk is 33554432 bytes, its buffer 4194304": never a silent miss), a checksum
+      mismatch (the chunk is dropped), an I/O error, a failed drive. A buffer whose flag is
+      False holds unspecified bytes.
+    * set: ``result_bools[i]`` True when chunk i is durable and indexed; ``ok`` True when
+      every chunk was stored, else ``error`` says which keys failed and why (store full
+      with when_full="refuse", I/O error, failed drive). The other chunks are stored.
     * exists: ``result_bools[i]`` True when key i is present (durable).
-    * delete: ``result_bools[i]`` True when key i was present and is now gone.
+    * delete: ``result_bools[i]`` True when key i was present and is now gone: deleted now,
+      or evicted by the store since it was stored (see Evictions).
 ``close()``
-    Finishes the batches already queued (their completions are then dropped,
-    as LMCache's connectors do), closes the store and the eventfd. Idempotent.
+    Finishes the batches already queued (their completions are then dropped, as LMCache's
+    connectors do) and closes the store. Idempotent.
 
-Keys are ``str`` (LMCache's ``model@rank@group@hash[@salt]`` strings; stored
-as UTF-8) or ``bytes``. Buffers are anything exposing the buffer protocol
-(memoryview, bytearray, numpy arrays, ctypes arrays), C-contiguous; every
-buffer of a batch has the size of the first one (LMCache's
-``batch_chunk_num_bytes``).
+Keys are ``str`` (LMCache's ``model@rank@group@hash[@salt]`` strings; stored as UTF-8) or
+``bytes``, at most ``max_key_bytes`` (512 by default) bytes. Buffers are anything exposing
+the buffer protocol (memoryview, bytearray, numpy arrays, ctypes arrays such as LMCache's
+``MemoryObj.byte_array``), C-contiguous. Chunks of different sizes may share one batch (4 MiB
+per-rank chunks and 32 MiB whole chunks go to the store's slot classes of those sizes).
 
-Bad input raises at submit, nothing queued, no future id used:
-``ValueError`` for an empty batch, as many keys as buffers not given, buffers
-of different sizes, an empty buffer, a chunk larger than ``slot_bytes`` (set),
-a read-only buffer (get), a non-contiguous buffer or a key longer than the
-store's records hold; ``TypeError`` for a key that is neither str nor bytes
-or a buffer without the buffer protocol; ``RuntimeError`` after ``close()``.
+Bad input raises at submit, nothing queued, no future id used: ``ValueError`` for an empty
+batch, as many keys as buffers not given, an empty buffer, a chunk larger than the store's
+largest class (set), a read-only buffer (get), a non-contiguous buffer, an empty key or a
+key longer than ``max_key_bytes``, the same key twice in a set or delete; ``TypeError`` for
+a key that is neither str nor bytes or a buffer without the buffer protocol;
+``RuntimeError`` after ``close()``.
 
-Store layout (version 1; little-endian)
----------------------------------------
-One regular file or block device::
+Batch size. The store takes at most 65,536 keys per C batch (its kvblk_dev's max_descs,
+libkvblk's default, which kvblk_kvstore_open() does not let a caller raise); a larger LMCache
+batch is split into several store batches, in flight together, and reported as one
+completion. ``max_batches`` (default 65,536, the most the store allows) bounds the batches
+outstanding; a submit beyond it waits for one to be drained.
 
-    [0, 4096)                  superblock: magic "KVBLKLMC", version,
-                               block_size, record_bytes, slot_bytes,
-                               slot_count, index_offset, data_offset, store
-                               uuid, creation time, CRC-32 of all of it
-    [index_offset, +N*R)       index region: one record of R = record_bytes
-                               (512 by default) per slot
-    [data_offset, +N*S)        data region: slot i holds one chunk at
-                               data_offset + i * S (S = slot_bytes, a multiple
-                               of the block size; data_offset 1 MiB aligned)
+Evictions. With ``when_full="evict"`` (the default) the store evicts least-recently-used
+chunks of a class to make room. LMCache's native L2 adapter has no channel for a connector
+to report evictions: it keeps its own byte accounting from store completions
+(``max_capacity_gb``) and evicts by calling ``submit_batch_delete``, counting a key's bytes
+free only when the delete reports True. So the connector reports evictions two ways:
 
-A record (all zero = free slot) holds: magic, CRC-32 of the record, the
-generation (a counter that grows with every set of the store's life), the
-payload length, the CRC-32 of the payload, the key length, the slot number
-and the store uuid (a record moved or left over from an earlier format never
-matches), then the key (up to R - 56 bytes).
+* ``drain_evicted()`` returns the keys the store evicted since the last call (documented,
+  for engines and tools that can use it);
+* a ``submit_batch_delete`` of a key the store evicted (and that was not stored again since)
+  reports True, so LMCache's accounting frees its bytes when its own policy gets to it.
 
-Slots are allocated from a free list, as LMCache's raw_block backend does; the
-key -> slot index lives in memory (an LRU-ordered dict) and is persisted by
-the records: a restarted process reads the index region (N * R bytes, one
-sequential read: 51 MB for 100 000 slots) and finds every chunk whose record
-is valid; two records with one key (a crash in the middle of an overwrite)
-resolve to the higher generation. LRU order after a restart is generation
-order (last stored = most recently used): access times are not persisted.
+Set LMCache's ``max_capacity_gb`` a little below the store's capacity and the store never
+needs to evict; with ``when_full="refuse"`` a set into a full class fails for that chunk
+instead.
 
-Guarantees
-----------
-Durable before present. A set writes, per batch: a zeroed record for each slot
-it takes and the payloads (O_DIRECT through kvblk), then ``fdatasync`` of the
-store (a file system or block device cache flush: the O_DIRECT data and the
-zeroed records are on stable media), then the records, then ``fdatasync``
-again, and only then publishes the keys in memory and reports the set done.
-``exists`` and ``get`` see only published keys. Power loss:
-
-* before the first flush: the slots' records are zero or their old content,
-  whose payload CRC no longer matches: the new chunks are absent;
-* between the two flushes (payload durable, record not): the chunks are
-  absent, never torn data: the record is what makes a chunk present;
-* after the second flush: the chunks are present and intact.
-
-Never torn data. Every get checks the payload's CRC-32 (zlib; about 3 GB/s
-per core) against the record after loading it; a mismatch (a torn write, the
-media, anyone writing into the store) reports that key as not loaded, removes
-it from the index and frees its slot. With ``verify_on_open=True`` the CRC of
-every chunk is checked when the store is opened, so ``exists`` never reports
-a damaged chunk; without it (the default, for a fast restart) a damaged chunk
-can answer ``exists`` True once and then fail its get.
-
-A full store. ``when_full="evict"`` (the default) evicts least-recently-used
-chunks (get and set are uses; exists is not) to make room; chunks being read
-by a get in flight are never evicted: when every slot is pinned that way the
-set of that chunk fails. ``when_full="refuse"`` never evicts: a set that
-finds no free slot fails for that chunk (``ok`` False, ``error`` "store full",
-``result_bools`` False for it) and the other chunks of the batch are stored.
-Deleting keys frees their slots in both modes.
-
-Threads. Submissions come from any thread and never block on I/O (LMCache
-submits while holding its adapter lock). Exists is answered at submit from
-memory. Gets run on ``read_workers`` threads, sets and deletes on one writer
-thread (the writer owns the flush ordering above; gets never wait behind a
-flush). A batch's chunks go to kvblk together, all in flight at once: one
-call when the buffers are aligned for O_DIRECT (only partial last blocks go
-through the worker's staging memory), else one call per staging_bytes of
-bounced data. The GIL is released during I/O and CRC computation. The connector makes its
-own eventfd rather than handing out kvblk's: a connector completion is more
-than kvblk's (CRC checks, two flushes and the index publish follow the I/O),
-and the worker that ran the batch posts it when all of that is done.
+Lifetime. The connector has no threads of its own and nothing refers to it but its caller:
+dropped without ``close()``, it is collected and its store closed (the drives' flocks
+released), so the same store can be opened again in the same process.
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
 import errno as _errno
-import fcntl
+import functools
 import logging
-import mmap
 import os
-import queue
-import stat
-import struct
 import threading
-import time
-import uuid as _uuid
-import zlib
-from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Tuple
+import weakref
+from typing import List, Optional, Sequence, Tuple
 
-__all__ = ["KvblkConnector", "StoreFormatError"]
+__all__ = ["KvblkConnector"]
 
 _log = logging.getLogger(__name__)
 
-# Superblock: magic, version, flags, block_size, record_bytes, slot_bytes,
-# slot_count, index_offset, data_offset, uuid, created_ns; then its CRC-32.
-_SB_MAGIC = b"KVBLKLMC"
-_SB_VERSION = 1
-_SB_FMT = struct.Struct("<8sIIIIQQQQ16sQ")
-_SB_BYTES = 4096
-# Record header: magic, crc, generation, payload_len, payload_crc, key_len,
-# flags, slot, uuid; the key follows.
-_REC_MAGIC = 0x4352564B  # "KVRC"
-_REC_FMT = struct.Struct("<IIQQIHHQ16s")
-_REC_CRC_OFF = 4
-_DATA_ALIGN = 1 << 20
-_READ_CHUNK = 8 << 20
-
 Completion = Tuple[int, bool, str, Optional[List[bool]]]
 
-
-class StoreFormatError(ValueError):
-    """The path holds something that is not a usable kvblk LMCache store."""
-
-
-def _round_up(x: int, a: int) -> int:
-    return (x + a - 1) // a * a
-
-
-def _crc(data) -> int:
-    return zlib.crc32(data) & 0xFFFFFFFF
-
-
-def _buffer_address(mv: memoryview) -> int:
-    """Address of the first byte of a C-contiguous byte memoryview."""
-    if not mv.readonly:
-        c = ctypes.c_char.from_buffer(mv)
-        try:
-            return ctypes.addressof(c)
-        finally:
-            del c
-    # ctypes refuses read-only exports; numpy takes them without copying.
-    import numpy as np
-
-    return int(np.frombuffer(mv, dtype=np.uint8).__array_interface__["data"][0])
-
-
-def _as_bytes(mv: memoryview) -> memoryview:
-    """A 1-D unsigned-byte view of a C-contiguous buffer, without copying."""
-    if mv.format == "B" and mv.ndim == 1:
-        return mv
-    try:
-        return mv.cast("B")
-    except TypeError:
-        # cast() only takes native single-character formats; ctypes arrays
-        # (LMCache's MemoryObj.byte_array) export "<B". numpy takes any.
-        import numpy as np
-
-        return memoryview(np.frombuffer(mv, dtype=np.uint8))
-
-
-# --------------------------------------------------------------------- I/O
-
-
-class _KvblkIo:
-    """Data-region I/O through kvblk (O_DIRECT, all chunks in flight).
-
-    ``store``/``load`` take ``(offset, length, address)`` triples, block
-    aligned (the connector stages what is not), and return one status per
-    item (0 or -errno). DESC_UNALIGNED is not used: the connector copies the
-    partial last block of a chunk through its staging memory in both
-    directions, which also keeps the bytes past a chunk's end out of the
-    caller's buffer.
-    """
-
-    def __init__(self, path: str, backend: str, buffered: bool):
-        import kvblk  # imported here so that the layout code works without it
-
-        self._kvblk = kvblk
-        self._dev = kvblk.open(path, backend=backend, write=True, buffered=buffered)
-        info = self._dev.info()
-        self.block_size = int(info["logical_block_size"])
-        self.mem_align = int(info["mem_align"])
-        self.backend = str(info["backend"])
-
-    def _descs(self, items, flags):
-        offs, lens, addrs = zip(*items)
-        return self._kvblk.make_descs(offs, lens, addrs, flags=flags)
-
-    def store(self, items) -> List[int]:
-        # check=False: a failed chunk is reported per chunk, not raised for the batch.
-        b = self._dev.store_many(self._descs(items, 0), check=False)
-        return b.results["status"].tolist()
-
-    def load(self, items) -> List[int]:
-        b = self._dev.load_many(self._descs(items, 0), check=False)
-        return b.results["status"].tolist()
-
-    def close(self) -> None:
-        self._dev.close()
-
-
-# ------------------------------------------------------------------ format
-
-
-@dataclass
-class _Layout:
-    block_size: int
-    record_bytes: int
-    slot_bytes: int
-    slot_count: int
-    index_offset: int
-    data_offset: int
-    store_uuid: bytes
-    created_ns: int
-
-    @property
-    def max_key_bytes(self) -> int:
-        return self.record_bytes - _REC_FMT.size
-
-    def slot_offset(self, slot: int) -> int:
-        return self.data_offset + slot * self.slot_bytes
-
-    def record_offset(self, slot: int) -> int:
-        return self.index_offset + slot * self.record_bytes
-
-    def pack(self) -> bytes:
-        body = _SB_FMT.pack(_SB_MAGIC, _SB_VERSION, 0, self.block_size,
-                            self.record_bytes, self.slot_bytes, self.slot_count,
-                            self.index_offset, self.data_offset, self.store_uuid,
-                            self.created_ns)
-        body += struct.pack("<I", _crc(body))
-        return body + bytes(_SB_BYTES - len(body))
-
-    @classmethod
-    def unpack(cls, raw: bytes, path: str) -> "_Layout":
-        (magic, version, _flags, block_size, record_bytes, slot_bytes, slot_count,
-         index_offset, data_offset, store_uuid, created_ns) = _SB_FMT.unpack_from(raw)
-        if magic != _SB_MAGIC:
-            raise StoreFormatError(f"{path}: no kvblk LMCache superblock")
-        (crc,) = struct.unpack_from("<I", raw, _SB_FMT.size)
-        if crc != _crc(raw[:_SB_FMT.size]):
-            raise StoreFormatError(f"{path}: superblock checksum mismatch")
-        if version != _SB_VERSION:
-            raise StoreFormatError(f"{path}: store version {version}, this code reads {_SB_VERSION}")
-        return cls(block_size, record_bytes, slot_bytes, slot_count, index_offset,
-                   data_offset, store_uuid, created_ns)
-
-    @classmethod
-    def plan(cls, capacity: int, slot_bytes: int, record_bytes: int,
-             block_size: int) -> "_Layout":
-        """The largest slot count whose index and data fit in @capacity."""
-        idx = _SB_BYTES
-
-        def fits(n: int) -> bool:
-            return _round_up(idx + n * record_bytes, _DATA_ALIGN) + n * slot_bytes <= capacity
-
-        lo, hi = 0, max(0, capacity // slot_bytes)
-        while lo < hi:  # binary search: fits() is monotonic in n
-            mid = (lo + hi + 1) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        n = lo
-        if n == 0:
-            raise ValueError(f"capacity {capacity} bytes holds no slot of {slot_bytes} bytes "
-                             f"(needs at least {_DATA_ALIGN + slot_bytes})")
-        return cls(block_size, record_bytes, slot_bytes, n, idx,
-                   _round_up(idx + n * record_bytes, _DATA_ALIGN), _uuid.uuid4().bytes,
-                   time.time_ns())
-
-
-@dataclass
-class _Entry:
-    slot: int
-    gen: int
-    length: int
-    crc: int
-
-
-def _pack_record(lay: _Layout, slot: int, key: bytes, e: _Entry) -> bytes:
-    hdr = _REC_FMT.pack(_REC_MAGIC, 0, e.gen, e.length, e.crc, len(key), 0, slot,
-                        lay.store_uuid)
-    rec = bytearray(lay.record_bytes)
-    rec[:len(hdr)] = hdr
-    rec[len(hdr):len(hdr) + len(key)] = key
-    struct.pack_into("<I", rec, _REC_CRC_OFF, _crc(rec))
-    return bytes(rec)
-
-
-def _unpack_record(lay: _Layout, slot: int, rec: memoryview):
-    """(key, entry) of a valid record, None for a free one, "bad" otherwise."""
-    (magic, crc, gen, length, pcrc, key_len, _flags, rslot,
-     ruuid) = _REC_FMT.unpack_from(rec)
-    if magic != _REC_MAGIC:
-        return None if magic == 0 else "bad"
-    tmp = bytearray(rec)
-    struct.pack_into("<I", tmp, _REC_CRC_OFF, 0)
-    if (_crc(tmp) != crc or rslot != slot or ruuid != lay.store_uuid
-            or key_len > lay.max_key_bytes or length == 0 or length > lay.slot_bytes
-            or gen == 0):
-        return "bad"
-    key = bytes(rec[_REC_FMT.size:_REC_FMT.size + key_len])
-    return key, _Entry(slot, gen, length, pcrc)
-
-
-# -------------------------------------------------------------- connector
-
-
-@dataclass
-class _Op:
-    kind: str
-    fid: int
-    keys: List[bytes]
-    mvs: Optional[List[memoryview]]
-    addrs: Optional[List[int]]
-
-
-_STOP = object()
+_WHO = "KvblkConnector"
+_MAX_EVICTED_KEPT = 1 << 20
+_LEGACY_IGNORED = {
+    "record_bytes": "the store's index records are the store's (max_key_bytes sets the longest key)",
+    "read_workers": "gets are issued by the store, all in flight at once",
+    "staging_bytes": "the store reads unaligned buffers through libkvblk's bounce blocks",
+    "verify_on_open": "the store checks every chunk's CRC32C on every get (kvblkctl store check "
+                      "--data checks them all)",
+}
 
 
 class KvblkConnector:
-    """LMCache native connector storing chunks in the slots of one store.
+    """LMCache native connector storing chunks in a kvblk store (kvblk.KVStore).
 
-    Args:
-        path: regular file or block device holding the store.
-        slot_bytes: largest chunk, rounded up to the block size. Required to
-            format a store; when opening one it must match (or be None).
-        create_bytes: create @path as a regular file of this size (bytes,
-            blocks allocated with posix_fallocate) and format it when it does
-            not exist. A file or device that exists is never resized.
-        format: format even when the first 4 KiB hold something that is not a
-            kvblk LMCache superblock (destroys what @path held). Without it, a
-            store is only formatted when those bytes are all zero.
-        when_full: "evict" (least recently used chunks make room) or
-            "refuse" (a set into a full store fails for that chunk).
-        record_bytes: index record size, a power of two, 512..4096 (keys up
-            to record_bytes - 56 bytes). Used when formatting only.
-        backend: kvblk backend ("auto", "uring", "psync", ...).
-        buffered: open the data region without O_DIRECT (file systems that
-            refuse O_DIRECT, such as tmpfs). Durability is unchanged: the
-            flushes cover the page cache too.
-        read_workers: threads serving gets (1..64).
-        staging_bytes: bounce memory for chunks whose buffer is not aligned
-            for O_DIRECT or whose length is not a multiple of the block size
-            (at least one slot; default 64 MiB).
-        verify_on_open: check every chunk's CRC while opening.
+    Args (adapter_params in LMCache's config; every one checked: a value of the wrong type
+    raises TypeError, one out of range ValueError, both naming it):
+        path: the store's drive: a regular file or block device; or
+        paths: several drives (a list); the store spreads chunks over them.
+        slot_bytes: the chunk size, for a store of one class (rounded up to 4096). When the
+            store exists, a chunk of this size must fit its largest class.
+        classes: slot classes for chunks of several sizes, e.g. ["4MiB", "32MiB"] (see
+            kvblk.KVStore). Used when the store is created.
+        file_bytes (alias create_bytes): size of each drive that is a file and does not exist
+            yet: it is created with the store (int, or a string such as "64GiB"). A size the
+            file system cannot give fails cleanly and leaves no file behind.
+        format: make a new store even over a drive that holds one or anything else (destroys
+            it). Without it a store is created only on files that do not exist (file_bytes).
+        when_full: "evict" (LRU) or "refuse".
+        backend: kvblk backend ("auto", "uring", "threadpool", "psync", "kmod").
+        max_key_bytes, max_meta_bytes, journal_bytes: as kvblk.KVStore (create only).
+        max_batches: store batches outstanding (1..65536; default 65536).
+        queue_depth, workers, drive_budget_bytes: as kvblk.KVStore.
+        buffered: must be False (the store always uses O_DIRECT; a file system without it,
+            such as tmpfs, cannot hold a store).
+        record_bytes, read_workers, staging_bytes, verify_on_open: accepted from earlier
+            configurations and ignored (logged): the store does what they set.
 
     Raises:
-        StoreFormatError: @path holds no store and formatting is not allowed,
-            or its superblock is damaged, or @slot_bytes disagrees with it, or
-            another connector (any process) has it open (an flock(2) is held).
-        ValueError: an argument out of range.
-        OSError: opening or reading @path failed (errno as the system said).
+        kvblk.Error: the store could not be opened or created (errno and the library's
+            reason: ENOENT no such store and no file_bytes, EMEDIUMTYPE the drive holds no
+            store (pass format=True), EBUSY open in another connector, ENOSPC too small...).
+        TypeError, ValueError: a parameter of the wrong type or out of range.
     """
 
-    def __init__(self, path: str, slot_bytes: Optional[int] = None, *,
-                 create_bytes: Optional[int] = None, format: bool = False,
-                 when_full: str = "evict", record_bytes: int = 512,
-                 backend: str = "auto", buffered: bool = False,
-                 read_workers: int = 2, staging_bytes: int = 64 << 20,
-                 verify_on_open: bool = False,
-                 _io_factory: Optional[Callable[..., object]] = None):
-        if when_full not in ("evict", "refuse"):
-            raise ValueError(f'when_full must be "evict" or "refuse", not {when_full!r}')
-        if record_bytes not in (512, 1024, 2048, 4096):
-            raise ValueError(f"record_bytes must be 512, 1024, 2048 or 4096, not {record_bytes}")
-        if not 1 <= read_workers <= 64:
-            raise ValueError(f"read_workers must be 1..64, not {read_workers}")
-        if slot_bytes is not None and slot_bytes <= 0:
-            raise ValueError(f"slot_bytes must be > 0, not {slot_bytes}")
-        self.path = os.fspath(path)
-        self.when_full = when_full
-        self._closed = True  # until fully opened: close() then only frees what exists
-        self._efd = -1
-        self._meta_fd = -1
-        self._io = None
-        self._arenas: List[mmap.mmap] = []
-        self._tls = threading.local()
-        self._threads: List[threading.Thread] = []
+    def __init__(self, path=None, slot_bytes=None, *, paths=None, classes=None, file_bytes=None,
+                 create_bytes=None, format=False, when_full="evict", backend="auto",
+                 max_key_bytes=None, max_meta_bytes=None, journal_bytes=None, max_batches=65536,
+                 queue_depth=0, workers=0, drive_budget_bytes=0, buffered=False, **legacy):
+        import kvblk
+        from kvblk import _kvstore as ks
 
-        try:
-            self._open_store(slot_bytes, create_bytes, format, record_bytes, backend,
-                             buffered, staging_bytes, _io_factory)
-            self._lock = threading.Lock()
-            self._entries: "collections.OrderedDict[bytes, _Entry]" = collections.OrderedDict()
-            self._free: "collections.deque[int]" = collections.deque()
-            self._pins: dict = {}
-            self._zombies: set = set()
-            self._next_fid = 1
-            self._done: "collections.deque[Completion]" = collections.deque()
-            self._counters = collections.Counter()
-            self._next_gen = self._load_index()
-            if verify_on_open:
-                self._verify_all()
-            self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-            self._read_q: "queue.SimpleQueue" = queue.SimpleQueue()
-            self._write_q: "queue.SimpleQueue" = queue.SimpleQueue()
-            self._closed = False
-            for i in range(read_workers):
-                self._start_thread(self._worker, self._read_q, f"kvblk-lmc-read{i}")
-            self._start_thread(self._worker, self._write_q, "kvblk-lmc-write")
-        except BaseException:
-            self._release()
-            raise
+        self._closed = True
+        self._store = None
+        unknown = set(legacy) - set(_LEGACY_IGNORED)
+        if unknown:
+            raise TypeError(f"{_WHO}: unknown parameter(s) {', '.join(sorted(unknown))}")
+        for k in sorted(legacy):
+            _log.warning("%s: %s is no longer used: %s", _WHO, k, _LEGACY_IGNORED[k])
+        if (path is None) == (paths is None):
+            raise TypeError(f"{_WHO}: give path (one drive) or paths (a list of drives)")
+        drives = ks._paths(path if paths is None else paths, _WHO)
+        if file_bytes is not None and create_bytes is not None:
+            raise TypeError(f"{_WHO}: give file_bytes or create_bytes (its old name), not both")
+        fb = file_bytes if file_bytes is not None else create_bytes
+        fb = 0 if fb is None else ks.parse_bytes("file_bytes", fb, lo=1, who=_WHO)
+        if slot_bytes is not None:
+            slot_bytes = ks.parse_bytes("slot_bytes", slot_bytes, lo=1, hi=1 << 40, who=_WHO)
+        if classes is not None and slot_bytes is not None:
+            raise TypeError(f"{_WHO}: give slot_bytes (one class) or classes, not both")
+        cls = ks._classes(classes, _WHO) if classes is not None else None
+        if slot_bytes is not None:
+            a = kvblk._kvblk.KVSTORE_SLOT_ALIGN
+            cls = [((slot_bytes + a - 1) // a * a, 1)]
+        format = ks.check_bool("format", format, _WHO)
+        if ks.check_bool("buffered", buffered, _WHO):
+            raise ValueError(f"{_WHO}: buffered=True is not supported: the kvblk store always uses "
+                             f"O_DIRECT (a file system that refuses it, such as tmpfs, cannot hold a store)")
+        opts = dict(
+            when_full=ks.check_choice("when_full", when_full, ("evict", "refuse"), _WHO),
+            backend=ks.check_choice("backend", backend, list(kvblk._kvblk.BACKEND_NAMES), _WHO),
+            max_batches=ks.check_int("max_batches", max_batches, 1, kvblk._kvblk.KVSTORE_MAX_BATCHES, _WHO),
+            queue_depth=ks.check_int("queue_depth", queue_depth, 0, 4096, _WHO),
+            workers=ks.check_int("workers", workers, 0, 64, _WHO),
+            drive_budget_bytes=ks.parse_bytes("drive_budget_bytes", drive_budget_bytes, who=_WHO),
+        )
+        layout = dict(file_bytes=fb)
+        if cls:
+            layout["classes"] = cls
+        if max_key_bytes is not None:
+            layout["max_key_bytes"] = ks.check_int("max_key_bytes", max_key_bytes, 1,
+                                                   kvblk._kvblk.KVSTORE_MAX_KEY, _WHO)
+        if max_meta_bytes is not None:
+            layout["max_meta_bytes"] = ks.check_int("max_meta_bytes", max_meta_bytes, 0,
+                                                    kvblk._kvblk.KVSTORE_MAX_META, _WHO)
+        if journal_bytes is not None:
+            layout["journal_bytes"] = ks.parse_bytes("journal_bytes", journal_bytes, who=_WHO)
 
-    # -------------------------------------------------------------- opening
-
-    def _open_store(self, slot_bytes, create_bytes, format, record_bytes, backend,
-                    buffered, staging_bytes, io_factory) -> None:
-        created = False
-        if not os.path.exists(self.path):
-            if create_bytes is None:
-                raise FileNotFoundError(_errno.ENOENT, "no such store (pass create_bytes "
-                                        "to create a file)", self.path)
-            if create_bytes <= 0:
-                raise ValueError(f"create_bytes must be > 0, not {create_bytes}")
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-            try:
-                os.posix_fallocate(fd, 0, create_bytes)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            created = True
-        self._meta_fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
-        try:
-            # One connector per store: two would hand out the same free slots.
-            fcntl.flock(self._meta_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise StoreFormatError(f"{self.path}: store is open in another connector "
-                                   "(flock held)") from None
-        st = os.fstat(self._meta_fd)
-        if stat.S_ISBLK(st.st_mode):
-            capacity = os.lseek(self._meta_fd, 0, os.SEEK_END)
-        elif stat.S_ISREG(st.st_mode):
-            capacity = st.st_size
+        if format:
+            st = kvblk.KVStore(drives, create=True, force=True, **layout, **opts)
+        elif all(os.path.exists(p) for p in drives) or not fb:
+            st = kvblk.KVStore(drives, create=False, **opts)
         else:
-            raise StoreFormatError(f"{self.path}: neither a regular file nor a block device")
-
-        factory = io_factory or _KvblkIo
-        self._io = factory(self.path, backend, buffered)
-        block = max(4096, self._io.block_size)
-
-        raw = os.pread(self._meta_fd, _SB_BYTES, 0)
-        if len(raw) < _SB_BYTES:
-            raise StoreFormatError(f"{self.path}: {capacity} bytes is too small for a store")
-        if raw[:8] == _SB_MAGIC and not format:
-            lay = _Layout.unpack(raw, self.path)
-            if slot_bytes is not None and _round_up(slot_bytes, lay.block_size) != lay.slot_bytes:
-                raise StoreFormatError(
-                    f"{self.path}: store has slot_bytes {lay.slot_bytes}, asked for "
-                    f"{slot_bytes} (reformat with format=True to change it)")
-            if lay.block_size % self._io.block_size:
-                raise StoreFormatError(f"{self.path}: store block size {lay.block_size} is not "
-                                       f"a multiple of the device's {self._io.block_size}")
-            if lay.data_offset + lay.slot_count * lay.slot_bytes > capacity:
-                raise StoreFormatError(f"{self.path}: store of {lay.slot_count} slots "
-                                       f"does not fit in {capacity} bytes")
-        else:
-            if any(raw) and not format and not created:
-                raise StoreFormatError(
-                    f"{self.path}: its first 4 KiB are not a kvblk LMCache store and not "
-                    "zero; pass format=True to format it (destroys its content)")
-            if slot_bytes is None:
-                raise StoreFormatError(f"{self.path}: no store yet; slot_bytes is needed "
-                                       "to format one")
-            lay = _Layout.plan(capacity, _round_up(slot_bytes, block), record_bytes, block)
-            self._format(lay)
-        self._lay = lay
-        self._staging_bytes = _round_up(max(staging_bytes, lay.slot_bytes), mmap.PAGESIZE)
-
-    def _format(self, lay: _Layout) -> None:
-        """Zero the index region, then write the superblock; durable on return."""
-        zero = bytes(min(_READ_CHUNK, lay.data_offset - lay.index_offset))
-        off = lay.index_offset
-        while off < lay.data_offset:
-            n = min(len(zero), lay.data_offset - off)
-            os.pwrite(self._meta_fd, zero[:n], off)
-            off += n
-        os.fdatasync(self._meta_fd)
-        # The superblock goes last: a crash while formatting leaves no store.
-        os.pwrite(self._meta_fd, lay.pack(), 0)
-        os.fdatasync(self._meta_fd)
-
-    def _load_index(self) -> int:
-        lay = self._lay
-        best: dict = {}
-        bad = 0
-        per = _READ_CHUNK // lay.record_bytes
-        for first in range(0, lay.slot_count, per):
-            n = min(per, lay.slot_count - first)
-            raw = os.pread(self._meta_fd, n * lay.record_bytes, lay.record_offset(first))
-            mv = memoryview(raw)
-            for j in range(n):
-                rec = mv[j * lay.record_bytes:(j + 1) * lay.record_bytes]
-                if rec[:4] == b"\0\0\0\0":
-                    continue
-                got = _unpack_record(lay, first + j, rec)
-                if got is None:
-                    continue
-                if got == "bad":
-                    bad += 1
-                    continue
-                key, e = got
-                old = best.get(key)
-                if old is None or e.gen > old.gen:
-                    best[key] = e
-        used = set()
-        max_gen = 0
-        for key, e in sorted(best.items(), key=lambda kv: kv[1].gen):
-            self._entries[key] = e
-            used.add(e.slot)
-            max_gen = max(max_gen, e.gen)
-        self._free.extend(s for s in range(lay.slot_count) if s not in used)
-        self._counters["bad_records_at_open"] = bad
-        self._counters["chunks_at_open"] = len(self._entries)
-        if bad:
-            _log.warning("%s: %d index records failed their checks at open; their slots are free",
-                         self.path, bad)
-        return max_gen + 1
-
-    def _verify_all(self) -> None:
-        """Read every chunk and drop those whose CRC does not match."""
-        stage, stage_addr = self._arena()
-        bs = self._lay.block_size
-        items = list(self._entries.items())
-        dropped = 0
-        i = 0
-        while i < len(items):
-            group, used = [], 0
-            while i < len(items) and (not group or
-                                      used + _round_up(items[i][1].length, bs) <= len(stage)):
-                group.append((items[i], used))
-                used += _round_up(items[i][1].length, bs)
-                i += 1
-            st = self._io.load([(self._lay.slot_offset(e.slot), _round_up(e.length, bs),
-                                 stage_addr + o) for (_, e), o in group])
-            for ((key, e), o), s in zip(group, st):
-                if s != 0 or _crc(stage[o:o + e.length]) != e.crc:
-                    del self._entries[key]
-                    self._write_record(e.slot, None)
-                    self._free.append(e.slot)
-                    dropped += 1
-        if dropped:
-            os.fdatasync(self._meta_fd)
-            _log.warning("%s: %d chunks failed their checksum at open and were dropped",
-                         self.path, dropped)
-        self._counters["dropped_at_open"] = dropped
-
-    def _start_thread(self, fn, q, name) -> None:
-        t = threading.Thread(target=fn, args=(q,), name=name, daemon=True)
-        t.start()
-        self._threads.append(t)
+            st = kvblk.KVStore(drives, create="if_missing", **layout, **opts)
+        info = st.info()
+        largest = info["classes"][-1]["slot_bytes"]
+        if slot_bytes is not None and slot_bytes > largest:
+            st.close()
+            raise ValueError(f"{_WHO}: slot_bytes {slot_bytes} does not fit this store's largest "
+                             f"class ({largest} bytes); make a new store (format=True) to change it")
+        self.paths = drives
+        self._store = st
+        self._largest = largest
+        self._max_key = info["max_key_bytes"]
+        self._lock = threading.Lock()
+        self._next_fid = 1
+        self._done: "collections.deque[Completion]" = collections.deque()
+        self._evicted: "collections.OrderedDict[bytes, None]" = collections.OrderedDict()
+        self._evicted_new: List[bytes] = []
+        self._draining = threading.local()
+        self._counters = collections.Counter()
+        self._closed = False
 
     # ------------------------------------------------------------- contract
 
     def event_fd(self) -> int:
-        """The eventfd that is readable while completions wait (see module doc)."""
+        """The eventfd that is readable while completions wait (see the module doc)."""
         self._check_open()
-        return self._efd
+        return self._store.fileno()
 
     def submit_batch_get(self, keys: Sequence, buffers: Sequence) -> int:
-        """Queue loading chunk i into buffer i; returns the future id."""
-        ks = self._keys(keys)
+        """Queue reading chunk i into buffer i; returns the future id."""
+        ks = self._keys(keys, False)
         mvs = self._buffers(ks, buffers, for_get=True)
-        return self._queue(self._read_q, "get", ks, mvs)
+        return self._submit("get", ks, lambda: self._store.submit_get(ks, mvs, meta=False),
+                            [m.nbytes for m in mvs])
 
     def submit_batch_set(self, keys: Sequence, buffers: Sequence) -> int:
-        """Queue storing buffer i as chunk i (overwrites); returns the future id."""
-        ks = self._keys(keys)
+        """Queue storing buffer i as chunk i (replacing what the key held); returns the future id."""
+        ks = self._keys(keys, True)
         mvs = self._buffers(ks, buffers, for_get=False)
-        return self._queue(self._write_q, "set", ks, mvs)
+        return self._submit("set", ks, lambda: self._store.submit_put(ks, mvs), None)
 
     def submit_batch_exists(self, keys: Sequence) -> int:
-        """Answer from the in-memory index at once; returns the future id."""
-        ks = self._keys(keys)
-        with self._lock:
-            self._check_open()
-            fid = self._take_fid()
-            res = [k in self._entries for k in ks]
-            self._post(fid, True, "", res)
-        return fid
+        """Queue an existence check (answered from the store's index at once); returns the future id."""
+        ks = self._keys(keys, False)
+        return self._submit("exists", ks, lambda: self._store.submit_exists(ks, meta=False), None)
 
     def submit_batch_delete(self, keys: Sequence) -> int:
-        """Queue removing the keys (durable when completed); returns the future id."""
-        ks = self._keys(keys)
-        return self._queue(self._write_q, "delete", ks, None)
+        """Queue deleting the keys (durable when completed); returns the future id."""
+        ks = self._keys(keys, True)
+        return self._submit("delete", ks, lambda: self._store.submit_delete(ks), None)
 
     def drain_completions(self) -> List[Completion]:
-        """Clear the eventfd and return every completion posted since the last drain."""
-        with self._lock:
-            if self._efd < 0:
+        """Clear the eventfd and return every completion that finished since the last drain."""
+        if self._closed:
+            return []
+        self._draining.on = True
+        try:
+            while True:
+                got = self._store.reap(1024, 0, 0)  # routes: _on_done() queues each finished batch
+                if len(got) < 1024:
+                    break
+            self._take_evictions()
+        except Exception as e:  # noqa: BLE001 - the store closed under us; LMCache logs and goes on
+            if self._closed:
                 return []
-            try:
-                os.eventfd_read(self._efd)
-            except BlockingIOError:
-                pass
+            raise e
+        finally:
+            self._draining.on = False
+        with self._lock:
             out = list(self._done)
             self._done.clear()
         return out
 
     def close(self) -> None:
-        """Finish queued batches, then close the store and the eventfd. Idempotent."""
-        if getattr(self, "_lock", None) is None:
+        """Finish queued batches, then close the store. Idempotent."""
+        if self._closed:
             return
+        self._closed = True
+        st, self._store = self._store, None
+        if st is not None:
+            st.close(finish=True)
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        for t in self._threads:
-            (self._write_q if t.name.endswith("write") else self._read_q).put(_STOP)
-        for t in self._threads:
-            t.join()
-        self._release()
+            self._done.clear()
 
     def __enter__(self) -> "KvblkConnector":
         return self
@@ -662,37 +291,84 @@ class KvblkConnector:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - nothing to report to from a finalizer
+            pass
+
+    # ------------------------------------------------------------ evictions
+
+    def drain_evicted(self) -> List:
+        """The keys the store evicted to make room since the last call, oldest first (str for
+        keys that decode as UTF-8, else bytes). A delete of such a key reports True until the
+        key is stored again."""
+        if self._closed:
+            return []
+        self._take_evictions()
+        with self._lock:
+            new, self._evicted_new = self._evicted_new, []
+        return [_decode(k) for k in new]
+
+    def _take_evictions(self):
+        ev = self._store.evicted()
+        if not ev:
+            return
+        with self._lock:
+            for e in ev:
+                self._evicted[e.key] = None
+                self._evicted.move_to_end(e.key)
+                self._evicted_new.append(e.key)
+            while len(self._evicted) > _MAX_EVICTED_KEPT:
+                self._evicted.popitem(last=False)
+            if len(self._evicted_new) > _MAX_EVICTED_KEPT:
+                del self._evicted_new[:len(self._evicted_new) - _MAX_EVICTED_KEPT]
+            self._counters["evictions"] += len(ev)
+
     # ----------------------------------------------------------- reporting
 
     def stats(self) -> dict:
-        """Counters: sets, set_failed, gets, hits, misses, size_mismatches,
-        checksum_failures, io_errors, evictions, refused, deletes, plus the
-        state: chunks, free_slots, slot_count, slot_bytes."""
+        """The store's counters (kvblk.KVStore.stats()) plus the connector's: size_mismatches
+        (gets whose stored chunk was not its buffer's size), evictions (evicted keys drained),
+        chunks (keys present), slot_bytes (the largest class)."""
+        self._check_open()
+        d = dict(self._store.stats())
         with self._lock:
-            d = dict(self._counters)
-            d.update(chunks=len(self._entries), free_slots=len(self._free),
-                     slot_count=self._lay.slot_count, slot_bytes=self._lay.slot_bytes)
+            d.update(self._counters)
+        d.setdefault("size_mismatches", 0)
+        d.setdefault("evictions", 0)
+        info = self._store.info()
+        d["chunks"] = info["objects"]
+        d["slot_bytes"] = self._largest
         return d
+
+    def info(self) -> dict:
+        """kvblk.KVStore.info() of the store."""
+        self._check_open()
+        return self._store.info()
+
+    @property
+    def store(self):
+        """The kvblk.KVStore underneath (for tools; LMCache never uses it)."""
+        return self._store
 
     @property
     def slot_bytes(self) -> int:
-        return self._lay.slot_bytes
-
-    @property
-    def slot_count(self) -> int:
-        return self._lay.slot_count
+        """The largest chunk a set takes (the store's largest class)."""
+        return self._largest
 
     @property
     def max_key_bytes(self) -> int:
-        return self._lay.max_key_bytes
+        """The longest key the store takes."""
+        return self._max_key
 
-    # ----------------------------------------------------------- validation
+    # ----------------------------------------------------------- internals
 
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError("KvblkConnector is closed")
 
-    def _keys(self, keys: Sequence) -> List[bytes]:
+    def _keys(self, keys: Sequence, unique: bool) -> List[bytes]:
         self._check_open()
         if isinstance(keys, (str, bytes)):
             raise TypeError("keys must be a sequence of keys, not a single key")
@@ -700,16 +376,20 @@ class KvblkConnector:
         for i, k in enumerate(keys):
             if isinstance(k, str):
                 k = k.encode("utf-8")
-            elif not isinstance(k, (bytes, bytearray)):
+            elif isinstance(k, (bytes, bytearray)):
+                k = bytes(k)
+            else:
                 raise TypeError(f"key {i} is a {type(k).__name__}, not str or bytes")
             if not k:
                 raise ValueError(f"key {i} is empty")
-            if len(k) > self._lay.max_key_bytes:
-                raise ValueError(f"key {i} is {len(k)} bytes; this store's records hold "
-                                 f"keys of at most {self._lay.max_key_bytes}")
-            out.append(bytes(k))
+            if len(k) > self._max_key:
+                raise ValueError(f"key {i} is {len(k)} bytes; this store holds keys of at most "
+                                 f"{self._max_key} (max_key_bytes)")
+            out.append(k)
         if not out:
             raise ValueError("keys list is empty")
+        if unique and len(set(out)) != len(out):
+            raise ValueError("the same key twice in one set or delete batch")
         return out
 
     def _buffers(self, keys: List[bytes], buffers: Sequence, for_get: bool) -> List[memoryview]:
@@ -726,340 +406,110 @@ class KvblkConnector:
                 raise ValueError(f"buffer {i} is not C-contiguous")
             if for_get and mv.readonly:
                 raise ValueError(f"buffer {i} is read-only; a get writes into its buffers")
-            mv = _as_bytes(mv)
-            if i == 0:
-                if mv.nbytes == 0:
-                    raise ValueError("buffer 0 is empty")
-                if not for_get and mv.nbytes > self._lay.slot_bytes:
-                    raise ValueError(f"buffer 0 is {mv.nbytes} bytes, larger than this "
-                                     f"store's slot_bytes {self._lay.slot_bytes}")
-            elif mv.nbytes != mvs[0].nbytes:
-                raise ValueError(f"buffer {i} is {mv.nbytes} bytes but buffer 0 is "
-                                 f"{mvs[0].nbytes}: every buffer of a batch has one size")
+            if mv.nbytes == 0:
+                raise ValueError(f"buffer {i} is empty")
+            if not for_get and mv.nbytes > self._largest:
+                raise ValueError(f"buffer {i} is {mv.nbytes} bytes, larger than this store's largest "
+                                 f"class ({self._largest} bytes)")
             mvs.append(mv)
         return mvs
 
-    def _queue(self, q, kind: str, keys, mvs) -> int:
-        addrs = [_buffer_address(mv) for mv in mvs] if mvs is not None else None
+    def _submit(self, kind, keys, submit, sizes) -> int:
         with self._lock:
             self._check_open()
-            fid = self._take_fid()
-            q.put(_Op(kind, fid, keys, mvs, addrs))
+            fid = self._next_fid
+            self._next_fid += 1
+        try:
+            t = submit()
+        except Exception as e:
+            import kvblk
+            if isinstance(e, kvblk.Error) and e.errno == _errno.EINVAL:
+                raise ValueError(str(e)) from e
+            raise
+        # The callback refers to the connector weakly: an outstanding batch never keeps a
+        # dropped connector alive.
+        self._store._on_done(t, functools.partial(_finished, weakref.ref(self), (fid, kind, keys, sizes)))
         return fid
 
-    def _take_fid(self) -> int:
-        fid = self._next_fid
-        self._next_fid += 1
-        return fid
-
-    def _post(self, fid: int, ok: bool, error: str, res: Optional[List[bool]]) -> None:
-        """Queue a completion and wake the poller; caller holds _lock."""
-        self._done.append((fid, ok, error, res))
-        os.eventfd_write(self._efd, 1)
-
-    # -------------------------------------------------------------- workers
-
-    def _worker(self, q) -> None:
-        while True:
-            op = q.get()
-            if op is _STOP:
+    def _finished(self, op, result) -> None:
+        """Batch ``op`` finished (called by whoever took its completion: drain_completions(),
+        or _submit() when the completion was routed before the batch was registered)."""
+        fid, kind, keys, sizes = op
+        with self._lock:
+            if self._closed:
                 return
+            self._done.append(self._completion(fid, kind, keys, sizes, result))
+        if not getattr(self._draining, "on", False) and not self._closed:
+            # Finished outside a drain (the completion was routed before the batch was
+            # registered): make the eventfd readable so that LMCache drains it.
             try:
-                ok, err, res = getattr(self, "_do_" + op.kind)(op)
-            except Exception as e:  # a bug or an unexpected OSError: fail the batch, keep serving
-                _log.exception("kvblk LMCache connector: %s batch %d failed", op.kind, op.fid)
-                ok, err, res = False, f"{type(e).__name__}: {e}", [False] * len(op.keys)
-            with self._lock:
-                self._post(op.fid, ok, err, res)
-
-    def _write_record(self, slot: int, rec: Optional[bytes]) -> None:
-        lay = self._lay
-        os.pwrite(self._meta_fd, rec if rec is not None else bytes(lay.record_bytes),
-                  lay.record_offset(slot))
-
-    def _unpin(self, slot: int) -> None:
-        """Drop one read pin; caller holds _lock."""
-        n = self._pins[slot] - 1
-        if n:
-            self._pins[slot] = n
-            return
-        del self._pins[slot]
-        if slot in self._zombies:
-            self._zombies.discard(slot)
-            self._free.append(slot)
-
-    def _release_slot(self, slot: int) -> None:
-        """A slot left the index: free now, or when its last reader is done."""
-        if slot in self._pins:
-            self._zombies.add(slot)
-        else:
-            self._free.append(slot)
-
-    def _do_get(self, op: _Op):
-        lay = self._lay
-        n = len(op.keys)
-        size = op.mvs[0].nbytes
-        res = [False] * n
-        todo = []  # (index, entry)
-        with self._lock:
-            self._counters["gets"] += n
-            for i, k in enumerate(op.keys):
-                e = self._entries.get(k)
-                if e is None:
-                    self._counters["misses"] += 1
-                elif e.length != size:
-                    self._counters["size_mismatches"] += 1
-                else:
-                    self._pins[e.slot] = self._pins.get(e.slot, 0) + 1
-                    self._entries.move_to_end(k)
-                    todo.append((i, e))
-        errors = []
-        try:
-            if todo:
-                st = self._transfer(op, [(i, lay.slot_offset(e.slot)) for i, e in todo],
-                                    store=False)
-                for i, e in todo:
-                    s = st.get(i, 0)
-                    if s != 0:
-                        errors.append(f"key {i}: {os.strerror(-s)}")
-                    elif _crc(op.mvs[i]) != e.crc:
-                        self._corrupt(op.keys[i], e)
-                    else:
-                        res[i] = True
-        finally:
-            with self._lock:
-                for _, e in todo:
-                    self._unpin(e.slot)
-                self._counters["hits"] += sum(res)
-                self._counters["io_errors"] += len(errors)
-        if errors:
-            return False, f"{len(errors)} of {n} chunks failed to load: " + "; ".join(errors[:4]), res
-        return True, "", res
-
-    def _corrupt(self, key: bytes, e: _Entry) -> None:
-        """A chunk failed its CRC: forget it (if still current) and free its slot."""
-        _log.warning("%s: chunk in slot %d failed its checksum; dropped", self.path, e.slot)
-        with self._lock:
-            self._counters["checksum_failures"] += 1
-            cur = self._entries.get(key)
-            if cur is not None and cur.gen == e.gen:
-                del self._entries[key]
-                # Zero the record under the lock so that no set can have taken the slot.
-                self._write_record(e.slot, None)
-                self._release_slot(e.slot)
-
-    def _allocate(self, n: int) -> List[Optional[int]]:
-        """Slots for @n chunks (None when refused or nothing evictable); caller holds _lock."""
-        out: List[Optional[int]] = []
-        victims = None
-        for _ in range(n):
-            if self._free:
-                out.append(self._free.popleft())
-                continue
-            if self.when_full == "refuse":
-                self._counters["refused"] += 1
-                out.append(None)
-                continue
-            if victims is None:
-                victims = iter(list(self._entries.items()))
-            slot = None
-            for key, e in victims:
-                if e.slot in self._pins or self._entries.get(key) is not e:
-                    continue
-                del self._entries[key]
-                self._counters["evictions"] += 1
-                slot = e.slot
-                break
-            if slot is None:
-                self._counters["refused"] += 1
-            out.append(slot)
-        return out
-
-    def _do_set(self, op: _Op):
-        lay = self._lay
-        n = len(op.keys)
-        size = op.mvs[0].nbytes
-        crcs = [_crc(mv) for mv in op.mvs]
-        with self._lock:
-            slots = self._allocate(n)
-            entries = []
-            for i, s in enumerate(slots):
-                if s is None:
-                    entries.append(None)
-                    continue
-                entries.append(_Entry(s, self._next_gen, size, crcs[i]))
-                self._next_gen += 1
-        res = [False] * n
-        err = []
-        try:
-            live = [i for i in range(n) if entries[i] is not None]
-            if len(live) < n:
-                err.append(f"store full: {n - len(live)} of {n} chunks not stored "
-                           f"(when_full={self.when_full!r})")
-            for i in live:
-                self._write_record(entries[i].slot, None)
-            failed = self._transfer(op, [(i, lay.slot_offset(entries[i].slot)) for i in live],
-                                    store=True)
-            for i, s in failed.items():
-                err.append(f"key {i}: {os.strerror(-s)}")
-            live = [i for i in live if i not in failed]
-            if live:
-                try:
-                    os.fdatasync(self._meta_fd)
-                    for i in live:
-                        self._write_record(entries[i].slot, _pack_record(
-                            lay, entries[i].slot, op.keys[i], entries[i]))
-                    os.fdatasync(self._meta_fd)
-                except OSError as e:
-                    # Durability unknown: report every chunk of the batch as not
-                    # stored and take back what records we wrote (best effort;
-                    # one that survives names a chunk whose payload was flushed).
-                    err.append(f"flush of {self.path} failed: {os.strerror(e.errno or _errno.EIO)}"
-                               f"; {len(live)} chunks not stored")
-                    self._counters["flush_errors"] += 1
-                    for i in live:
-                        try:
-                            self._write_record(entries[i].slot, None)
-                        except OSError:
-                            pass
-                    live = []
-            with self._lock:
-                for i in live:
-                    old = self._entries.pop(op.keys[i], None)
-                    if old is not None:
-                        # The overwritten chunk's record goes; if this write is lost
-                        # the higher generation still wins at the next open.
-                        self._write_record(old.slot, None)
-                        self._release_slot(old.slot)
-                    self._entries[op.keys[i]] = entries[i]
-                    res[i] = True
-        finally:
-            with self._lock:
-                for i in range(n):
-                    if entries[i] is not None and not res[i]:
-                        self._free.append(entries[i].slot)
-                self._counters["sets"] += sum(res)
-                self._counters["set_failed"] += n - sum(res)
-        if err:
-            return False, "; ".join(err[:4]), res
-        return True, "", res
-
-    def _arena(self) -> Tuple[memoryview, int]:
-        """This thread's staging memory (anonymous pages: committed when first touched)."""
-        a = getattr(self._tls, "arena", None)
-        if a is None:
-            m = mmap.mmap(-1, self._staging_bytes)
-            with self._lock:
-                self._arenas.append(m)
-            mv = memoryview(m)
-            a = self._tls.arena = (mv, _buffer_address(mv))
-        return a
-
-    def _transfer(self, op: _Op, chunks: List[Tuple[int, int]], store: bool) -> dict:
-        """Move chunk i of @op to or from its slot offset, for each (i, offset) of
-        @chunks; returns {i: -errno} of the chunks that failed.
-
-        The block-aligned head of a chunk goes straight from or to the caller's
-        buffer when its address is aligned for O_DIRECT; the rest (a partial
-        last block, or the whole chunk of an unaligned buffer) goes through this
-        thread's staging memory, zero-padded to the block size on stores. As
-        many chunks as the staging memory holds go in one kvblk call.
-        """
-        bs = self._lay.block_size
-        align = max(self._io.mem_align, 1)
-        stage, stage_addr = self._arena()
-        failed: dict = {}
-
-        def run(items, owners, copies):
-            if store:
-                for i, so, bo, n in copies:
-                    stage[so:so + n] = op.mvs[i][bo:bo + n]
-                    pad = _round_up(n, bs) - n
-                    if pad:
-                        stage[so + n:so + n + pad] = bytes(pad)
-            st = self._io.store(items) if store else self._io.load(items)
-            for i, s in zip(owners, st):
-                if s != 0 and i not in failed:
-                    failed[i] = s
-            if not store:
-                for i, so, bo, n in copies:
-                    if i not in failed:
-                        op.mvs[i][bo:bo + n] = stage[so:so + n]
-
-        items, owners, copies, used = [], [], [], 0
-        for i, off in chunks:
-            length, addr = op.mvs[i].nbytes, op.addrs[i]
-            head = length - length % bs if addr % align == 0 else 0
-            rest = length - head
-            need = _round_up(rest, bs)
-            if items and used + need > len(stage):
-                run(items, owners, copies)
-                items, owners, copies, used = [], [], [], 0
-            if head:
-                items.append((off, head, addr))
-                owners.append(i)
-            if rest:
-                items.append((off + head, need, stage_addr + used))
-                owners.append(i)
-                copies.append((i, used, head, rest))
-                used += need
-        if items:
-            run(items, owners, copies)
-        return failed
-
-    def _do_delete(self, op: _Op):
-        res = [False] * len(op.keys)
-        freed = []
-        with self._lock:
-            for i, k in enumerate(op.keys):
-                e = self._entries.pop(k, None)
-                if e is None:
-                    continue
-                self._write_record(e.slot, None)
-                freed.append(e.slot)
-                res[i] = True
-            self._counters["deletes"] += len(freed)
-        err = ""
-        if freed:
-            try:
-                os.fdatasync(self._meta_fd)
-            except OSError as e:
-                # The keys are gone from the index either way; a zeroed record that
-                # did not reach the media can bring its (intact) chunk back at the
-                # next open.
-                err = f"flush of {self.path} failed: {os.strerror(e.errno or _errno.EIO)}"
-                self._counters["flush_errors"] += 1
-        with self._lock:
-            for s in freed:
-                self._release_slot(s)
-        return not err, err, res
-
-    # ------------------------------------------------------------ teardown
-
-    def _release(self) -> None:
-        if self._io is not None:
-            try:
-                self._io.close()
-            finally:
-                self._io = None
-        # Worker threads have exited: no view of an arena is in use any more.
-        self._tls = threading.local()
-        for m in self._arenas:
-            try:
-                m.close()
-            except BufferError:  # a view still referenced somewhere: let GC unmap it
+                os.eventfd_write(self._store.fileno(), 1)
+            except (OSError, ValueError, AttributeError):
                 pass
-        self._arenas = []
-        for name in ("_meta_fd", "_efd"):
-            fd = getattr(self, name)
-            if fd >= 0:
-                os.close(fd)
-                setattr(self, name, -1)
-        if hasattr(self, "_done"):
-            self._done.clear()
 
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:
-            pass
+    def _completion(self, fid, kind, keys, sizes, r) -> Completion:
+        """LMCache's (future_id, ok, error, result_bools) from a StoreResult (lock held)."""
+        st = r.status.tolist()
+        bools = [s == 0 for s in st]
+        errors = []
+        if kind == "get":
+            lengths = r.length.tolist()
+            for i, s in enumerate(st):
+                if s == 0 and lengths[i] != sizes[i]:
+                    bools[i] = False
+                    self._counters["size_mismatches"] += 1
+                    errors.append(f"key {_show(keys[i])}: stored chunk is {lengths[i]} bytes, its "
+                                  f"buffer {sizes[i]}")
+                elif s == -_errno.EMSGSIZE:
+                    self._counters["size_mismatches"] += 1
+                    errors.append(f"key {_show(keys[i])}: stored chunk is {lengths[i]} bytes, its "
+                                  f"buffer {sizes[i]}")
+                elif s not in (0, -_errno.ENOENT):
+                    errors.append(f"key {_show(keys[i])}: {_errname(s)}: {r.error_text(i)}")
+        elif kind == "delete":
+            for i, s in enumerate(st):
+                if s == -_errno.ENOENT and keys[i] in self._evicted:
+                    bools[i] = True  # evicted by the store since it was stored: gone
+                    del self._evicted[keys[i]]
+                elif s == 0:
+                    self._evicted.pop(keys[i], None)
+                elif s != -_errno.ENOENT:
+                    errors.append(f"key {_show(keys[i])}: {_errname(s)}: {r.error_text(i)}")
+        else:
+            for i, s in enumerate(st):
+                if s == 0:
+                    if kind == "set":
+                        self._evicted.pop(keys[i], None)
+                elif kind == "set" or s != -_errno.ENOENT:
+                    errors.append(f"key {_show(keys[i])}: {_errname(s)}: {r.error_text(i)}")
+        if not errors:
+            return (fid, True, "", bools)
+        n_bad = len(errors)
+        what = {"get": "not loaded", "set": "not stored", "exists": "not checked",
+                "delete": "not deleted"}[kind]
+        text = "; ".join(errors[:3]) + (f"; and {n_bad - 3} more" if n_bad > 3 else "")
+        return (fid, False, f"{n_bad} of {len(keys)} chunks {what}: {text}", bools)
+
+
+def _finished(wself, op, result):
+    c = wself()
+    if c is not None:
+        c._finished(op, result)
+
+
+def _errname(status):
+    return _errno.errorcode.get(-status, str(status))
+
+
+def _show(k: bytes) -> str:
+    s = _decode(k)
+    if len(s) > 96:
+        s = s[:60] + "..." + s[-30:]
+    return repr(s)
+
+
+def _decode(k: bytes):
+    try:
+        return k.decode("utf-8")
+    except UnicodeDecodeError:
+        return k
