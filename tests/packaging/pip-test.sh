@@ -24,6 +24,9 @@ src=${2:?usage: pip-test.sh tree|system SRC BUILD}
 build=${3:?usage: pip-test.sh tree|system SRC BUILD}
 py=${KVBLK_TEST_PYTHON:-/usr/bin/python3}
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
+# Packaging is under test, not the optimiser: no -O2 halves the compile (setup.py's default is
+# Release).
+export KVBLK_CMAKE_ARGS=${KVBLK_CMAKE_ARGS--DCMAKE_BUILD_TYPE=None}
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 unset PYTHONPATH KVBLK_LIBKVBLK
 
