@@ -34,6 +34,8 @@
  *                  under it; also guards @staged_buffers. Other batches never take it.
  * @stager:         the staged path (CUDA destinations without P2P).
  * @staged_buffers: live staged buffers.
+ * @staging_default_buffers, @staging_default_bytes: kvblk_set_staging()'s 0 arguments: the
+ *                  process-wide defaults when the device was opened (defaults.hpp).
  * @sched:          the outstanding batches (async.hpp); destroyed first, in kvblk_close().
  * @owner:          the process that opened it (fork_guard.hpp): every call checks it first.
  */
@@ -47,6 +49,8 @@ struct kvblk_dev {
 	std::mutex io_mutex;
 	kvblk::detail::Stager stager;
 	uint32_t staged_buffers = 0;
+	uint32_t staging_default_buffers = KVBLK_DEFAULT_STAGING_BUFFERS;
+	uint64_t staging_default_bytes = KVBLK_DEFAULT_STAGING_BUFFER_BYTES;
 	std::unique_ptr<kvblk::detail::Scheduler> sched;
 	kvblk::detail::Owner owner;
 

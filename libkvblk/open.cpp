@@ -5,6 +5,7 @@
 #include "async.hpp"
 #include "backend.hpp"
 #include "buffers.hpp"
+#include "defaults.hpp"
 #include "device.hpp"
 #include "lanes.hpp"
 #include "last_error.hpp"
@@ -40,23 +41,17 @@ struct BackendChoice {
 	std::string reason;
 };
 
-/* Explicit option, else KVBLK_BACKEND, else AUTO (decided once the target is open). */
-int resolve_requested_backend(uint32_t requested, BackendChoice *c)
+/* Explicit option, else the process's default backend (defaults.hpp: kvblk_set_default(),
+ * KVBLK_BACKEND), else AUTO (decided once the target is open). */
+void resolve_requested_backend(uint32_t requested, const DefaultsSnapshot &dfl, BackendChoice *c)
 {
 	c->backend = kvblk_backend(requested);
 	if (requested != KVBLK_BACKEND_AUTO) {
 		c->reason = std::string(kvblk_backend_name(int(requested))) + ": requested in kvblk_open_opts.backend";
-	} else if (const char *env = std::getenv("KVBLK_BACKEND"); env && *env) {
-		int b = kvblk_backend_from_name(env);
-		if (b < 0)
-			return fail(-EINVAL,
-				    "KVBLK_BACKEND=%s is not a backend (auto, uring, threadpool, psync, kmod, uring_cmd)",
-				    env);
-		c->backend = kvblk_backend(b);
-		if (b != KVBLK_BACKEND_AUTO)
-			c->reason = std::string(kvblk_backend_name(int(b))) + ": KVBLK_BACKEND=" + env;
+	} else if (dfl.backend != KVBLK_BACKEND_AUTO) {
+		c->backend = kvblk_backend(dfl.backend);
+		c->reason = std::string(kvblk_backend_name(int(dfl.backend))) + ": " + dfl.backend_origin;
 	}
-	return 0;
 }
 
 /*
@@ -191,10 +186,13 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	int ret = check_options(o);
 	if (ret)
 		return ret;
-	BackendChoice choice;
-	ret = resolve_requested_backend(o.backend, &choice);
+	/* Options left 0 take the process's defaults, as they are now (defaults.hpp). */
+	DefaultsSnapshot dfl;
+	ret = snapshot_defaults("kvblk_open", &dfl);
 	if (ret)
 		return ret;
+	BackendChoice choice;
+	resolve_requested_backend(o.backend, dfl, &choice);
 
 	auto dev = std::make_unique<kvblk_dev>();
 	dev->owner = current_owner();
@@ -214,17 +212,17 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 
 	BackendConfig cfg;
 	describe_target(cfg, t);
-	cfg.eagain_retries = o.eagain_retries ? o.eagain_retries : KVBLK_DEFAULT_EAGAIN_RETRIES;
+	cfg.eagain_retries = o.eagain_retries ? o.eagain_retries : dfl.eagain_retries;
 	switch (choice.backend) {
 	case KVBLK_BACKEND_URING:
 	case KVBLK_BACKEND_URING_CMD:
 	case KVBLK_BACKEND_KMOD: /* its stores go through uring; loads report kvblk.ko's cap */
-		cfg.queue_depth = o.queue_depth ? o.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
-		cfg.workers = o.workers ? o.workers : KVBLK_DEFAULT_WORKERS;
+		cfg.queue_depth = o.queue_depth ? o.queue_depth : dfl.queue_depth;
+		cfg.workers = o.workers ? o.workers : dfl.rings;
 		break;
 	case KVBLK_BACKEND_THREADPOOL:
 		cfg.queue_depth = 1; /* each thread keeps one command in flight */
-		cfg.workers = o.workers ? o.workers : KVBLK_DEFAULT_THREADS;
+		cfg.workers = o.workers ? o.workers : dfl.threads;
 		break;
 	default:
 		cfg.queue_depth = 1;
@@ -232,8 +230,9 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		break;
 	}
 	const uint32_t requested_qd = cfg.queue_depth;
-	/* kmod: the kernel splits objects itself; by default at its own limit. */
-	const uint64_t dflt_cmd = choice.backend == KVBLK_BACKEND_KMOD ? 0 : KVBLK_DEFAULT_MAX_CMD_BYTES;
+	/* kmod: the kernel splits objects itself; at its own limit unless a default was set. */
+	const uint64_t dflt_cmd =
+		choice.backend == KVBLK_BACKEND_KMOD && !dfl.max_cmd_bytes_set ? 0 : dfl.max_cmd_bytes;
 	ret = effective_max_cmd(o, t, dflt_cmd, &cfg.max_cmd_bytes);
 	if (!ret)
 		dev->backend = create_backend(choice.backend, cfg, &ret);
@@ -242,8 +241,8 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		choice.backend = KVBLK_BACKEND_URING;
 		choice.reason = "uring: kvblk.ko cannot serve " + t.path + ": " + last_error();
 		cfg.note.clear();
-		cfg.queue_depth = o.queue_depth ? o.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
-		ret = effective_max_cmd(o, t, KVBLK_DEFAULT_MAX_CMD_BYTES, &cfg.max_cmd_bytes);
+		cfg.queue_depth = o.queue_depth ? o.queue_depth : dfl.queue_depth;
+		ret = effective_max_cmd(o, t, dfl.max_cmd_bytes, &cfg.max_cmd_bytes);
 		if (!ret)
 			dev->backend = create_backend(choice.backend, cfg, &ret);
 	}
@@ -277,12 +276,15 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	info.max_cmd_bytes = cfg.max_cmd_bytes;
 	info.queue_depth = cfg.queue_depth;
 	info.workers = cfg.workers;
-	info.max_descs = o.max_descs ? o.max_descs : KVBLK_DEFAULT_MAX_DESCS;
+	info.max_descs = o.max_descs ? o.max_descs : dfl.max_descs;
 	if (!cfg.note.empty())
 		choice.reason += "; " + cfg.note;
 	std::snprintf(info.backend_reason, sizeof(info.backend_reason), "%s", choice.reason.c_str());
 	info.async = dev->backend->async_mode();
-	info.max_batches = o.max_batches ? o.max_batches : KVBLK_DEFAULT_MAX_BATCHES;
+	info.max_batches = o.max_batches ? o.max_batches : dfl.max_batches;
+	dev->staging_default_buffers = dfl.staging_buffers;
+	dev->staging_default_bytes = dfl.staging_buffer_bytes;
+	dev->stager.configure(dfl.staging_buffers, dfl.staging_buffer_bytes);
 	info.targets = 1;
 
 	kvblk_dev *d = dev.get();

@@ -204,8 +204,8 @@ int kvblk_set_staging(kvblk_dev *dev, uint32_t buffers, uint64_t buffer_bytes) n
 		return owner;
 	if (!dev)
 		return fail(-EINVAL, "kvblk_set_staging: NULL dev");
-	const uint32_t nb = buffers ? buffers : KVBLK_DEFAULT_STAGING_BUFFERS;
-	const uint64_t bb = buffer_bytes ? buffer_bytes : KVBLK_DEFAULT_STAGING_BUFFER_BYTES;
+	const uint32_t nb = buffers ? buffers : dev->staging_default_buffers; /* the process's defaults */
+	const uint64_t bb = buffer_bytes ? buffer_bytes : dev->staging_default_bytes;
 	if (nb > KVBLK_MAX_STAGING_BUFFERS)
 		return fail(-EINVAL, "kvblk_set_staging: %u buffers is out of range 1..%u", nb,
 			    KVBLK_MAX_STAGING_BUFFERS);

@@ -5,7 +5,8 @@
 #
 # Usage: scripts/install-deps.sh [user|vm|deb|bench|debug|all]   (default: all)
 #   user  compilers, liburing, GoogleTest, CLI11, nlohmann-json, libnvme, jq, fio; the Python
-#         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest)
+#         package's build and tests (python3-dev, pybind11-dev, numpy, CPU torch, pytest; venv,
+#         pip, setuptools and wheel for its pip install from a clone: tests/packaging/pip-test.sh)
 #   vm    kernel headers and image, QEMU, busybox, dkms, nvme-cli, e2fsprogs, kernel source
 #         (its kselftest harness headers) for the module tests; debootstrap
 #         for the other kernels of the matrix
@@ -19,7 +20,8 @@ want=${1:-all}
 user_pkgs=(build-essential cmake ninja-build pkgconf liburing-dev libgtest-dev libgmock-dev
 	   libnvme-dev jq
 	   libcli11-dev nlohmann-json3-dev libfmt-dev libisal-dev fio util-linux
-	   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest)
+	   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
+	   python3-venv python3-pip python3-setuptools python3-wheel)
 vm_pkgs=(linux-headers-amd64 linux-image-amd64 qemu-system-x86 busybox-static
 	 dkms nvme-cli libnvme-dev kmod cpio xz-utils
 	 debootstrap rsync  # tests/vm/kernels/mkroot.sh: trixie/sid kernel roots

@@ -107,8 +107,10 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  *                            When kvblk.ko is chosen but refuses the namespace
  *                            (a metadata/PI format, ...), uring serves. The
  *                            reason is in kvblk_dev_info.backend_reason. The
- *                            environment variable KVBLK_BACKEND (auto|uring|
- *                            threadpool|psync|kmod|uring_cmd) overrides AUTO only.
+ *                            process-wide default backend (kvblk_set_default(),
+ *                            else the environment variable KVBLK_BACKEND:
+ *                            auto|uring|threadpool|psync|kmod|uring_cmd)
+ *                            overrides AUTO only.
  * @KVBLK_BACKEND_URING:      io_uring, O_DIRECT, every object of a batch in
  *                            flight together up to the queue depth, objects
  *                            split into commands of max_cmd_bytes; fixed
@@ -181,7 +183,8 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
 					   * (sparse: ftruncate(2)), or extend a shorter one */
 #define KVBLK_OPEN_FLAGS_ALL	(KVBLK_OPEN_WRITE | KVBLK_OPEN_BUFFERED | KVBLK_OPEN_CREATE)
 
-/* Defaults and limits; 0 in an option means "the default". */
+/* Built-in defaults and limits; 0 in an option means "the default" (since 0.4 the
+ * process-wide one: kvblk_get_default()). */
 #define KVBLK_DEFAULT_QUEUE_DEPTH	64u		/* commands in flight per ring */
 #define KVBLK_DEFAULT_WORKERS		1u		/* rings (uring) */
 #define KVBLK_DEFAULT_THREADS		8u		/* threads (threadpool) */
@@ -197,6 +200,9 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
 
 /**
  * struct kvblk_open_opts - options of kvblk_open(); fill with kvblk_open_opts_init().
+ * An option left 0 takes the process-wide default (since 0.4; the defaults named below are
+ * the built-in ones, which KVBLK_* environment variables and kvblk_set_default() change:
+ * "process-wide defaults" at the end of this header).
  * @opts_size:      sizeof(struct kvblk_open_opts), set by kvblk_open_opts_init().
  * @backend:        enum kvblk_backend; default AUTO.
  * @queue_depth:    commands in flight per ring (uring, uring_cmd), 1..4096; default 64.
@@ -634,10 +640,13 @@ int kvblk_register_dmabuf(kvblk_dev *dev, int fd, uint64_t offset, uint64_t len,
 /**
  * kvblk_set_staging() - size the staged path's bounce-buffer pool (since 0.2).
  * @dev:          device.
- * @buffers:      bounce buffers (each its own copy stream), 1..64; 0 = default 4.
+ * @buffers:      bounce buffers (each its own copy stream), 1..64; 0 = the default
+ *                (4, or the process-wide staging_buffers when @dev was opened).
  * @buffer_bytes: bytes per buffer (the largest read into one; rounded down to
  *                a multiple of logical_block_size, at least one block),
- *                logical_block_size..1 GiB; 0 = default 8 MiB.
+ *                logical_block_size..1 GiB; 0 = the default (8 MiB, or the
+ *                process-wide staging_buffer_bytes when @dev was opened). A device
+ *                starts with the pool of those defaults.
  *
  * Staged loads never hold more than @buffers * @buffer_bytes of bounce memory
  * (rounded up to pages); stats.staging_pool_bytes shows what is allocated. A
@@ -1310,6 +1319,114 @@ int kvblk_get_stats(kvblk_dev *dev, struct kvblk_stats *stats) KVBLK_NOEXCEPT;
 
 /** kvblk_reset_stats() - zero every counter. Errors: -EINVAL NULL @dev. */
 int kvblk_reset_stats(kvblk_dev *dev) KVBLK_NOEXCEPT;
+
+/* ------------------------------------------- process-wide defaults (0.4) */
+
+/**
+ * DOC: process-wide defaults (since 0.4)
+ *
+ * An option left 0 in struct kvblk_open_opts (and kvblk_set_staging()'s 0 arguments) takes
+ * the process's default for it. The defaults are one table in the library, each entry with a
+ * name, an environment variable and a built-in value (docs/defaults.md lists them, generated
+ * from this table):
+ *
+ *   name                  variable                    built-in     range
+ *   backend               KVBLK_BACKEND               auto         auto, uring, threadpool,
+ *                                                                  psync, kmod, uring_cmd
+ *   queue_depth           KVBLK_QUEUE_DEPTH           64           1..4096
+ *   rings                 KVBLK_RINGS                 1            1..64
+ *   threads               KVBLK_THREADS               8            1..64
+ *   max_cmd_bytes         KVBLK_MAX_CMD_BYTES         131072       4096..1 GiB
+ *   max_descs             KVBLK_MAX_DESCS             65536        1..2^20
+ *   max_batches           KVBLK_MAX_BATCHES           256          1..65536
+ *   eagain_retries        KVBLK_EAGAIN_RETRIES        16           1..65536
+ *   staging_buffers       KVBLK_STAGING_BUFFERS       4            1..64
+ *   staging_buffer_bytes  KVBLK_STAGING_BUFFER_BYTES  8388608      4096..1 GiB
+ *
+ * The effective default is, first to last: the value the program set with
+ * kvblk_set_default(); else the environment variable, read at each use (a variable set in
+ * the process before a kvblk_open() counts); else the built-in value. kvblk_open() takes a
+ * snapshot of every default when it starts: a later change affects later opens only.
+ * Variables hold a decimal number, a size with a suffix K, M, G (powers of 1024; KiB, MiB,
+ * GiB too) for the byte values, or a backend's name for KVBLK_BACKEND; empty means unset. A
+ * variable that does not parse or is out of range makes every kvblk_open() fail with
+ * -EINVAL naming it (kvblk_get_default() too), until it is fixed or the program sets that
+ * default. Python's kvblk.defaults reads and sets the same table through these calls.
+ *
+ * How each applies: backend replaces KVBLK_BACKEND_AUTO in kvblk_open_opts.backend (an
+ * explicit backend is never replaced; a default of auto chooses as AUTO does); rings is
+ * kvblk_open_opts.workers for uring and uring_cmd, threads for threadpool; max_cmd_bytes
+ * applies to every backend but kmod, which splits objects at kvblk.ko's own limit unless the
+ * default was set (by the program or the variable); staging_* size the staged path's pool
+ * (kvblk_set_staging()) of devices opened afterwards.
+ */
+
+/* kvblk_default_info.source */
+enum kvblk_default_source {
+	KVBLK_DEFAULT_BUILTIN = 0,	/* the library's built-in value */
+	KVBLK_DEFAULT_ENV = 1,		/* the environment variable */
+	KVBLK_DEFAULT_SET = 2,		/* kvblk_set_default() */
+};
+
+/**
+ * struct kvblk_default_info - one process-wide default (since 0.4).
+ * @info_size: sizeof(struct kvblk_default_info), set by the caller.
+ * @name:      "queue_depth", ... (static storage, never freed).
+ * @env:       its environment variable, "KVBLK_QUEUE_DEPTH".
+ * @unit:      what the value counts: "backend" (an enum kvblk_backend), "commands",
+ *             "rings", "threads", "bytes", "descriptors", "batches", "retries", "buffers".
+ * @doc:       one sentence: what it sets.
+ * @builtin:   the built-in value.
+ * @min, @max: the range kvblk_set_default() and the variable accept.
+ * @value:     the effective value now (@builtin when the variable is invalid).
+ * @source:    enum kvblk_default_source of @value.
+ * @error:     0, or -EINVAL: the variable is set but invalid (kvblk_open() fails meanwhile).
+ */
+struct kvblk_default_info {
+	size_t info_size;
+	const char *name;
+	const char *env;
+	const char *unit;
+	const char *doc;
+	uint64_t builtin;
+	uint64_t min;
+	uint64_t max;
+	uint64_t value;
+	uint32_t source;
+	int32_t error;
+};
+
+/**
+ * kvblk_get_default() - the effective process-wide default @name into *@value (since 0.4).
+ * Errors: -EINVAL NULL argument, or the variable of @name is set and invalid
+ * (kvblk_last_error() names it and says why); -ENOENT no default is called @name.
+ */
+int kvblk_get_default(const char *name, uint64_t *value) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_set_default() - set the process-wide default @name to @value for the kvblk_open()
+ * calls that start afterwards, on every thread (since 0.4). It wins over the environment
+ * variable until kvblk_reset_default(). Thread safe.
+ * Errors: -EINVAL NULL @name, or @value outside the default's range (kvblk_last_error()
+ * gives the range; nothing changed); -ENOENT no default is called @name.
+ */
+int kvblk_set_default(const char *name, uint64_t value) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_reset_default() - forget what kvblk_set_default() set for @name, or for every
+ * default when @name is NULL: the environment variable or the built-in value applies again
+ * (since 0.4). Errors: -ENOENT no default is called @name.
+ */
+int kvblk_reset_default(const char *name) KVBLK_NOEXCEPT;
+
+/**
+ * kvblk_get_default_info() - describe default number @index, 0 and up, in table order
+ * (since 0.4): iterate until -ENOENT to list them all. An info_size above this library's
+ * struct gets the rest zeroed (up to 64 KiB).
+ * Errors: -EINVAL NULL @info or info_size below sizeof(struct kvblk_default_info) of 0.4 or
+ * above 64 KiB; -ENOENT @index is past the last default.
+ */
+int kvblk_get_default_info(uint32_t index, struct kvblk_default_info *info) KVBLK_NOEXCEPT;
 
 #ifdef __cplusplus
 }

@@ -7,11 +7,13 @@ in flight together. Python bindings of libkvblk (include/kvblk/kvblk.h).
         dst = kvblk.aligned_empty(4 << 20)
         dev.load_many([(0, 1 << 20, dst[:1 << 20]), (1 << 20, 3 << 20, dst[1 << 20:])])
 
-See python/README.md: destinations, the GIL and lifetime rules, the asyncio helper.
+See python/README.md: destinations, the GIL and lifetime rules, the asyncio helper;
+kvblk.defaults for the process-wide defaults of open() (docs/defaults.md).
 """
 
 from . import _errors  # first: the extension raises kvblk._errors.Error
 from . import _kvblk
+from ._defaults import defaults
 from ._device import Batch, Buffer, Device, Ticket, open
 from ._dest import BufferSlice, resolve
 from ._errors import Error, WaitTimeout
@@ -37,4 +39,5 @@ __all__ = [
     "DESC_DTYPE", "RESULT_DTYPE", "CQE_DTYPE", "BUF_NONE", "empty_descs", "make_descs",
     "aligned_empty", "BACKENDS", "MEM_HOST", "MEM_CUDA", "MEM_P2PDMA", "DESC_UNALIGNED",
     "CQE_BATCH", "CQE_OBJECT", "KVStore", "StoreResult", "KeyResult", "StoreBuffer", "EvictedKey",
+    "defaults",
 ]

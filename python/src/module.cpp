@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // kvblk._kvblk: the pybind11 extension under the kvblk package. It exposes the C API's
 // handle, constants and struct layouts; kvblk/*.py builds the public surface on it.
+#include "defaults.hpp"
 #include "dest.hpp"
 #include "device.hpp"
 #include "kvstore.hpp"
@@ -102,6 +103,7 @@ PYBIND11_MODULE(_kvblk, m)
 	m.attr("CQE_SIZE") = sizeof(struct kvblk_cqe);
 	m.attr("CQE_OFFSETS") = cqe_layout();
 
+	kvblkpy::bind_defaults(m);
 	kvblkpy::bind_dest(m);
 	kvblkpy::bind_device(m);
 	kvblkpy::bind_kvstore(m);
