@@ -36,7 +36,7 @@ deps-bench:
 # into $(BUILD)/deb/, then lintian (errors fail). No tests in the package build (make check
 # runs them), no -dbgsym packages; nothing changed since the last good build: nothing runs;
 # else incremental (CMake's build folder kept). KVBLK_DEB_CLEAN=1: from scratch.
-# Times: see packaging/build-deb.sh and README "Install on a serving host".
+# Times: see packaging/build-deb.sh and docs/install.md, "Install on a serving host".
 deb: deps-deb
 	JOBS=$(JOBS) packaging/build-deb.sh $(BUILD)
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""The README's "From an engine" example (python/examples/engine.py) runs and verifies."""
+"""The "From Python" example of docs/engines.md (python/examples/engine.py) runs and verifies."""
 
 import os
 import subprocess

@@ -25,7 +25,7 @@ import shlex
 import subprocess
 import sys
 
-# The speed goals on this machine (README "Results"): (id, workload, ratio key, comparison, limit, text).
+# The speed goals on this machine (docs/results.md): (id, workload, ratio key, comparison, limit, text).
 GOALS = [
     ("uring_vs_fio_16mib", "large", "uring_over_fio_best", ">=", 0.97,
      "libkvblk uring >= 0.97 x fio's best, 16 MiB objects"),

@@ -137,7 +137,7 @@ expect_eq "$dev mode group" "$(stat -c '%a %g' "$dev")" "660 $(in_root getent gr
 
 # 4. Users.
 in_root useradd -m -G kvblk,disk kvuser
-# What the README tells the administrator to do: registered buffers count against RLIMIT_MEMLOCK
+# What docs/install.md tells the administrator to do: registered buffers count against RLIMIT_MEMLOCK
 # (runuser applies it through pam_limits).
 echo '@kvblk - memlock unlimited' >"$root/etc/security/limits.d/kvblk.conf"
 in_root useradd -m -G disk kvother
