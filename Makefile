@@ -56,8 +56,12 @@ unit: userspace
 #   make tsan    ThreadSanitizer ($(BUILD)-tsan); a race fails it
 #   make asan    AddressSanitizer + UndefinedBehaviorSanitizer ($(BUILD)-asan)
 # SAN_FILTER=<gtest filter> runs fewer tests; KVBLK_STRESS_SEED=N repeats a stress run.
+# The store's tests (kvblk_kvstore_tests) run under both; under TSan without the crash, fork
+# and 100,000-key suites (KVSTORE_TSAN_FILTER): their children open stores (threads, which
+# TSan cannot start in a child of a multi-threaded fork), and the 100,000 keys take a minute.
 # Children of fork() in the tests open handles (threads): TSan is told not to stop them.
 SAN_FILTER ?= *
+KVSTORE_TSAN_FILTER ?= -KvstoreCrash*:KvstoreFork*:KvstoreScale*
 SAN_CMAKE = $(CMAKE) -S . -G Ninja -DKVBLK_WITH_TOOLS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 TSAN_OPTIONS ?= die_after_fork=0 halt_on_error=1 second_deadlock_stack=1
 ASAN_OPTIONS ?= detect_leaks=1 abort_on_error=0
@@ -65,16 +69,19 @@ UBSAN_OPTIONS ?= print_stacktrace=1
 
 tsan: deps-user
 	$(SAN_CMAKE) -B $(BUILD)-tsan -DKVBLK_SANITIZE=thread
-	$(CMAKE) --build $(BUILD)-tsan -j $(JOBS) --target kvblk_unit_tests
+	$(CMAKE) --build $(BUILD)-tsan -j $(JOBS) --target kvblk_unit_tests kvblk_kvstore_tests
 	TSAN_OPTIONS='$(TSAN_OPTIONS)' $(BUILD)-tsan/tests/unit/kvblk_unit_tests --gtest_brief=1 --gtest_filter='$(SAN_FILTER)'
+	TSAN_OPTIONS='$(TSAN_OPTIONS)' $(BUILD)-tsan/tests/unit/kvblk_kvstore_tests --gtest_brief=1 --gtest_filter='$(KVSTORE_TSAN_FILTER)'
 
 asan: deps-user
 	$(SAN_CMAKE) -B $(BUILD)-asan -DKVBLK_SANITIZE=address,undefined
-	$(CMAKE) --build $(BUILD)-asan -j $(JOBS) --target kvblk_unit_tests kvblk_oom_tests
+	$(CMAKE) --build $(BUILD)-asan -j $(JOBS) --target kvblk_unit_tests kvblk_oom_tests kvblk_kvstore_tests
 	ASAN_OPTIONS='$(ASAN_OPTIONS)' UBSAN_OPTIONS='$(UBSAN_OPTIONS)' \
 		$(BUILD)-asan/tests/unit/kvblk_unit_tests --gtest_brief=1 --gtest_filter='$(SAN_FILTER)'
 	ASAN_OPTIONS='$(ASAN_OPTIONS)' UBSAN_OPTIONS='$(UBSAN_OPTIONS)' \
 		$(BUILD)-asan/tests/unit/kvblk_oom_tests --gtest_brief=1
+	ASAN_OPTIONS='$(ASAN_OPTIONS)' UBSAN_OPTIONS='$(UBSAN_OPTIONS)' \
+		$(BUILD)-asan/tests/unit/kvblk_kvstore_tests --gtest_brief=1 --gtest_filter='$(SAN_FILTER)'
 
 # One workload (large), the quick ceiling search, 3 rounds: about a minute.
 # --allow-no-ceiling: a newcomer's run ends with exit 0 and the table; a leg above 1.05 x the

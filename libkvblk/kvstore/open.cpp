@@ -693,7 +693,7 @@ int create_store(const char *const *paths, uint32_t n, const kvblk_kvstore_creat
 		kvblk_kvstore &t;
 		~Disown() { t.dev = nullptr; } /* @op closes the device */
 	} disown{tmp};
-	AlignedBuf zero(64u << 10), blk(kBlock);
+	AlignedBuf zero(kSbOffset[1] + kBlock), blk(kBlock);
 	for (uint32_t i = 0; i < n; i++) {
 		Drive d;
 		d.index = i;
