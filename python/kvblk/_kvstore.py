@@ -750,45 +750,12 @@ class KVStore:
             for s in range(0, n, step):
                 e = min(n, s + step)
                 b = build(s, e)
-                cuts = self._bounce_cuts(b) if kind == GET else None
-                if not cuts:
-                    batches.append(b)
-                    continue
-                # Workaround (notes/kvstore-from-python.md, 3): libkvblk bounces an object whose
-                # destination is not aligned to mem_align whole, and refuses a read batch
-                # whose bounce passes KVBLK_MAX_BOUNCE_BYTES, failing every key of the get.
-                # Such gets are issued as several store batches that each stay under it.
-                b.release(core.c)
-                for c0, c1 in zip([0] + cuts, cuts + [e - s]):
-                    batches.append(build(s + c0, s + c1))
+                batches.append(b)
         except BaseException:
             for b in batches:
                 b.release(core.c)
             raise
         return batches
-
-    def _bounce_cuts(self, b):
-        """Where to cut get batch ``b`` so that each part's destinations that are not aligned to
-        the drives' mem_align hold at most KVBLK_MAX_BOUNCE_BYTES; [] when it fits whole."""
-        core = self._core
-        if b.misaligned_bytes(core.mem_align) <= _kvblk.MAX_BOUNCE_BYTES:
-            return []
-        addr, ids = b.addrs()
-        room = b.columns()[4]
-        mis = (ids == np.uint32(_UINT32_MAX)) & ((addr % np.uint64(core.mem_align)) != 0)
-        if not mis.any():
-            return []
-        cost = np.where(mis, room + np.uint64(2 * 4096), np.uint64(0))
-        limit = _kvblk.MAX_BOUNCE_BYTES
-        if int(cost.sum()) <= limit:
-            return []
-        cuts, acc = [], 0
-        for i, c in enumerate(cost.tolist()):
-            if acc + c > limit and acc:
-                cuts.append(i)
-                acc = 0
-            acc += c
-        return cuts
 
     def _dest_refs(self, dests):
         if _REF_TYPES.isdisjoint(map(type, dests)):

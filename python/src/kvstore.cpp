@@ -931,32 +931,6 @@ void bind_kvstore(py::module_ &m)
 				       "Keys whose destination is device memory (registered for this batch).")
 		.def("__len__", &Batch::size)
 		.def("columns", &columns, "(status, meta_len, length, drive, room) arrays.")
-		.def(
-			"addrs",
-			[](const Batch &b) {
-				py::array_t<uint64_t> a(b.ops.size());
-				py::array_t<uint32_t> ids(b.ops.size());
-				auto x = a.mutable_unchecked<1>();
-				auto y = ids.mutable_unchecked<1>();
-				for (size_t i = 0; i < b.ops.size(); i++) {
-					x(py::ssize_t(i)) = b.ops[i].addr;
-					y(py::ssize_t(i)) = b.ops[i].buf_id;
-				}
-				return py::make_tuple(a, ids);
-			},
-			"(addr uint64[n], buf_id uint32[n]) of the ops.")
-		.def(
-			"misaligned_bytes",
-			[](const Batch &b, uint64_t align) {
-				uint64_t sum = 0;
-				for (const auto &op : b.ops)
-					if (op.buf_id == KVBLK_BUF_NONE && align && op.addr % align)
-						sum += op.length + 2 * 4096;
-				return sum;
-			},
-			py::arg("align"),
-			"Bytes libkvblk would bounce for the plain host destinations not aligned to @align "
-			"(room + two blocks each).")
 		.def("meta", &meta, py::arg("i"), "Key i's metadata (bytes), or None.")
 		.def("release", &Batch::release, py::arg("store"),
 		     "Unregister the buffers registered for the batch and give back its views (the batch is over).");

@@ -531,7 +531,8 @@ def test_cuda_destination(st):
 
 def test_misaligned_destinations_over_the_bounce_limit(tmpdir_disk):
     """numpy's large arrays sit 16 bytes past a page: libkvblk bounces such objects whole and
-    refuses a read batch whose bounce passes 256 MiB; KVStore splits the get (notes, 3)."""
+    refuses a read batch whose bounce passes 256 MiB; the store cuts its read parts by bounce
+    bytes (get.cpp), so the 320 MiB of misaligned destinations here are one get that hits."""
     s, (p,) = make_store(tmpdir_disk, file_bytes=420 * MiB, classes=["32MiB"])
     with s:
         n = 10
