@@ -80,6 +80,11 @@ void Job::object_done(uint32_t i) noexcept
 
 void Job::batch_done(int err) noexcept
 {
+	/* A native read-modify-write's read phase is over: its writes go next (next_phase()). */
+	if (phase == Phase::read && native && !err) {
+		sched->next_phase(*this);
+		return;
+	}
 	sched->complete(*this, err);
 }
 
@@ -123,10 +128,12 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	Job &job = *jp;
 	job.sched = this;
 	const bool priority = job.flags & KVBLK_SUBMIT_PRIORITY;
-	job.batch = Batch{job.dir, job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
+	job.batch = Batch{job.io_dir(), job.io_objects(), job.io_count(), job.io_results(), {}, &job, 0, priority};
 	job.batch.object_notice = (job.flags & KVBLK_SUBMIT_PER_OBJECT) && !job.defer_object_entries && !job.sync;
+	/* A read-modify-write's write phase starts from its read phase's end, where the backend allows it. */
 	const bool can_start = be_.async_mode() == KVBLK_ASYNC_NATIVE && job.path != KVBLK_PATH_STAGED &&
-			       be_.can_start(job.batch);
+			       be_.can_start(job.batch) &&
+			       (job.phase != Job::Phase::read || be_.starts_from_batch_done());
 	if (job.sync)
 		job.held.reserve(job.entries()); /* claimed from birth: its entries go there */
 	const testing::Seams *seams = testing::active();
@@ -150,18 +157,33 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	if (!ret && waited && seams && seams->on_slot_taken)
 		ret = seams->on_slot_taken();
 	/*
+	 * A store takes its range locks now, in submission order: one that meets an earlier
+	 * store's read-modify-write (or whose own meets an earlier store) is parked until those
+	 * complete (complete() starts or unparks it).
+	 */
+	bool locked = false, parked = false;
+	if (!ret && !job.lock.empty()) {
+		try {
+			parked = !locks_.acquire(job.lock);
+			locked = true;
+		} catch (const std::bad_alloc &) {
+			ret = fail(-ENOMEM, "kvblk_submit: out of memory");
+		}
+	}
+	/*
 	 * A synchronous call with nothing to wait behind on the dispatch path is served on its
 	 * own thread (run()), unless the backend starts it (a native one, except kmod, whose
 	 * one ioctl is cheaper than a trip through its ring).
 	 */
-	const bool here = job.sync && job.path != KVBLK_PATH_STAGED && !dispatching_ && prio_q_.empty() &&
-			  normal_q_.empty() && (!can_start || be_.run_sync_inline());
+	const bool here = !parked && job.sync && job.path != KVBLK_PATH_STAGED && !dispatching_ &&
+			  prio_q_.empty() && normal_q_.empty() && (!can_start || be_.run_sync_inline());
 	job.native = can_start && !here;
 	if (!ret && !job.native && !here)
 		ret = start_dispatch_locked();
 	/*
 	 * Every allocation before anything changes: the table's node, the room of its completion
-	 * entries, its place in the dispatch queue.
+	 * entries, its place in the dispatch queue (a parked job waits there too; the dispatch
+	 * thread passes it by until it is unparked).
 	 */
 	const bool queue = !job.native && !here;
 	std::deque<Job *> &q = priority ? prio_q_ : normal_q_;
@@ -181,6 +203,11 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 			ret = fail(-ENOMEM, "kvblk_submit: out of memory");
 		}
 	}
+	if (ret && locked) {
+		/* Registered last: no node waits for it yet. */
+		LockNode *none = nullptr;
+		locks_.release(job.lock, &none);
+	}
 	if (ret) {
 		/* A slot freed for this submitter that it does not take goes to the next one. */
 		if (waited && submitters_waiting_ && table_.size() < max_batches_)
@@ -196,6 +223,11 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 		stats_.record_submit(priority, table_.size());
 	Job *j = jp.release();
 	*ticket = j->ticket;
+	j->parked = parked;
+	if (parked && !j->internal)
+		stats_.record_range_wait();
+	if (parked && job.native)
+		return 0; /* started by the complete() that grants it */
 	if (queue) {
 		disp_cv_.notify_one();
 		if (seams && seams->on_queued)
@@ -207,7 +239,7 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 		dispatching_ = true;
 		j->state = Job::State::running;
 		lk.unlock();
-		j->batch_done(run_sync_(*j));
+		j->batch_done(serve(*j));
 		lk.lock();
 		dispatching_ = false;
 		if (!prio_q_.empty() || !normal_q_.empty())
@@ -217,24 +249,109 @@ int Scheduler::submit(std::unique_ptr<Job> &jp, bool nonblock, uint64_t *ticket)
 	j->state = Job::State::running;
 	lk.unlock();
 	/* From here the job may complete, and be taken and freed, on another thread. */
-	be_.start(j->batch);
+	start_native(*j);
 	return 0;
+}
+
+void Scheduler::start_native(Job &job) noexcept
+{
+	/* Nothing to move (loads that KVBLK_DESC_SHORT_EOF cut to nothing): over at once. */
+	if (job.io_count() == 0) {
+		job.batch_done(0);
+		return;
+	}
+	be_.start(job.batch);
+}
+
+bool Scheduler::begin_write(Job &job) noexcept
+{
+	job.read_counters = job.batch.counters;
+	job.batch.counters = BatchCounters{};
+	job.store.fill();
+	job.phase = Job::Phase::write;
+	job.aim_batch();
+	if (job.cancelled()) {
+		/* kvblk_cancel() (or kvblk_close()) came during the reads: nothing is written. */
+		for (uint32_t k = 0; k < job.batch.count; k++)
+			job.batch.results[k] = kvblk_result{-ECANCELED, 0, 0, 0};
+		return false;
+	}
+	return job.batch.count != 0;
+}
+
+void Scheduler::next_phase(Job &job) noexcept
+{
+	if (begin_write(job))
+		be_.start(job.batch);
+	else
+		complete(job, 0);
+}
+
+int Scheduler::serve(Job &job) noexcept
+{
+	if (job.io_count() == 0)
+		return 0;
+	const int ret = run_sync_(job);
+	if (ret || job.phase != Job::Phase::read)
+		return ret;
+	return begin_write(job) ? run_sync_(job) : 0;
+}
+
+void Scheduler::grant_locked(LockNode *granted, Job **to_start) noexcept
+{
+	bool queued = false;
+	for (LockNode *n = granted; n; n = n->next_granted) {
+		Job &w = *static_cast<Job *>(n->owner);
+		if (!w.parked)
+			continue; /* cancelled meanwhile (kvblk_cancel(), kvblk_close()) */
+		w.parked = false;
+		if (w.native) {
+			w.state = Job::State::running;
+			w.start_link = *to_start;
+			*to_start = &w;
+		} else {
+			queued = true; /* in the dispatch queue already */
+		}
+	}
+	if (queued)
+		disp_cv_.notify_one();
+}
+
+void Scheduler::start_all(Job *list) noexcept
+{
+	while (list) {
+		Job *next = list->start_link; /* @list may be freed once started */
+		start_native(*list);
+		list = next;
+	}
+}
+
+bool Scheduler::pop_runnable_locked(Job **out) noexcept
+{
+	for (std::deque<Job *> *q : {&prio_q_, &normal_q_}) {
+		for (auto it = q->begin(); it != q->end(); ++it) {
+			if ((*it)->parked)
+				continue;
+			*out = *it;
+			q->erase(it);
+			return true;
+		}
+	}
+	return false;
 }
 
 void Scheduler::dispatch_main()
 {
 	std::unique_lock<std::mutex> lk(mu_);
 	for (;;) {
-		disp_cv_.wait(lk, [&] { return stop_ || (!dispatching_ && (!prio_q_.empty() || !normal_q_.empty())); });
-		std::deque<Job *> &q = !prio_q_.empty() ? prio_q_ : normal_q_;
-		if (q.empty())
+		Job *j = nullptr;
+		disp_cv_.wait(lk, [&] { return stop_ || (!dispatching_ && pop_runnable_locked(&j)); });
+		if (!j)
 			return; /* stop_ and nothing queued (shutdown() waited for every job) */
-		Job *j = q.front();
-		q.pop_front();
 		j->state = Job::State::running;
 		dispatching_ = true;
 		lk.unlock();
-		j->batch_done(run_sync_(*j));
+		j->batch_done(serve(*j));
 		lk.lock();
 		dispatching_ = false;
 	}
@@ -307,6 +424,18 @@ void Scheduler::complete(Job &job, int err) noexcept
 {
 	const uint32_t n = job.count();
 	UnalignedTotals ut;
+	StoreTotals st_tot;
+	if (job.split_store && job.phase == Job::Phase::read) {
+		/*
+		 * Ended before its writes (cancelled while parked or queued, or the reads failed
+		 * as a whole): none is issued; what fill() does not drop ends -ECANCELED.
+		 */
+		(void)begin_write(job);
+		for (uint32_t k = 0; k < job.batch.count; k++)
+			job.batch.results[k] = kvblk_result{-ECANCELED, 0, 0, 0};
+	}
+	if (job.split_store)
+		job.batch.counters.merge(job.read_counters);
 	if (err) {
 		/* Nothing was moved. Synchronous calls keep 0.2's -ECANCELED and return @err. */
 		job.fatal = err;
@@ -322,6 +451,9 @@ void Scheduler::complete(Job &job, int err) noexcept
 	} else if (job.any_unaligned) {
 		/* The parts' results become the objects' and their bounced edges are copied. */
 		job.unaligned.finish(job.results, &ut);
+	} else if (job.split_store) {
+		/* The reads' and writes' results become the objects'. */
+		job.store.finish(job.results, &st_tot);
 	}
 	/*
 	 * Every object is over and its result final. Per-object entries deferred until now (an
@@ -342,6 +474,9 @@ void Scheduler::complete(Job &job, int err) noexcept
 	sum.objects = n;
 	sum.unaligned_objects = ut.objects;
 	sum.unaligned_extra_bytes = ut.extra_bytes;
+	sum.short_eof_objects = ut.short_objects;
+	sum.unaligned_stores = st_tot.objects;
+	sum.rmw_read_bytes = st_tot.read_bytes;
 	uint32_t ok = 0, cancelled = 0;
 	job.first_failed = n;
 	for (uint32_t i = 0; i < n; i++) {
@@ -365,7 +500,7 @@ void Scheduler::complete(Job &job, int err) noexcept
 	}
 	const uint64_t t_done = now_ns();
 	sum.elapsed_ns = t_done - job.t_submit;
-	job.bytes_device = job.any_unaligned ? ut.bytes_device : sum.bytes_ok;
+	job.bytes_device = job.any_unaligned ? ut.bytes_device : job.split_store ? st_tot.bytes_device : sum.bytes_ok;
 	if (job.internal) {
 		/* the library's own batch: not the program's, not counted */
 	} else if (err) {
@@ -388,14 +523,25 @@ void Scheduler::complete(Job &job, int err) noexcept
 	e.backend = job.backend;
 	e.elapsed_ns = sum.elapsed_ns;
 
-	std::lock_guard<std::mutex> g(mu_);
-	job.state = Job::State::completed;
-	job.done_entry = e;
-	running_--;
-	post_locked(job, e);
-	wake_waiters_locked(job);
-	if (running_ == 0)
-		idle_cv_.notify_all();
+	Job *to_start = nullptr;
+	{
+		std::lock_guard<std::mutex> g(mu_);
+		job.state = Job::State::completed;
+		job.done_entry = e;
+		running_--;
+		/* Its range locks go before anyone sees it complete: the stores that waited for it start. */
+		if (job.lock.registered) {
+			LockNode *granted = nullptr;
+			locks_.release(job.lock, &granted);
+			grant_locked(granted, &to_start);
+		}
+		post_locked(job, e);
+		wake_waiters_locked(job);
+		if (running_ == 0)
+			idle_cv_.notify_all();
+	}
+	/* @job may be taken and freed from here on; the granted jobs are outstanding. */
+	start_all(to_start);
 }
 
 void Scheduler::take_locked(Job &job, Job **to_free) noexcept
@@ -608,20 +754,23 @@ int Scheduler::cancel(uint64_t ticket, bool external)
 			    (unsigned long long)ticket);
 	Job &job = *it->second;
 	job.cancel_requested.store(true, std::memory_order_relaxed);
-	if (job.native) {
-		lk.unlock();
-		be_.cancel(ticket); /* by ticket: the job may complete and go meanwhile */
-		return 0;
-	}
 	if (job.state == Job::State::queued) {
+		/* Queued for the dispatch thread, or parked (range locks; native or not): never started. */
 		for (std::deque<Job *> *q : {&prio_q_, &normal_q_}) {
 			auto pos = std::find(q->begin(), q->end(), &job);
 			if (pos != q->end())
 				q->erase(pos);
 		}
+		job.parked = false;
 		job.state = Job::State::running;
 		lk.unlock();
 		cancel_queued(job);
+		return 0;
+	}
+	if (job.native) {
+		lk.unlock();
+		be_.cancel(ticket); /* by ticket: the job may complete and go meanwhile */
+		return 0;
 	}
 	/* Running on the dispatch thread: the backend (or the staged path) checks cancelled(). */
 	return 0;
@@ -653,13 +802,15 @@ void Scheduler::close() noexcept
 			if (j.state == Job::State::completed)
 				continue;
 			j.cancel_requested.store(true, std::memory_order_relaxed);
-			if (j.native) {
-				j.link = native;
-				native = &j;
-			} else if (j.state == Job::State::queued) {
+			if (j.state == Job::State::queued) {
+				/* Queued or parked: never started (and a grant no longer starts it). */
+				j.parked = false;
 				j.state = Job::State::running;
 				j.link = queued;
 				queued = &j;
+			} else if (j.native) {
+				j.link = native;
+				native = &j;
 			}
 			/* running on the dispatch thread: the backend checks cancelled() */
 		}

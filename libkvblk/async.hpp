@@ -24,7 +24,17 @@
 //     run_sync_inline() (kmod: one ioctl rather than a trip through its ring's thread).
 // When the last object of a Job completes, complete() folds unaligned parts back into the
 // caller's results (copying their bounced edges), records the stats and posts its
-// completion entries; the pins drop when the batch entry is taken. Entries wait in one completion queue, which kvblk_reap() takes from;
+// completion entries; the pins drop when the batch entry is taken.
+//
+// Stores take range locks (range_lock.hpp) when they are submitted, in submission order: a
+// store that meets the edge blocks of an earlier store's read-modify-write (or whose own
+// edge blocks meet an earlier store) is parked, outstanding but neither started nor queued,
+// until those stores complete; complete() releases a job's locks and starts (native) or
+// queues (dispatch) the parked jobs that no longer wait. An unaligned store with edge blocks
+// runs in two phases (unaligned.hpp): its edge blocks are read, then its writes issued.
+// Natively, the write phase is started from the read phase's batch_done() (on the backend's
+// completion thread) when the backend allows it (Backend::starts_from_batch_done()); other
+// backends' such stores go to the dispatch path, which runs both phases in turn (serve()). Entries wait in one completion queue, which kvblk_reap() takes from;
 // kvblk_wait() claims its ticket's entries so that no reaper sees them (synchronous calls
 // are claimed from birth). An eventfd is readable exactly while the queue is not empty.
 // Room for every entry a batch can post is reserved when it is submitted, so posting never
@@ -42,6 +52,7 @@
 
 #include "backend.hpp"
 #include "pins.hpp"
+#include "range_lock.hpp"
 #include "stats.hpp"
 #include "unaligned.hpp"
 #include "validate.hpp"
@@ -72,8 +83,14 @@ class Scheduler;
  * @buffered:     some target of the batch goes through the page cache.
  * @objects:      the validated objects, one per descriptor; @geometry their targets' rules;
  *                @results the caller's array or @own_results.
- * @any_unaligned: the backend reads @unaligned's parts instead of @objects (their results
- *                are folded into @results by complete()).
+ * @any_unaligned: a load: the backend reads @unaligned's parts instead of @objects (their
+ *                results are folded into @results by complete()).
+ * @split_store:  a store with KVBLK_DESC_UNALIGNED objects: the backend moves @store's reads
+ *                (@phase read) and then its writes (@phase write) instead of @objects.
+ * @phase:        what the backend moves now: @objects or @unaligned's parts (whole), or one
+ *                of @store's two phases.
+ * @lock:         a store's ranges (empty for loads), registered with the scheduler's range
+ *                locks from submit to complete.
  * @pins:         registered buffers and targets it uses, unpinned when the job is freed
  *                (its completion taken).
  * @defer_object_entries: post the per-object entries only once the whole batch is over,
@@ -81,7 +98,7 @@ class Scheduler;
  * Fields below @t_submit belong to the scheduler.
  */
 struct Job final : BatchSink {
-	Job(BufferTable &buffers, TargetTable &targets) noexcept : pins(buffers, targets) {}
+	Job(BufferTable &buffers, TargetTable &targets) noexcept : pins(buffers, targets) { lock.owner = this; }
 
 	uint64_t ticket = 0;
 	uint64_t user_data = 0;
@@ -97,6 +114,10 @@ struct Job final : BatchSink {
 	kvblk_result *results = nullptr;
 	bool any_unaligned = false;
 	UnalignedBatch unaligned;
+	bool split_store = false;
+	UnalignedStore store;
+	enum class Phase : uint8_t { whole, read, write } phase = Phase::whole;
+	LockNode lock;
 	BatchPins pins;
 	bool defer_object_entries = false;
 
@@ -111,10 +132,12 @@ struct Job final : BatchSink {
 	std::string note;				/* staged path: the copy engine's reason */
 	uint32_t first_failed = 0;			/* index of the first failed object, or count */
 	uint64_t bytes_device = 0;			/* kvblk_batch_info.bytes_device */
+	BatchCounters read_counters;			/* a split store's read phase */
 
 	/* Under Scheduler::mu_. */
 	enum class State : uint8_t { queued, running, completed } state = State::queued;
 	bool native = false;
+	bool parked = false;		/* waits for the range locks: neither started nor queued */
 	bool claimed = false;		/* a kvblk_wait() (or the synchronous call) owns its entries */
 	bool taken = false;		/* its batch entry was taken; freed when no waiter is left */
 	uint32_t waiters = 0;
@@ -122,6 +145,7 @@ struct Job final : BatchSink {
 	kvblk_cqe done_entry{};		/* the batch entry, once completed */
 	std::atomic<uint32_t> seq{0};	/* futex word of the waiters: bumped when completed or taken */
 	Job *link = nullptr;		/* in a list of jobs to free, or to cancel at close */
+	Job *start_link = nullptr;	/* in complete()'s list of granted native jobs to start */
 
 	[[nodiscard]] uint32_t count() const noexcept { return uint32_t(objects.size()); }
 	/* Completion entries it can post: its batch entry, and one per object with PER_OBJECT. */
@@ -129,13 +153,37 @@ struct Job final : BatchSink {
 	{
 		return 1 + ((flags & KVBLK_SUBMIT_PER_OBJECT) ? size_t(count()) : 0);
 	}
-	/* What the backend moves: the objects, or the aligned parts of an unaligned batch. */
+	/*
+	 * What the backend moves now: the objects, the aligned parts of an unaligned load, or the
+	 * reads or writes of a split store's phase.
+	 */
+	[[nodiscard]] IoDir io_dir() const noexcept { return phase == Phase::read ? IoDir::read : dir; }
 	[[nodiscard]] const IoObject *io_objects() const noexcept
 	{
+		if (split_store)
+			return phase == Phase::read ? store.reads() : store.writes();
 		return any_unaligned ? unaligned.parts() : objects.data();
 	}
-	[[nodiscard]] uint32_t io_count() const noexcept { return any_unaligned ? unaligned.part_count() : count(); }
-	[[nodiscard]] kvblk_result *io_results() noexcept { return any_unaligned ? unaligned.part_results() : results; }
+	[[nodiscard]] uint32_t io_count() const noexcept
+	{
+		if (split_store)
+			return phase == Phase::read ? store.read_count() : store.write_count();
+		return any_unaligned ? unaligned.part_count() : count();
+	}
+	[[nodiscard]] kvblk_result *io_results() noexcept
+	{
+		if (split_store)
+			return phase == Phase::read ? store.read_results() : store.write_results();
+		return any_unaligned ? unaligned.part_results() : results;
+	}
+	/* Point @batch at what the backend moves now (its other fields stay). */
+	void aim_batch() noexcept
+	{
+		batch.dir = io_dir();
+		batch.objects = io_objects();
+		batch.count = io_count();
+		batch.results = io_results();
+	}
 
 	void object_done(uint32_t i) noexcept override;
 	[[nodiscard]] bool cancelled() const noexcept override
@@ -269,6 +317,13 @@ private:
 
 	void post_object(Job &job, uint32_t i) noexcept;
 	void complete(Job &job, int err) noexcept;
+	int serve(Job &job) noexcept;
+	void start_native(Job &job) noexcept;
+	void next_phase(Job &job) noexcept;
+	static bool begin_write(Job &job) noexcept;
+	void grant_locked(LockNode *granted, Job **to_start) noexcept;
+	void start_all(Job *list) noexcept;
+	bool pop_runnable_locked(Job **out) noexcept;
 	void post_locked(Job &job, const kvblk_cqe &e) noexcept;
 	void wake_reapers_locked() noexcept;
 	void wake_waiters_locked(Job &job) noexcept;
@@ -295,6 +350,7 @@ private:
 	uint32_t running_ = 0;				/* outstanding and not completed */
 	std::deque<Job *> prio_q_, normal_q_;		/* dispatch queue */
 	CompletionRing cq_;
+	RangeLocks locks_;				/* the stores' range locks */
 	bool event_set_ = false;
 	uint32_t reapers_waiting_ = 0;
 	uint32_t submitters_waiting_ = 0;

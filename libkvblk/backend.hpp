@@ -3,7 +3,8 @@
 // kmod and uring_cmd later) needs to know about libkvblk, and nothing more.
 //
 // A backend receives batches that batch.cpp has already validated and normalised: every
-// object is in range, block aligned (unaligned loads arrive as their aligned parts), its
+// object is in range, block aligned (unaligned loads and stores arrive as their aligned parts;
+// the one exception is IoObject.positional, a file's cut-short last block written back), its
 // memory is resolved to a host pointer, and its registered buffer and target are pinned
 // against unregistration and removal until the batch's completion is taken. The
 // backend moves the bytes, fills one result per object and counts what it did.
@@ -38,7 +39,8 @@ enum class IoDir : uint8_t { read, write };
 /**
  * struct IoObject - one validated object of a batch.
  * @offset:      device or file byte offset (multiple of the logical block size).
- * @length:      bytes (> 0, multiple of the logical block size, offset + length <= capacity).
+ * @length:      bytes (> 0, multiple of the logical block size, offset + length <= capacity;
+ *               not a multiple only when @positional).
  * @mem:         host address of the destination (source for stores), aligned to mem_align.
  * @buf_id:      registered buffer id, or KVBLK_BUF_NONE for a plain pointer.
  * @buf_offset:  byte offset of @mem inside buffer @buf_id (0 for plain pointers).
@@ -59,6 +61,12 @@ enum class IoDir : uint8_t { read, write };
  *               >= @min_length completes the object successfully, without resubmitting the
  *               rest. Set for the covering block of a file's unaligned last bytes
  *               (unaligned.cpp), whose end lies past the end of the file.
+ * @positional:  move it with pread(2)/pwrite(2)-like I/O on @fd as it is (io_uring read and
+ *               write, pwrite): @fd is not the target's O_DIRECT descriptor and @length need
+ *               not be a multiple of the block size. Set for the write-back of a file's last
+ *               block cut short by its end (an unaligned store, unaligned.cpp): @fd is the
+ *               target's buffered descriptor (open_tail_writer()). Backends that address the
+ *               target by @target instead of @fd (kmod) must use @fd for it.
  */
 struct IoObject {
 	uint64_t offset;
@@ -71,6 +79,7 @@ struct IoObject {
 	int fd = -1;
 	uint32_t target = 0;
 	uint64_t min_length = 0;
+	bool positional = false;
 };
 
 /* Whether a short read of object @o whose bytes in now reach object offset @at completes it. */
@@ -311,6 +320,14 @@ public:
 		(void)batch;
 		return true;
 	}
+
+	/*
+	 * KVBLK_ASYNC_NATIVE: whether start() may be called from inside BatchSink::batch_done()
+	 * of another batch, on the thread that completes it (the scheduler starts the write
+	 * phase of an unaligned store's read-modify-write that way). False sends such stores to
+	 * run() on the device's dispatch thread, both phases in turn.
+	 */
+	[[nodiscard]] virtual bool starts_from_batch_done() const noexcept { return false; }
 
 	/*
 	 * KVBLK_ASYNC_NATIVE: whether a synchronous call (kvblk_load_many()) that finds the

@@ -40,7 +40,8 @@
 // of it: device memory on a target without the PRP engine fails that object (-EOPNOTSUPP;
 // the module says -EXDEV for the call), and a file's last block cut short by its end
 // (IoObject.min_length, which the module refuses as past the end) is read with pread(2) on
-// the calling thread. kvblk.ko has no detach: remove_target() forgets the target here, the
+// the calling thread, and an unaligned store's write-back of that block (IoObject.positional,
+// through the file's buffered descriptor) is written with pwrite(2) there. kvblk.ko has no detach: remove_target() forgets the target here, the
 // module keeps it attached until the context closes (KVBLK_CTX_MAX_TARGETS attaches in all).
 // A refusal (an older module, KVBLK_OPEN_BUFFERED, the module's own) is returned with its
 // reason: the lanes (lanes.hpp) then serve that target as before.
@@ -264,7 +265,8 @@ struct TempRange {
  * alike): its kvblk.ko target and descriptor size, and for plain destinations the merged page
  * range registered around its pass.
  * @range_of:  index into @ranges, or kInBuf (a buffer kvblk.ko registered), kNotSent
- *             (refused by route()), kPread (read with pread(2) by run()).
+ *             (refused by route()), kPread (read with pread(2) by run(); a store's
+ *             IoObject.positional write-back, pwrite(2)).
  * @ranges:    sorted by address; a pass registers [r0, r1) of them and sends their objects.
  */
 struct Plan {
@@ -843,10 +845,9 @@ public:
 			return true;
 		if (!ring_)
 			return false;
-		if (b.dir == IoDir::read)
-			for (uint32_t i = 0; i < b.count; i++)
-				if (b.objects[i].min_length)
-					return false;
+		for (uint32_t i = 0; i < b.count; i++)
+			if ((b.dir == IoDir::read && b.objects[i].min_length) || b.objects[i].positional)
+				return false;
 		return true;
 	}
 
@@ -1154,7 +1155,7 @@ private:
 	/*
 	 * The plan of batch @b (for run() and start() alike): each object's kvblk.ko target and
 	 * descriptor size (route(); the refused end with their errno in @k), kPread for a load's
-	 * object read with pread(2), and the page ranges of the plain destinations (and of buffers
+	 * object read with pread(2) (and a store's IoObject.positional one, pwrite(2)), and the page ranges of the plain destinations (and of buffers
 	 * kvblk.ko refused), merged (objects in one allocation share one range) and sorted.
 	 */
 	void plan(const Batch &b, KernelBatch &k, Plan &p)
@@ -1168,7 +1169,7 @@ private:
 		p.spans.clear();
 		for (uint32_t i = 0; i < n; i++) {
 			const IoObject &o = b.objects[i];
-			if (o.min_length && b.dir == IoDir::read) {
+			if ((o.min_length && b.dir == IoDir::read) || o.positional) {
 				p.range_of[i] = Plan::kPread;
 			} else if (const int32_t st = route(b, i, &p.target_of[i], &p.split_of[i])) {
 				k.note_status(i, st);
@@ -1470,7 +1471,10 @@ private:
 		return 0;
 	}
 
-	/* The objects marked kPread: pread(2) on the object's own fd, each on this thread. */
+	/*
+	 * The objects marked kPread: pread(2) (pwrite(2) for a store's IoObject.positional
+	 * write-back of a file's cut-short last block) on the object's own fd, each on this thread.
+	 */
 	void read_ends(Batch &b) noexcept
 	{
 		std::atomic<uint64_t> inflight{0}, peak{0};

@@ -121,13 +121,30 @@ int prepare_batch(kvblk_dev *dev, const char *fn, IoDir dir, const DescView &des
 	job->buffered = check.any_buffered;
 
 	/* Unaligned objects become aligned parts; the backend sees only those. */
-	if (check.any_unaligned) {
+	if (check.any_unaligned && dir == IoDir::read) {
 		int32_t b = -1;
 		int ret = job->unaligned.expand(job->objects.data(), job->geometry.data(), n, &b);
 		if (ret)
 			return reject(dev, descs, n, results, ret, b, bad);
 		job->any_unaligned = true;
 		job->defer_object_entries = true;
+	} else if (check.any_unaligned) {
+		/* Stores: edge blocks read, then every part written (unaligned.hpp); the ranges it locks. */
+		int32_t b = -1;
+		int ret = job->store.expand(job->objects.data(), job->geometry.data(), n, &job->lock, &b);
+		if (ret)
+			return reject(dev, descs, n, results, ret, b, bad);
+		job->split_store = true;
+		job->phase = job->store.has_reads() ? Job::Phase::read : Job::Phase::write;
+		job->defer_object_entries = true;
+	} else if (dir == IoDir::write) {
+		/* Aligned stores lock what they write: a later read-modify-write of those blocks waits. */
+		job->lock.ranges.reserve(n);
+		for (uint32_t i = 0; i < n; i++) {
+			const IoObject &o = job->objects[i];
+			job->lock.ranges.push_back(LockRange{o.target, o.offset, o.offset + o.length, false});
+		}
+		job->lock.prepare();
 	}
 	if (!results) {
 		job->own_results.resize(n);

@@ -27,6 +27,9 @@ void Stats::record_batch(const BatchSummary &s, const BatchCounters &c) noexcept
 	}
 	add(unaligned_objects_, s.unaligned_objects);
 	add(unaligned_extra_bytes_, s.unaligned_extra_bytes);
+	add(short_eof_objects_, s.short_eof_objects);
+	add(unaligned_stores_, s.unaligned_stores);
+	add(rmw_read_bytes_, s.rmw_read_bytes);
 	if (unsigned(s.path) < KVBLK_PATH_MAX)
 		add(batches_by_path_[s.path], 1);
 	for (unsigned i = 0; i < KVBLK_PATH_MAX; i++)
@@ -81,6 +84,10 @@ void Stats::snapshot(kvblk_stats *out) const noexcept
 	out->outstanding_peak = get(outstanding_peak_);
 	out->unaligned_objects = get(unaligned_objects_);
 	out->unaligned_extra_bytes = get(unaligned_extra_bytes_);
+	out->unaligned_stores = get(unaligned_stores_);
+	out->rmw_read_bytes = get(rmw_read_bytes_);
+	out->store_range_waits = get(store_range_waits_);
+	out->short_eof_objects = get(short_eof_objects_);
 }
 
 void Stats::reset() noexcept
@@ -89,7 +96,8 @@ void Stats::reset() noexcept
 			   &rejected_batches_, &errors_io_, &errors_eagain_, &errors_other_,
 			   &eagain_retries_, &short_resubmits_, &memlock_fallbacks_, &buffered_batches_,
 			   &cq_overflows_, &inflight_peak_, &staged_copies_, &p2p_fallbacks_, &priority_batches_,
-			   &cancelled_objects_, &outstanding_peak_, &unaligned_objects_, &unaligned_extra_bytes_})
+			   &cancelled_objects_, &outstanding_peak_, &unaligned_objects_, &unaligned_extra_bytes_,
+			   &unaligned_stores_, &rmw_read_bytes_, &store_range_waits_, &short_eof_objects_})
 		c->store(0, std::memory_order_relaxed);
 	for (Counter &c : batches_by_backend_)
 		c.store(0, std::memory_order_relaxed);

@@ -26,6 +26,9 @@ struct BatchSummary {
 	uint64_t bytes_by_path[KVBLK_PATH_MAX];	/* bytes_ok by each object's own path */
 	uint64_t unaligned_objects;	/* KVBLK_DESC_UNALIGNED objects that needed a bounced edge */
 	uint64_t unaligned_extra_bytes;	/* their covering bytes beyond what they wanted */
+	uint64_t short_eof_objects;	/* loads KVBLK_DESC_SHORT_EOF cut at the end of a file */
+	uint64_t unaligned_stores;	/* KVBLK_DESC_UNALIGNED stores through the bounce area */
+	uint64_t rmw_read_bytes;	/* edge blocks they read to write back */
 };
 
 class Stats {
@@ -38,6 +41,8 @@ public:
 	void record_p2p_fallback() noexcept { add(p2p_fallbacks_, 1); }
 	/* A batch became outstanding; @outstanding batches are now. */
 	void record_submit(bool priority, uint64_t outstanding) noexcept;
+	/* A store batch was parked behind an overlapping read-modify-write (range locks). */
+	void record_range_wait() noexcept { add(store_range_waits_, 1); }
 	/* @n objects of a cancelled batch ended with -ECANCELED. */
 	void record_cancelled(uint64_t n) noexcept { add(cancelled_objects_, n); }
 
@@ -60,6 +65,7 @@ private:
 	Counter staged_copies_, p2p_fallbacks_;
 	Counter unaligned_objects_, unaligned_extra_bytes_;
 	Counter priority_batches_, cancelled_objects_, outstanding_peak_;
+	Counter unaligned_stores_, rmw_read_bytes_, store_range_waits_, short_eof_objects_;
 
 	static void raise(Counter &peak, uint64_t v) noexcept
 	{

@@ -394,11 +394,41 @@ int open_target_fd(int fd, uint32_t flags, Target *t)
 	return 0;
 }
 
+int open_tail_writer(Target *t, int *fd)
+{
+	if (t->buffered) {
+		*fd = t->fd;
+		return 0;
+	}
+	if (t->tail_fd < 0) {
+		const std::string proc = "/proc/self/fd/" + std::to_string(t->fd);
+		const int w = open(proc.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+		if (w < 0) {
+			const int e = errno;
+			return fail(-e, "%s: cannot open a buffered descriptor to write the file's last partial block: "
+					"open(%s, O_WRONLY): %s",
+				    t->path.c_str(), proc.c_str(), errno_text(e).c_str());
+		}
+		struct stat a, b;
+		if (fstat(w, &a) != 0 || fstat(t->fd, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+			close(w);
+			return fail(-EBADF, "%s: the buffered descriptor for its last partial block reached another file",
+				    t->path.c_str());
+		}
+		t->tail_fd = w;
+	}
+	*fd = t->tail_fd;
+	return 0;
+}
+
 void close_target(Target *t) noexcept
 {
 	if (t->fd >= 0)
 		close(t->fd);
 	t->fd = -1;
+	if (t->tail_fd >= 0)
+		close(t->tail_fd);
+	t->tail_fd = -1;
 }
 
 } // namespace kvblk::detail

@@ -30,6 +30,10 @@ namespace kvblk::detail {
  * @rdev:                 device number of a block device or of the char device.
  * @dev, @ino:            st_dev and st_ino of the opened file (kvblk_add_target_fd() checks
  *                        that its reopen reached the caller's file).
+ * @tail_fd:              a regular file's second descriptor, write-only and without O_DIRECT,
+ *                        through which a KVBLK_DESC_UNALIGNED store writes back the file's
+ *                        last block cut short by its end (open_tail_writer()); -1 until the
+ *                        first such store (and for a @buffered target, whose @fd serves).
  */
 struct Target {
 	int fd = -1;
@@ -49,6 +53,7 @@ struct Target {
 	dev_t rdev = 0;
 	dev_t dev = 0;
 	ino_t ino = 0;
+	int tail_fd = -1;
 };
 
 /*
@@ -65,6 +70,16 @@ int open_target(const char *path, uint32_t flags, uint64_t create_bytes, Target 
  * description is never changed. 0 or -errno with kvblk_last_error() set.
  */
 int open_target_fd(int fd, uint32_t flags, Target *t);
+
+/*
+ * The descriptor that writes @t's last block cut short by the end of the file (a length
+ * that is not a multiple of the block size, which O_DIRECT refuses): @t's own fd when it is
+ * @buffered, else t->tail_fd, opened on first use through /proc/self/fd/<t->fd> write-only
+ * without O_DIRECT (the page cache: the kernel writes it back, and O_DIRECT reads of the range
+ * write it back first). Callers serialise (the target table's lock). 0 and *fd, or -errno with
+ * kvblk_last_error() set (the errors of open(2)).
+ */
+int open_tail_writer(Target *t, int *fd);
 
 /* Close what open_target() opened. */
 void close_target(Target *t) noexcept;

@@ -98,6 +98,8 @@ public:
 	~UringCore() override;
 
 	[[nodiscard]] kvblk_async async_mode() const noexcept override { return KVBLK_ASYNC_NATIVE; }
+	/* finish_batch() calls batch_done() holding nothing, its batch already forgotten. */
+	[[nodiscard]] bool starts_from_batch_done() const noexcept override { return true; }
 	int run(Batch &b) noexcept override;
 	void start(Batch &b) noexcept override;
 	void cancel(uint64_t id) noexcept override;

@@ -4,6 +4,7 @@
 #include "last_error.hpp"
 
 #include <cerrno>
+#include <string>
 
 namespace kvblk::detail {
 namespace {
@@ -23,9 +24,10 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 	if (d.reserved != 0)
 		return fail(-EINVAL, "descriptor %u: reserved is %u, must be 0", i, d.reserved);
 	const bool unaligned = d.flags & KVBLK_DESC_UNALIGNED;
-	if (unaligned && dir == IoDir::write)
-		return fail(-EINVAL, "descriptor %u: KVBLK_DESC_UNALIGNED is for loads only; stores are block aligned",
-			    i);
+	const bool short_eof = d.flags & KVBLK_DESC_SHORT_EOF;
+	if (short_eof && dir == IoDir::write)
+		return fail(-EINVAL, "descriptor %u: KVBLK_DESC_SHORT_EOF is for loads only; a store may not pass "
+				     "the end of its target", i);
 
 	TargetEntry *te = c->targets->find_locked(d.target);
 	if (!te)
@@ -54,11 +56,16 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 	if (__builtin_add_overflow(d.offset, d.length, &end))
 		return fail(-EINVAL, "descriptor %u: offset %llu + length %llu overflows 64 bits", i,
 			    ull(d.offset), ull(d.length));
-	if (end > size)
+	/* KVBLK_DESC_SHORT_EOF: a regular file's end cuts the load short (a device has no end of file). */
+	const bool is_file = !t.blockdev && !t.nvme_generic;
+	const bool cut = end > size && short_eof && is_file;
+	if (end > size && !cut)
 		return fail(-ERANGE,
 			    "descriptor %u: offset %llu + length %llu = %llu reaches past the end "
-			    "(target %u: capacity %llu bytes)",
-			    i, ull(d.offset), ull(d.length), ull(end), d.target, ull(size));
+			    "(target %u: capacity %llu bytes)%s",
+			    i, ull(d.offset), ull(d.length), ull(end), d.target, ull(size),
+			    !is_file || dir == IoDir::write ? ""
+			    : "; KVBLK_DESC_SHORT_EOF loads what the file holds instead");
 
 	uint8_t *mem;
 	if (d.buf_id != KVBLK_BUF_NONE) {
@@ -81,11 +88,11 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 		obj->fixed_index = b->fixed_index;
 		obj->buf_offset = d.addr;
 		obj->path = b->path;
-		if (unaligned && (b->kind != KVBLK_MEM_HOST || b->path != KVBLK_PATH_HOST))
+		if ((unaligned || short_eof) && (b->kind != KVBLK_MEM_HOST || b->path != KVBLK_PATH_HOST))
 			return fail(-EINVAL,
-				    "descriptor %u: KVBLK_DESC_UNALIGNED needs a host memory destination; buffer %u "
-				    "is device memory (its edges are copied by the CPU)",
-				    i, d.buf_id);
+				    "descriptor %u: %s needs a host memory %s; buffer %u is device memory (its edges "
+				    "are copied by the CPU)",
+				    i, unaligned ? "KVBLK_DESC_UNALIGNED" : "KVBLK_DESC_SHORT_EOF", mem_word, d.buf_id);
 	} else {
 		if (d.addr == 0)
 			return fail(-EINVAL, "descriptor %u: %s address is NULL", i, mem_word);
@@ -102,15 +109,28 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 		return fail(-EINVAL, "descriptor %u: %s address %p is not aligned to mem_align %u%s", i,
 			    mem_word, static_cast<void *>(mem), t.mem_align, d.target ? " of its target" : "");
 
+	/*
+	 * An unaligned store that reaches into a file's last block, cut short by the end of the
+	 * file, writes that block back through a buffered descriptor (O_DIRECT needs whole blocks).
+	 */
+	int tail_fd = -1;
+	if (unaligned && dir == IoDir::write && is_file && size % lbs && (end + lbs - 1) / lbs * lbs > size) {
+		if (int ret = open_tail_writer(&te->t, &tail_fd)) {
+			const std::string why = last_error();
+			return fail(ret, "descriptor %u: %s", i, why.c_str());
+		}
+	}
+
 	obj->offset = d.offset;
-	obj->length = d.length;
+	obj->length = cut ? (d.offset < size ? size - d.offset : 0) : d.length;
 	obj->mem = mem;
 	obj->buf_id = d.buf_id;
 	obj->fd = t.fd;
 	obj->target = d.target;
 	obj->min_length = 0;
-	*geo = Geometry{lbs, t.mem_align, size, unaligned};
-	c->any_unaligned |= unaligned;
+	obj->positional = false;
+	*geo = Geometry{lbs, t.mem_align, size, unaligned || cut, cut, tail_fd};
+	c->any_unaligned |= unaligned || cut;
 	return 0;
 }
 

@@ -48,13 +48,20 @@ private:
  * @lbs:       the target's logical block size.
  * @mem_align: the target's memory alignment.
  * @size:      the target's size when the batch started.
- * @unaligned: the descriptor asked for KVBLK_DESC_UNALIGNED.
+ * @unaligned: the object may be unaligned: the descriptor asked for KVBLK_DESC_UNALIGNED,
+ *             or KVBLK_DESC_SHORT_EOF cut it at the end of a file (@cut).
+ * @cut:       KVBLK_DESC_SHORT_EOF cut the object at the end of the file: IoObject.length
+ *             is what the file holds from its offset (0 when it starts at or past the end).
+ * @tail_fd:   stores: the descriptor that writes the file's last block, which the end of
+ *             the file cuts short and the object reaches into (open_tail_writer()); else -1.
  */
 struct Geometry {
 	uint32_t lbs;
 	uint32_t mem_align;
 	uint64_t size;
 	bool unaligned;
+	bool cut;
+	int tail_fd;
 };
 
 /*

@@ -351,7 +351,8 @@ struct kvblk_dev_info {
  * @KVBLK_ASYNC_NATIVE: uring, uring_cmd: the batches share the device's io_uring
  *                      rings, served by one thread per ring; commands of every
  *                      outstanding batch are in flight together up to the
- *                      queue depth. No thread per batch.
+ *                      queue depth. No thread per batch (a KVBLK_DESC_UNALIGNED
+ *                      store's edge reads and then its writes, since 0.4).
  *                      kmod when kvblk.ko takes io_uring commands
  *                      (KVBLK_FEAT_URING_CMD): every batch is one or more
  *                      kvblk.ko batches (max_descs descriptors each) in flight
@@ -372,6 +373,8 @@ struct kvblk_dev_info {
  *                      -ENOMEM, and only that object. Loads with a
  *                      KVBLK_DESC_UNALIGNED object that ends in a file
  *                      target's cut-short last block (read with pread(2)),
+ *                      stores with a KVBLK_DESC_UNALIGNED edge (since 0.4: the
+ *                      edge reads, then the writes, one after the other),
  *                      batches naming targets the device's kvblk.ko context
  *                      does not serve (see kvblk_add_target()) and staged
  *                      CUDA batches go to a dispatch thread as below, created
@@ -742,25 +745,29 @@ int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
 /* ----------------------------------------------------------- load/store */
 
 /* kvblk_desc.flags (since 0.3) */
-#define KVBLK_DESC_UNALIGNED	(1u << 0) /* load exactly though not block aligned (below) */
-#define KVBLK_DESC_FLAGS_ALL	(KVBLK_DESC_UNALIGNED)
+#define KVBLK_DESC_UNALIGNED	(1u << 0) /* load or store (since 0.4) exactly though not block aligned (below) */
+#define KVBLK_DESC_SHORT_EOF	(1u << 1) /* load: a file's end cuts it short, not -ERANGE (since 0.4; below) */
+#define KVBLK_DESC_FLAGS_ALL	(KVBLK_DESC_UNALIGNED | KVBLK_DESC_SHORT_EOF)
 #define KVBLK_MAX_BOUNCE_BYTES	(256u << 20) /* bounce blocks per batch for KVBLK_DESC_UNALIGNED */
 
 /**
  * struct kvblk_desc - one object (a KV-cache blob) to load or store.
- * @offset: byte offset in the target; multiple of its logical_block_size.
- * @length: bytes; > 0, multiple of logical_block_size.
+ * @offset: byte offset in the target; multiple of its logical_block_size
+ *          (any value with KVBLK_DESC_UNALIGNED).
+ * @length: bytes; > 0, multiple of logical_block_size (any value > 0 with
+ *          KVBLK_DESC_UNALIGNED).
  * @addr:   with @buf_id == KVBLK_BUF_NONE: host virtual address of the
  *          destination (source for stores), aligned to mem_align;
  *          otherwise byte offset into registered buffer @buf_id, with
- *          base + @addr aligned to mem_align.
+ *          base + @addr aligned to mem_align (any address with
+ *          KVBLK_DESC_UNALIGNED).
  * @buf_id: registered buffer id, or KVBLK_BUF_NONE.
  * @flags:  KVBLK_DESC_* (0 in 0.2).
  * @tag:    caller's tag; reported back in the result.
  * @target: target id (kvblk_add_target()); 0 is kvblk_open()'s path (since 0.3).
  * @reserved: must be 0 (since 0.3).
  *
- * KVBLK_DESC_UNALIGNED (loads only; since 0.3): @offset, @length and the
+ * KVBLK_DESC_UNALIGNED, loads (since 0.3): @offset, @length and the
  * destination address may be any values (host memory destinations). The
  * block-aligned part whose destination is suitably aligned is read straight
  * into the destination; the unaligned edges are read as whole covering
@@ -774,7 +781,64 @@ int kvblk_check_buffer(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * The bounce blocks of one batch are at most KVBLK_MAX_BOUNCE_BYTES
  * (-E2BIG, naming the descriptor that passes it). Registered destinations
  * must be KVBLK_MEM_HOST buffers. Without the flag the alignment rules
- * above hold (-EINVAL). Stores: -EINVAL with the flag.
+ * above hold (-EINVAL).
+ *
+ * KVBLK_DESC_UNALIGNED, stores (since 0.4; 0.3 refused it with -EINVAL):
+ * @offset, @length and the source address may be any values (host memory
+ * sources; registered ones must be KVBLK_MEM_HOST buffers), and a later
+ * load of the range returns exactly the bytes stored. The whole blocks
+ * inside the object are written straight from the source when it is
+ * aligned to mem_align there, else copied into the library's bounce area
+ * first (when the store is submitted) and written from it. An unaligned
+ * head or tail is a read-modify-write of its covering block: the block is
+ * read into the bounce area, the object's bytes are copied over it and the
+ * block is written back, so the block's bytes outside the object keep the
+ * values read. Objects of one batch whose edges share a block share its one
+ * read and one write (their byte ranges may not overlap, as for every
+ * store). kvblk_batch_info.bytes_device counts the blocks read and the
+ * blocks written; the bounce blocks (edges and copied whole blocks) count
+ * against KVBLK_MAX_BOUNCE_BYTES (-E2BIG). A file's last partial block
+ * (its size % logical_block_size bytes): a store may end in it, never past
+ * the end of the file (-ERANGE; stores never grow a file): the block is
+ * read up to the end of the file and written back up to the end only,
+ * through a second descriptor of the file, write-only and without O_DIRECT
+ * (the page cache; O_DIRECT cannot write a partial block), that the library
+ * opens through /proc/self/fd when the first such store is submitted and
+ * keeps until the target is removed or closed (an open(2) error, e.g.
+ * -EACCES, rejects the call naming the descriptor). kvblk_flush() makes it
+ * durable as any store.
+ * Serialisation: on one handle (kvblk_dev), a store whose ranges meet a
+ * block that another store read-modify-writes waits until that store has
+ * completed, and a store that read-modify-writes a block waits for the
+ * stores before it that write that block, in submission order (kvblk_submit()
+ * order, over every thread; the waiting batch is outstanding but not started,
+ * counted in stats.store_range_waits). So stores in flight together never
+ * lose each other's bytes in a shared block. Block-aligned stores that meet
+ * no such block are not ordered among themselves (as before 0.4). Nothing
+ * orders a store with loads (a load of a block being read-modify-written sees
+ * the old bytes or the new ones), nor with another handle, another process or
+ * another target of the same handle naming the same file (the locks are per
+ * target id): their writes into a block between its read and its write-back
+ * are lost. On failure (status != 0) the object's own bytes on the target are
+ * undefined (some parts may have been written), but a block is only written
+ * back after its read succeeded, so the bytes around the object keep their
+ * values.
+ *
+ * KVBLK_DESC_SHORT_EOF (loads only; since 0.4): a descriptor that reaches
+ * past the end of a regular file (its size when the batch starts) is not
+ * rejected: the object is cut at the end of the file and succeeds with
+ * kvblk_result.bytes = the bytes the file holds from @offset (0 when @offset
+ * is at or past the end: nothing is read), as pread(2) returns a short
+ * count. The destination's bytes past result.bytes are not written (they
+ * keep what they held). The cut end, which is rarely block aligned, is read
+ * the way KVBLK_DESC_UNALIGNED reads a file's last bytes (its covering block
+ * through the bounce area), so the flag needs a host memory destination
+ * (-EINVAL for device memory); the descriptor's own @offset, @length and
+ * address still follow the alignment rules above unless KVBLK_DESC_UNALIGNED
+ * is given too. Block devices and NVMe generic char devices have no end of
+ * file: past their capacity is -ERANGE with or without the flag. A file
+ * that shrinks while the batch runs fails the objects whose reads meet the
+ * new end (-ENODATA, as without the flag). Stores: -EINVAL.
  *
  * Growth: 0.2's struct ended after @tag (40 bytes). Programs built against
  * the 0.2 header keep calling the KVBLK_0.1 versions of kvblk_load_many()
@@ -793,7 +857,9 @@ struct kvblk_desc {
 
 /**
  * struct kvblk_result - outcome of one descriptor.
- * @status: 0, or -errno: -EIO an I/O error on one of its commands; -EAGAIN
+ * @status: 0, or -errno: -EIO an I/O error on one of its commands (for a
+ *          KVBLK_DESC_UNALIGNED store, also on the read of an edge block it
+ *          shares with another object of the batch); -EAGAIN
  *          still -EAGAIN after eagain_retries resubmissions; -ENODATA the
  *          device or file ended early: the file shrank while the batch ran
  *          (a short read that made no progress; not for the last covering
@@ -812,7 +878,9 @@ struct kvblk_desc {
  *          piece in that bounce buffer's fill (small objects share a buffer;
  *          kvblk_last_error() carries the CUDA error text).
  * @reserved: 0.
- * @bytes:  bytes transferred: @length on success. On -ENODATA: the number
+ * @bytes:  bytes transferred: @length on success (a load that
+ *          KVBLK_DESC_SHORT_EOF cut at the end of a file: the bytes that
+ *          exist, less than @length, possibly 0). On -ENODATA: the number
  *          of bytes from the start of the object that were read and are
  *          valid in the destination (psync, threadpool, uring, uring_cmd;
  *          0 when another command of the object failed too, for a
@@ -825,7 +893,10 @@ struct kvblk_desc {
  * batch, so bytes appended since are loadable; a block device keeps its
  * capacity). A descriptor that reaches past that end is an input error: the
  * whole call is rejected before anything is read (-ERANGE, bad_index names
- * it, the others -ECANCELED). A file that shrinks while the batch runs fails
+ * it, the others -ECANCELED), unless it is a load with KVBLK_DESC_SHORT_EOF
+ * from a regular file (since 0.4): then it is cut at the end, status 0 and
+ * @bytes the bytes that exist, possibly 0 (struct kvblk_desc). A file that
+ * shrinks while the batch runs fails
  * only the objects whose reads meet the new end: -ENODATA with @bytes as
  * above, never a destination half written without saying how much is valid;
  * the other objects complete. A file's last size % logical_block_size bytes
@@ -875,7 +946,10 @@ const char *kvblk_path_name(int path) KVBLK_NOEXCEPT;
  * Since 0.3 (an info_size of 0.2, KVBLK_BATCH_INFO_SIZE_V0_2, gets the
  * fields above):
  * @bytes_device: bytes moved to or from the targets: @bytes plus the
- *              covering blocks read for KVBLK_DESC_UNALIGNED edges.
+ *              covering blocks read for KVBLK_DESC_UNALIGNED edges; for
+ *              stores (since 0.4), the bytes written (edge blocks whole,
+ *              cut at the end of a file) plus the edge blocks read for
+ *              their read-modify-writes (a block objects share, once).
  * @ticket:     the batch's ticket.
  * @user_data:  kvblk_submit_opts.user_data.
  */
@@ -917,15 +991,20 @@ struct kvblk_batch_info {
  * Errors (whole call, nothing read):
  *  -EINVAL   NULL argument, @n == 0, or a bad descriptor: offset or length
  *            not a multiple of logical_block_size, zero length, address not
- *            aligned to mem_align, offset + length overflows, registered
- *            buffer range exceeded, flags not 0; or its destination overlaps
+ *            aligned to mem_align (none of these three with
+ *            KVBLK_DESC_UNALIGNED), offset + length overflows, registered
+ *            buffer range exceeded, flags not 0 (0.2 descriptors), device
+ *            memory with KVBLK_DESC_UNALIGNED or KVBLK_DESC_SHORT_EOF,
+ *            KVBLK_DESC_SHORT_EOF on a store; or its destination overlaps
  *            the destination of an earlier descriptor of the call (identical
  *            included; through plain pointers, registered buffers or both,
  *            compared by address: the bytes would depend on which read
- *            completes last): bad_index names the lowest descriptor that
+ *            completes last; a KVBLK_DESC_SHORT_EOF object's destination is
+ *            the bytes it reads): bad_index names the lowest descriptor that
  *            overlaps an earlier one, kvblk_last_error() names both. Stores:
  *            two descriptors whose ranges of one target overlap, the same
- *            way (their sources may overlap);
+ *            way (their sources may overlap; KVBLK_DESC_UNALIGNED objects
+ *            whose edges only share a block do not overlap);
  *  -EBADFD   @dev was inherited through fork() (see "Processes" above);
  *  -EOPNOTSUPP (kvblk_store_many()) a descriptor's source is device memory;
  *  -ENOENT   a descriptor names an unregistered buffer id or an unknown
@@ -933,7 +1012,8 @@ struct kvblk_batch_info {
  *  -ESTALE   a descriptor names a buffer that kvblk_check_buffer() found
  *            replaced or unmapped;
  *  -EBADF    a load from a write-only target (info->bad_index -1, as below);
- *  -ERANGE   a descriptor reaches past the end of the device or file;
+ *  -ERANGE   a descriptor reaches past the end of the device or file (a
+ *            load with KVBLK_DESC_SHORT_EOF from a file is cut instead);
  *  -E2BIG    @n > max_descs; or the bounce blocks of KVBLK_DESC_UNALIGNED
  *            descriptors pass KVBLK_MAX_BOUNCE_BYTES (bad_index names the
  *            first that does not fit);
@@ -956,6 +1036,23 @@ int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  * KVBLK_OPEN_WRITE: the whole call, info->bad_index -1, as in 0.2.
  * For regular files, stores may not extend the file: -ERANGE past its end
  * (create it with KVBLK_OPEN_CREATE and create_bytes).
+ *
+ * Unaligned stores (since 0.4): a descriptor with KVBLK_DESC_UNALIGNED may
+ * have any offset, length (> 0) and source address; its unaligned head and
+ * tail are read-modify-writes of their covering blocks and may end inside a
+ * file's last partial block (struct kvblk_desc). Serialisation guarantee, on
+ * one handle only: a store that read-modify-writes a block and every other
+ * store of the handle that writes that block run one after the other, in
+ * submission order, whichever threads submit them, so no store loses
+ * another's bytes in a shared block; a store waiting for that is outstanding
+ * (it holds a batch slot) and counted in stats.store_range_waits. Other
+ * handles, processes, and loads are not ordered with it (struct kvblk_desc
+ * says what that means). Errors as above, and: -E2BIG the bounce blocks of
+ * the call's KVBLK_DESC_UNALIGNED objects pass KVBLK_MAX_BOUNCE_BYTES;
+ * -EINVAL KVBLK_DESC_SHORT_EOF (loads only), or device memory with
+ * KVBLK_DESC_UNALIGNED; the errors of open(2) (-EACCES, -EMFILE, ...) when
+ * the buffered descriptor that writes a file's last partial block cannot be
+ * opened (bad_index names the descriptor).
  */
 int kvblk_store_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
 		     struct kvblk_result *results, struct kvblk_batch_info *info) KVBLK_NOEXCEPT;
@@ -1267,9 +1364,24 @@ int kvblk_event_fd(kvblk_dev *dev) KVBLK_NOEXCEPT;
  * @cancelled_objects:  objects ended with -ECANCELED by kvblk_cancel().
  * @outstanding_peak:   most batches outstanding at once.
  * @unaligned_objects:  objects loaded with KVBLK_DESC_UNALIGNED that needed
- *                      a bounced edge.
+ *                      a bounced edge (since 0.4 also loads whose end
+ *                      KVBLK_DESC_SHORT_EOF cut inside a block).
  * @unaligned_extra_bytes: bytes of covering blocks read beyond what those
  *                      objects wanted.
+ *
+ * Since 0.4 (KVBLK_STATS_SIZE_V0_3 gets the fields above):
+ * @unaligned_stores:   objects stored with KVBLK_DESC_UNALIGNED that went
+ *                      through the bounce area (an edge block
+ *                      read-modify-written, or a misaligned source copied),
+ *                      succeeded ones only.
+ * @rmw_read_bytes:     bytes of edge blocks read to be written back by those
+ *                      stores (a block that objects of one batch share
+ *                      counts once; cut at the end of a file).
+ * @store_range_waits:  store batches that had to wait for earlier stores of
+ *                      the handle before they started, because one of the
+ *                      two read-modify-writes a block the other writes.
+ * @short_eof_objects:  loads that KVBLK_DESC_SHORT_EOF cut at the end of a
+ *                      file (result.bytes < length), succeeded ones only.
  */
 struct kvblk_stats {
 	size_t stats_size;
@@ -1301,12 +1413,18 @@ struct kvblk_stats {
 	uint64_t outstanding_peak;
 	uint64_t unaligned_objects;
 	uint64_t unaligned_extra_bytes;
+	uint64_t unaligned_stores;
+	uint64_t rmw_read_bytes;
+	uint64_t store_range_waits;
+	uint64_t short_eof_objects;
 };
 
 /* sizeof(struct kvblk_stats) of 0.1: the smallest stats_size accepted. */
 #define KVBLK_STATS_SIZE_V0_1 (offsetof(struct kvblk_stats, batches_by_path))
 /* sizeof(struct kvblk_stats) of 0.2. */
 #define KVBLK_STATS_SIZE_V0_2 (offsetof(struct kvblk_stats, priority_batches))
+/* sizeof(struct kvblk_stats) of 0.3 (since 0.4). */
+#define KVBLK_STATS_SIZE_V0_3 (offsetof(struct kvblk_stats, unaligned_stores))
 
 /**
  * kvblk_get_stats() - copy the counters; set stats->stats_size first.

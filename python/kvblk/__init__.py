@@ -31,6 +31,7 @@ MEM_HOST = _kvblk.MEM_HOST
 MEM_CUDA = _kvblk.MEM_CUDA
 MEM_P2PDMA = _kvblk.MEM_P2PDMA
 DESC_UNALIGNED = _kvblk.DESC_UNALIGNED
+DESC_SHORT_EOF = _kvblk.DESC_SHORT_EOF
 CQE_BATCH = _kvblk.CQE_BATCH
 CQE_OBJECT = _kvblk.CQE_OBJECT
 
@@ -38,6 +39,7 @@ __all__ = [
     "open", "Device", "Buffer", "BufferSlice", "Ticket", "Batch", "Error", "WaitTimeout", "resolve",
     "DESC_DTYPE", "RESULT_DTYPE", "CQE_DTYPE", "BUF_NONE", "empty_descs", "make_descs",
     "aligned_empty", "BACKENDS", "MEM_HOST", "MEM_CUDA", "MEM_P2PDMA", "DESC_UNALIGNED",
+    "DESC_SHORT_EOF",
     "CQE_BATCH", "CQE_OBJECT", "KVStore", "StoreResult", "KeyResult", "StoreBuffer", "EvictedKey",
     "defaults",
 ]

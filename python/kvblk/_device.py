@@ -35,6 +35,11 @@ def _name(names, i):
     return names[i] if 0 <= i < len(names) else "unknown"
 
 
+def _desc_flags(unaligned, short_eof):
+    """kvblk_desc.flags of every tuple entry: DESC_UNALIGNED, DESC_SHORT_EOF."""
+    return (_kvblk.DESC_UNALIGNED if unaligned else 0) | (_kvblk.DESC_SHORT_EOF if short_eof else 0)
+
+
 def _timeout_ns(timeout):
     """Seconds (None = no limit) to the C API's int64 ns (< 0 = no limit)."""
     if timeout is None:
@@ -410,7 +415,7 @@ class Device:
         self._c.set_staging(buffers, buffer_bytes)
 
     # ----------------------------------------------------------- sync batches
-    def load_many(self, batch, *, results=None, check=True, unaligned=False, keep=None):
+    def load_many(self, batch, *, results=None, check=True, unaligned=False, short_eof=False, keep=None):
         """Load a batch and wait for it (GIL released); every object in flight together.
 
         batch   -- a DESC_DTYPE numpy array (the fast path: no Python object per object;
@@ -422,20 +427,34 @@ class Device:
         check   -- raise kvblk.Error (errno of the first failed object, bad_index its index,
                    .batch the Batch) when any object failed.
         unaligned -- set DESC_UNALIGNED on every tuple entry (loads of any offset/length).
+        short_eof -- set DESC_SHORT_EOF on every tuple entry: an object reaching past the end
+                   of a regular file is cut there instead of failing the batch with ERANGE;
+                   its results["bytes"] is what the file holds from its offset (0 at or past
+                   the end) and the destination past those bytes is left untouched. The cut
+                   end is read through the bounce area (host destinations only). Block
+                   devices: ERANGE past the capacity as without it.
         Alignment: offsets and lengths multiples of info()['logical_block_size'], destination
         addresses of info()['mem_align'] (unless DESC_UNALIGNED).
         Errors: kvblk.Error with the library's reason and bad_index: EINVAL (bad descriptor,
         read-only or too small destination), ERANGE (past the end), ENOENT (unknown buffer or
         target), E2BIG (more than max_descs); the batch is rejected before any I/O.
         """
-        return self._run(batch, results, check, False, unaligned, keep)
+        return self._run(batch, results, check, False, _desc_flags(unaligned, short_eof), keep)
 
-    def store_many(self, batch, *, results=None, check=True, keep=None):
+    def store_many(self, batch, *, results=None, check=True, unaligned=False, keep=None):
         """Store a batch (device opened with write=True); as load_many(), data flowing from
-        memory (read-only sources allowed) to the device. Extra error: EBADF not writable."""
-        return self._run(batch, results, check, True, False, keep)
+        memory (read-only sources allowed) to the device. Extra error: EBADF not writable.
 
-    def _run(self, batch, results, check, store, unaligned, keep):
+        unaligned -- set DESC_UNALIGNED on every tuple entry: objects of any offset and length
+                   from any address; an unaligned head or tail is a read-modify-write of its
+                   covering block (the bytes around the object keep their values), serialised
+                   against the other stores of this Device that touch the block (not against
+                   other Devices or processes). A store may end inside a file's last partial
+                   block, never past the end (ERANGE).
+        """
+        return self._run(batch, results, check, True, _desc_flags(unaligned, False), keep)
+
+    def _run(self, batch, results, check, store, flags, keep):
         if type(batch) is np.ndarray and batch.dtype is DESC_DTYPE:
             # The hot path: a descriptor array goes straight to the C API (the extension checks
             # its shape); nothing to hold or undo.
@@ -450,7 +469,7 @@ class Device:
             if check and t[3]:
                 raise b.error("kvblk_store_many" if store else "kvblk_load_many")
             return b
-        prep = prepare(self._c, batch, not store, keep, _kvblk.DESC_UNALIGNED if unaligned else 0)
+        prep = prepare(self._c, batch, not store, keep, flags)
         try:
             n = len(prep.descs)
             if results is None:
@@ -469,11 +488,13 @@ class Device:
 
     # ------------------------------------------------------ asynchronous API
     def submit(self, batch, *, store=False, priority=False, per_object=False, nonblock=False,
-               user_data=0, results=None, keep=None, unaligned=False):
+               user_data=0, results=None, keep=None, unaligned=False, short_eof=False):
         """Queue a batch and return its Ticket at once (kvblk_submit()).
 
-        batch, results, keep, unaligned -- as load_many(); the results array is filled as
-                       objects complete and belongs to the batch until its completion is taken.
+        batch, results, keep, unaligned, short_eof -- as load_many() (unaligned also for
+                       stores, as store_many(); short_eof for loads only); the results array
+                       is filled as objects complete and belongs to the batch until its
+                       completion is taken.
         store       -- write instead of read (device opened with write=True).
         priority    -- ahead of every queued batch without it.
         per_object  -- one completion entry per object too (seen by reap()).
@@ -486,7 +507,7 @@ class Device:
         device is being closed on another thread (also while waiting for a slot).
         """
         what = "kvblk_store_many" if store else "kvblk_load_many"
-        prep = prepare(self._c, batch, not store, keep, _kvblk.DESC_UNALIGNED if unaligned else 0)
+        prep = prepare(self._c, batch, not store, keep, _desc_flags(unaligned, short_eof))
         flags = ((_kvblk.SUBMIT_STORE if store else 0) | (_kvblk.SUBMIT_PRIORITY if priority else 0)
                  | (_kvblk.SUBMIT_PER_OBJECT if per_object else 0)
                  | (_kvblk.SUBMIT_NONBLOCK if nonblock else 0))

@@ -26,7 +26,8 @@ def _struct(fields, c_offsets, c_size, c_name):
 
 
 #: struct kvblk_desc (48 bytes): one object of a batch. ``offset`` and ``length`` in bytes on
-#: the target (multiples of its logical block size unless flags has DESC_UNALIGNED); ``addr``
+#: the target (multiples of its logical block size unless flags has DESC_UNALIGNED; with
+#: DESC_SHORT_EOF a load may reach past the end of a file and comes back short); ``addr``
 #: a host address (buf_id == BUF_NONE) or a byte offset into registered buffer ``buf_id``;
 #: ``tag`` comes back in the result; ``target`` 0 is the opened path; ``reserved`` must be 0.
 DESC_DTYPE = _struct([
@@ -62,7 +63,7 @@ def make_descs(offsets, lengths, addrs=0, *, buf_id=BUF_NONE, tags=None, target=
                         buffer: pass ``buf_id=buffer.id`` (a Buffer is accepted too).
     tags             -- default: the index 0..n-1.
     target           -- target id (Device.add_target()); 0 is the opened path.
-    flags            -- kvblk.DESC_UNALIGNED or 0.
+    flags            -- kvblk.DESC_UNALIGNED, kvblk.DESC_SHORT_EOF (loads), both, or 0.
     No Python object per descriptor is made: the columns are copied by numpy.
     """
     offsets = np.asarray(offsets, dtype=np.uint64)

@@ -108,6 +108,10 @@ py::dict stats_dict(const kvblk_stats &s)
 	KVBLK_PY_STAT(outstanding_peak);
 	KVBLK_PY_STAT(unaligned_objects);
 	KVBLK_PY_STAT(unaligned_extra_bytes);
+	KVBLK_PY_STAT(unaligned_stores);
+	KVBLK_PY_STAT(rmw_read_bytes);
+	KVBLK_PY_STAT(store_range_waits);
+	KVBLK_PY_STAT(short_eof_objects);
 #undef KVBLK_PY_STAT
 	py::dict by_backend, by_path, bytes_path;
 	for (int b = 0; b < KVBLK_BACKEND_MAX; b++)
