@@ -56,6 +56,15 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 	if (__builtin_add_overflow(d.offset, d.length, &end))
 		return fail(-EINVAL, "descriptor %u: offset %llu + length %llu overflows 64 bits", i,
 			    ull(d.offset), ull(d.length));
+	/*
+	 * An unaligned store whose offset or end falls inside a block reads that block to write it
+	 * back: on a write-only target the read would fail after the aligned middle was written.
+	 */
+	if (unaligned && dir == IoDir::write && !t.readable && (d.offset % lbs || end % lbs))
+		return fail(-EBADF,
+			    "descriptor %u: target %u (%s) is write-only (its fd was opened O_WRONLY), and an "
+			    "unaligned store reads the blocks of its edges to write them back",
+			    i, d.target, t.path.c_str());
 	/* KVBLK_DESC_SHORT_EOF: a regular file's end cuts the load short (a device has no end of file). */
 	const bool is_file = !t.blockdev && !t.nvme_generic;
 	const bool cut = end > size && short_eof && is_file;

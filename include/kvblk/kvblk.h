@@ -1033,7 +1033,10 @@ int kvblk_load_many(kvblk_dev *dev, const struct kvblk_desc *descs, uint32_t n,
  * kvblk_store_many() - write @n objects; same shape, rules and return as
  * kvblk_load_many(), data flowing from memory to the device.
  * Extra error: -EBADF a descriptor's target was not opened (added) with
- * KVBLK_OPEN_WRITE: the whole call, info->bad_index -1, as in 0.2.
+ * KVBLK_OPEN_WRITE: the whole call, info->bad_index -1, as in 0.2; or
+ * (since 0.4) a KVBLK_DESC_UNALIGNED descriptor whose offset or end is not
+ * a multiple of the logical block size names a write-only target (an
+ * O_WRONLY fd): its edge blocks would have to be read. Nothing is written.
  * For regular files, stores may not extend the file: -ERANGE past its end
  * (create it with KVBLK_OPEN_CREATE and create_bytes).
  *

@@ -517,6 +517,42 @@ TEST_P(UnalignedStoreTest, read_only_device)
 	EXPECT_EQ(kvblk_store_many(ro.get(), &d, 1, &r, nullptr), -EBADF);
 }
 
+/*
+ * A write-only target (an O_WRONLY fd added with KVBLK_OPEN_WRITE): an unaligned store with an
+ * edge inside a block is refused before anything is written (it would read that block), the
+ * file unchanged; one whose offset and length are whole blocks (only its source misaligned)
+ * needs no read and is stored.
+ */
+TEST_P(UnalignedStoreTest, write_only_target_refuses_edges_before_writing)
+{
+	const BackendCase &c = GetParam();
+	const int fd = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+	ASSERT_GE(fd, 0);
+	uint32_t wo = 0;
+	ASSERT_EQ(kvblk_add_target_fd(dev_.get(), fd, KVBLK_OPEN_WRITE, &wo), 0) << kvblk_last_error();
+	close(fd);
+	AlignedBuf src(8 * b_, 0);
+	fill_random(src.data(), src.size());
+	kvblk_desc d[2] = {plain_desc(2 * b_, 2 * b_, src.data() + 1, 1), plain_desc(4 * b_ + 100, b_ + 50, src.data() + 4 * b_, 2)};
+	for (auto &x : d) {
+		x.target = wo;
+		x.flags = KVBLK_DESC_UNALIGNED;
+	}
+	kvblk_result r[2];
+	kvblk_batch_info bi = new_batch_info();
+	EXPECT_EQ(kvblk_store_many(dev_.get(), d, 2, r, &bi), -EBADF) << c.name;
+	EXPECT_EQ(bi.bad_index, -1); /* -EBADF: the target is at fault, not the descriptor (kvblk.h) */
+	const std::string why = kvblk_last_error();
+	EXPECT_EQ(why.rfind("descriptor 1: ", 0), 0u) << why;
+	EXPECT_NE(why.find("write-only"), std::string::npos) << why;
+	expect_model("after the refused batch");
+
+	ASSERT_EQ(kvblk_store_many(dev_.get(), d, 1, r, nullptr), 1) << kvblk_last_error();
+	EXPECT_EQ(r[0].status, 0);
+	std::memcpy(model_.data() + 2 * b_, src.data() + 1, 2 * b_);
+	expect_model("after the whole-block store");
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, UnalignedStoreTest, ::testing::ValuesIn(kAllBackends), case_name);
 
 /* A buffered target (KVBLK_OPEN_BUFFERED): the same rules through the page cache. */
