@@ -33,9 +33,13 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 {
 	if (n < 2)
 		return 0;
-	std::vector<Span> spans(n);
+	std::vector<Span> spans;
+	spans.reserve(n);
 	for (uint32_t i = 0; i < n; i++) {
 		const IoObject &o = objects[i];
+		/* A load KVBLK_DESC_SHORT_EOF cut to nothing touches no byte: it meets nothing. */
+		if (o.length == 0)
+			continue;
 		uint64_t space = o.target;
 		uint64_t start = o.offset;
 		if (dir == IoDir::read) {
@@ -49,7 +53,7 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 			}
 			start = uint64_t(uintptr_t(o.mem));
 		}
-		spans[i] = Span{space, start, start + o.length, i};
+		spans.push_back(Span{space, start, start + o.length, i});
 	}
 	uint32_t other = 0;
 	const int32_t j = first_overlap(spans, &other);
