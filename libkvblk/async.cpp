@@ -260,6 +260,15 @@ void Scheduler::start_native(Job &job) noexcept
 		job.batch_done(0);
 		return;
 	}
+	/*
+	 * kvblk_cancel() or kvblk_close() since the job left the queue or its range locks (its
+	 * backend had nothing to cancel yet): nothing of it is issued. A request after this test
+	 * reaches the backend, which cancels what it has not issued.
+	 */
+	if (job.cancelled()) {
+		cancel_queued(job);
+		return;
+	}
 	be_.start(job.batch);
 }
 
