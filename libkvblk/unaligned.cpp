@@ -17,6 +17,18 @@ using ull = unsigned long long;
 uint64_t round_down(uint64_t v, uint64_t a) { return v / a * a; }
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+/* One batch's bounce area of @total bytes aligned to @align into *@out; 0 or -ENOMEM. */
+int alloc_bounce(std::unique_ptr<uint8_t, BounceFree> *out, uint64_t *len, uint64_t total, size_t align,
+		 const char *what)
+{
+	void *p = nullptr;
+	if (posix_memalign(&p, align, total))
+		return fail(-ENOMEM, "%s: cannot allocate %llu bounce bytes", what, ull(total));
+	out->reset(static_cast<uint8_t *>(p));
+	*len = total;
+	return 0;
+}
+
 } // namespace
 
 void BounceFree::operator()(uint8_t *p) const noexcept
@@ -126,11 +138,8 @@ int UnalignedBatch::expand(const IoObject *objs, const Geometry *geo, uint32_t n
 			}
 		}
 		if (total) {
-			void *p = nullptr;
-			if (posix_memalign(&p, align, total))
-				return fail(-ENOMEM, "unaligned loads: cannot allocate %llu bounce bytes", ull(total));
-			bounce_.reset(static_cast<uint8_t *>(p));
-			bounce_len_ = total;
+			if (int ret = alloc_bounce(&bounce_, &bounce_len_, total, align, "unaligned loads"))
+				return ret;
 			for (size_t k = 0; k < parts_.size(); k++)
 				if (bounce_off[k] != UINT64_MAX)
 					parts_[k].mem = bounce_.get() + bounce_off[k];
@@ -342,11 +351,8 @@ int UnalignedStore::expand(const IoObject *objs, const Geometry *geo, uint32_t n
 			}
 		}
 		if (total) {
-			void *p = nullptr;
-			if (posix_memalign(&p, align, total))
-				return fail(-ENOMEM, "unaligned stores: cannot allocate %llu bounce bytes", ull(total));
-			bounce_.reset(static_cast<uint8_t *>(p));
-			bounce_len_ = total;
+			if (int ret = alloc_bounce(&bounce_, &bounce_len_, total, align, "unaligned stores"))
+				return ret;
 			for (size_t k = 0; k < reads_.size(); k++)
 				reads_[k].mem = bounce_.get() + read_off[k];
 			for (size_t k = 0; k < all_.size(); k++)
