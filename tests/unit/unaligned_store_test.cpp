@@ -87,6 +87,18 @@ protected:
 		return 2 * r + w;
 	}
 
+	/* Seams that hold the first read of the object at @x back 100 ms (*@held: it was). */
+	static Seams hold_first_read(uint64_t x, std::atomic<bool> *held)
+	{
+		Seams s;
+		s.on_complete = [x, held](const CommandInfo &ci, int64_t res) {
+			if (!ci.write && ci.obj_offset == x && !held->exchange(true))
+				std::this_thread::sleep_for(std::chrono::milliseconds(100));
+			return res;
+		};
+		return s;
+	}
+
 	/* Random bytes for a source. */
 	void fill_random(uint8_t *p, uint64_t len)
 	{
@@ -344,12 +356,7 @@ TEST_P(UnalignedStoreTest, aligned_store_waits_for_rmw_of_its_block)
 	fill_random(a.data(), B);
 	fill_random(w.data(), B);
 	std::atomic<bool> held{false};
-	Seams s;
-	s.on_complete = [&](const CommandInfo &ci, int64_t res) {
-		if (!ci.write && ci.obj_offset == X && !held.exchange(true))
-			std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		return res;
-	};
+	Seams s = hold_first_read(X, &held);
 	SeamGuard g(s);
 	kvblk_desc first = plain_desc(X + 100, 200, a.data() + 1, 1);
 	first.flags = KVBLK_DESC_UNALIGNED;
@@ -380,12 +387,7 @@ TEST_P(UnalignedStoreTest, parked_store_cancelled_and_closed)
 	AlignedBuf a(2 * B, 0);
 	fill_random(a.data(), 2 * B);
 	std::atomic<bool> held{false};
-	Seams s;
-	s.on_complete = [&](const CommandInfo &ci, int64_t res) {
-		if (!ci.write && ci.obj_offset == X && !held.exchange(true))
-			std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		return res;
-	};
+	Seams s = hold_first_read(X, &held);
 	SeamGuard g(s);
 	kvblk_desc d[3] = {plain_desc(X + 10, 20, a.data(), 1), plain_desc(X + 40, 20, a.data() + 100, 2),
 			   plain_desc(X + 70, 20, a.data() + 200, 3)};
