@@ -496,10 +496,12 @@ int kvblk_map_pages(struct device *dev, struct page **pages,
  * @r: the request; @r->addr and @r->len are page aligned (checked by the
  *     caller).
  *
- * Return: the buffer, or ERR_PTR: -ENOMEM (RLIMIT_MEMLOCK or no memory),
- * -EFAULT (unmapped range), -EOPNOTSUPP (not anonymous, shmem or hugetlb
- * memory; a segment the PRP rules cannot describe), -EINTR (fatal signal
- * while pinning), -EIO (the mapping does not cover the range).
+ * Return: the buffer, or ERR_PTR: -ENOMEM (RLIMIT_MEMLOCK or no memory,
+ * or no DMA mapping space), -EFAULT (unmapped range), -EOPNOTSUPP (not
+ * anonymous, shmem or hugetlb memory; a segment the PRP rules cannot
+ * describe), -EINTR (fatal signal while pinning), -EIO (the mapping does
+ * not cover the range; or dma_map_sgtable() failed for another reason),
+ * -EINVAL, -EREMOTEIO (dma_map_sgtable()'s own, kvblk_map_pages()).
  */
 struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 					const struct kvblk_buf_reg *r)
@@ -549,10 +551,8 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		return buf;
 	}
 	ret = kvblk_mem_host_map(dev, h);
-	if (ret) {
-		ret = -ENOMEM;
+	if (ret)
 		goto out_unpin;
-	}
 
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_HOST, r->len, &kvblk_mem_host_ops);
 	if (IS_ERR(buf)) {

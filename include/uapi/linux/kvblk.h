@@ -294,7 +294,9 @@ struct kvblk_attach {
  * anonymous, shmem or hugetlb memory (the kernel log says so), or the DMA
  * mapping has a segment that is not 4 KiB aligned (an IOMMU or bounce
  * buffer the PRP rules cannot describe; the kernel log shows it); -EIO the
- * DMA mapping does not cover the whole range; -EINTR a fatal signal arrived
+ * DMA mapping does not cover the whole range, or dma_map_sgtable() failed
+ * with its "unknown cause" (-EINVAL also comes from it, as its own
+ * documentation in kernel/dma/mapping.c lists); -EINTR a fatal signal arrived
  * while pinning; -ENOSPC too many buffers (1024 per context); -ENODEV the
  * NVMe PCI function of the context's PRP target was removed (or its nvme
  * driver unbound) since attach: nothing can be mapped for it any more.
