@@ -292,20 +292,25 @@ int submit(kvblk_kvstore *s, uint32_t kind, const kvblk_kvstore_op *ops, uint32_
 	}
 }
 
+/* The synchronous calls: submit, wait for the batch; @fn names the caller in errors. */
 int sync_batch(kvblk_kvstore *s, uint32_t kind, const kvblk_kvstore_op *ops, uint32_t n,
-	       kvblk_kvstore_result *results, const char *fn)
+	       kvblk_kvstore_result *results, const char *fn) noexcept
 {
 	if (!results)
 		return fail(-EINVAL, "%s: NULL results", fn);
-	kvblk_kvstore_submit_opts o;
-	kvblk_kvstore_submit_opts_init(&o, sizeof(o));
-	o.results = results;
-	uint64_t t;
-	if (int ret = submit(s, kind, ops, n, &o, &t, true))
-		return ret;
-	kvblk_cqe c{};
-	s->cq.wait(t, -1, &c);
-	return int(c.index - c.failed);
+	try {
+		kvblk_kvstore_submit_opts o;
+		kvblk_kvstore_submit_opts_init(&o, sizeof(o));
+		o.results = results;
+		uint64_t t;
+		if (int ret = submit(s, kind, ops, n, &o, &t, true))
+			return ret;
+		kvblk_cqe c{};
+		s->cq.wait(t, -1, &c);
+		return int(c.index - c.failed);
+	} catch (const std::bad_alloc &) {
+		return fail(-ENOMEM, "%s: out of memory", fn);
+	}
 }
 
 /* Copy @key into @buf at *used; false when it does not fit. */
@@ -469,41 +474,25 @@ int kvblk_kvstore_event_fd(kvblk_kvstore *store) noexcept
 int kvblk_kvstore_get(kvblk_kvstore *store, const struct kvblk_kvstore_op *ops, uint32_t n,
 		      struct kvblk_kvstore_result *results) noexcept
 {
-	try {
-		return sync_batch(store, KVBLK_KVSTORE_GET, ops, n, results, "kvblk_kvstore_get");
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_kvstore_get: out of memory");
-	}
+	return sync_batch(store, KVBLK_KVSTORE_GET, ops, n, results, "kvblk_kvstore_get");
 }
 
 int kvblk_kvstore_put(kvblk_kvstore *store, const struct kvblk_kvstore_op *ops, uint32_t n,
 		      struct kvblk_kvstore_result *results) noexcept
 {
-	try {
-		return sync_batch(store, KVBLK_KVSTORE_PUT, ops, n, results, "kvblk_kvstore_put");
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_kvstore_put: out of memory");
-	}
+	return sync_batch(store, KVBLK_KVSTORE_PUT, ops, n, results, "kvblk_kvstore_put");
 }
 
 int kvblk_kvstore_exists(kvblk_kvstore *store, const struct kvblk_kvstore_op *ops, uint32_t n,
 			 struct kvblk_kvstore_result *results) noexcept
 {
-	try {
-		return sync_batch(store, KVBLK_KVSTORE_EXISTS, ops, n, results, "kvblk_kvstore_exists");
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_kvstore_exists: out of memory");
-	}
+	return sync_batch(store, KVBLK_KVSTORE_EXISTS, ops, n, results, "kvblk_kvstore_exists");
 }
 
 int kvblk_kvstore_delete(kvblk_kvstore *store, const struct kvblk_kvstore_op *ops, uint32_t n,
 			 struct kvblk_kvstore_result *results) noexcept
 {
-	try {
-		return sync_batch(store, KVBLK_KVSTORE_DELETE, ops, n, results, "kvblk_kvstore_delete");
-	} catch (const std::bad_alloc &) {
-		return fail(-ENOMEM, "kvblk_kvstore_delete: out of memory");
-	}
+	return sync_batch(store, KVBLK_KVSTORE_DELETE, ops, n, results, "kvblk_kvstore_delete");
 }
 
 int kvblk_kvstore_evicted(kvblk_kvstore *store, struct kvblk_kvstore_key *keys, uint32_t max, void *buf,

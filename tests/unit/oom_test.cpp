@@ -8,6 +8,7 @@
 // Its own program (kvblk_oom_tests): it replaces the global operator new and delete with
 // ones that fail on request, for the thread that asks only (library threads allocate as
 // ever, so each run is deterministic).
+#include "kvstore_util.hpp"
 #include "test_util.hpp"
 
 #include <atomic>
@@ -463,5 +464,150 @@ TEST_P(OomTest, unaligned_stores_and_short_loads)
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, OomTest, ::testing::ValuesIn(kOomBackends), case_name);
+
+/*
+ * The store's synchronous calls under the same sweep: each put, get, exists and delete of a
+ * batch of three keys returns its count, or -ENOMEM when an allocation failed, never
+ * terminates; a key whose put or delete was not acknowledged (status 0) keeps what it had,
+ * an acknowledged one has the new state, and so does the store reopened.
+ */
+class KvstoreOomTest : public ::testing::TestWithParam<uint32_t> {
+protected:
+	kvs_test::TempDir dir;
+};
+
+TEST_P(KvstoreOomTest, put_get_exists_delete_lose_nothing)
+{
+	const std::string path = dir.file("d0");
+	const char *paths[] = {path.c_str()};
+	auto c = kvs_test::create_opts({64 * kvs_test::KiB}, 32 * kvs_test::MiB);
+	auto o = kvs_test::open_opts(GetParam());
+	kvblk_kvstore *st = nullptr;
+	ASSERT_EQ(kvblk_kvstore_create(paths, 1, &c, &o, &st), 0) << kvblk_kvstore_last_error();
+	const std::string keys[3] = {"oom-a", "oom-b", "oom-c"};
+	const uint64_t len[3] = {4096, 5000, 64 * kvs_test::KiB};
+	uint64_t have[3] = {0, 0, 0}; /* the acknowledged version of each key; 0: none */
+	std::vector<kvblk_kvstore_result> r(3);
+
+	/* Each key as the acknowledgements say, read unarmed. */
+	auto check_all = [&](const char *when) {
+		Unarmed u;
+		for (int i = 0; i < 3; i++) {
+			kvs_test::Buf b(len[i]);
+			kvblk_kvstore_op g = kvs_test::op_for(keys[i], b.p, len[i]);
+			kvblk_kvstore_result gr{};
+			const int ret = kvblk_kvstore_get(st, &g, 1, &gr);
+			if (!have[i]) {
+				EXPECT_EQ(gr.status, -ENOENT) << when << " " << keys[i];
+				continue;
+			}
+			ASSERT_EQ(ret, 1) << when << " " << keys[i] << ": " << gr.status;
+			EXPECT_EQ(std::vector<uint8_t>(b.p, b.p + len[i]), kvs_test::object_bytes(keys[i], have[i], len[i]))
+				<< when << " " << keys[i] << " version " << have[i];
+		}
+	};
+
+	uint64_t v = 0;
+	std::vector<std::vector<uint8_t>> src(3);
+	std::vector<kvblk_kvstore_op> ops(3);
+	int n = sweep(
+		[&] {
+			{
+				Unarmed u;
+				v++;
+				for (int i = 0; i < 3; i++) {
+					src[i] = kvs_test::object_bytes(keys[i], v, len[i]);
+					ops[i] = kvs_test::op_for(keys[i], src[i].data(), len[i]);
+				}
+			}
+			return kvblk_kvstore_put(st, ops.data(), 3, r.data());
+		},
+		[&](int ret, bool failed) {
+			EXPECT_TRUE(ret == 3 || (failed && (ret == -ENOMEM || ret >= 0))) << ret;
+			for (int i = 0; ret >= 0 && i < 3; i++) {
+				EXPECT_TRUE(r[i].status == 0 || r[i].status == -ENOMEM) << r[i].status;
+				if (r[i].status == 0)
+					have[i] = v;
+			}
+			check_all("after a put");
+		});
+	EXPECT_GT(n, 0);
+
+	std::vector<kvs_test::Buf> dst;
+	for (int i = 0; i < 3; i++)
+		dst.emplace_back(len[i]);
+	n = sweep(
+		[&] {
+			{
+				Unarmed u;
+				for (int i = 0; i < 3; i++) {
+					memset(dst[i].p, 0, len[i]);
+					ops[i] = kvs_test::op_for(keys[i], dst[i].p, len[i]);
+				}
+			}
+			return kvblk_kvstore_get(st, ops.data(), 3, r.data());
+		},
+		[&](int ret, bool failed) {
+			EXPECT_TRUE(ret == 3 || (failed && (ret == -ENOMEM || ret >= 0))) << ret;
+			for (int i = 0; ret >= 0 && i < 3; i++) {
+				EXPECT_TRUE(r[i].status == 0 || r[i].status == -ENOMEM) << r[i].status;
+				if (r[i].status == 0) {
+					Unarmed u;
+					EXPECT_EQ(std::vector<uint8_t>(dst[i].p, dst[i].p + len[i]),
+						  kvs_test::object_bytes(keys[i], have[i], len[i]));
+				}
+			}
+		});
+	EXPECT_GT(n, 0);
+
+	n = sweep(
+		[&] {
+			{
+				Unarmed u;
+				for (int i = 0; i < 3; i++)
+					ops[i] = kvs_test::op_for(keys[i], nullptr, 0);
+			}
+			return kvblk_kvstore_exists(st, ops.data(), 3, r.data());
+		},
+		[&](int ret, bool failed) {
+			EXPECT_TRUE(ret == 3 || (failed && (ret == -ENOMEM || ret >= 0))) << ret;
+			for (int i = 0; ret >= 0 && i < 3; i++)
+				EXPECT_TRUE(r[i].status == 0 || r[i].status == -ENOMEM) << r[i].status;
+		});
+	EXPECT_GT(n, 0);
+
+	n = sweep(
+		[&] {
+			{
+				Unarmed u;
+				for (int i = 0; i < 3; i++)
+					ops[i] = kvs_test::op_for(keys[i], nullptr, 0);
+			}
+			return kvblk_kvstore_delete(st, ops.data(), 3, r.data());
+		},
+		[&](int ret, bool failed) {
+			EXPECT_TRUE(ret >= 0 || (failed && ret == -ENOMEM)) << ret;
+			for (int i = 0; ret >= 0 && i < 3; i++) {
+				EXPECT_TRUE(r[i].status == 0 || r[i].status == -ENOENT || r[i].status == -ENOMEM)
+					<< r[i].status;
+				if (r[i].status == 0)
+					have[i] = 0;
+			}
+			check_all("after a delete");
+		});
+	EXPECT_GT(n, 0);
+
+	/* The index on the drive says the same. */
+	kvblk_kvstore_close(st);
+	st = nullptr;
+	ASSERT_EQ(kvblk_kvstore_open(paths, 1, &o, &st), 0) << kvblk_kvstore_last_error();
+	check_all("reopened");
+	kvblk_kvstore_close(st);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, KvstoreOomTest, ::testing::Values(KVBLK_BACKEND_PSYNC, KVBLK_BACKEND_URING),
+			 [](const ::testing::TestParamInfo<uint32_t> &i) {
+				 return std::string(i.param == KVBLK_BACKEND_PSYNC ? "psync" : "uring");
+			 });
 
 } // namespace
