@@ -184,6 +184,15 @@ struct Batch {
 	[[nodiscard]] bool cancelled() const noexcept { return sink && sink->cancelled(); }
 };
 
+/*
+ * struct MemlockText - RLIMIT_MEMLOCK in words ("unlimited", "N bytes (K KiB)", "unknown"),
+ * in a buffer of its own: the registration paths that name the limit allocate nothing.
+ */
+struct MemlockText {
+	char s[64];
+	MemlockText() noexcept;
+};
+
 /**
  * struct BufferRegistration - what a backend made of kvblk_register_buffer().
  * @fixed_index: index to put in IoObject.fixed_index, or -1 (plain I/O into the buffer).

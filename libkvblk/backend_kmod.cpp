@@ -134,7 +134,6 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -178,31 +177,6 @@ std::string whole_disk_name(dev_t rdev)
 		return {};
 	const char *base = std::strrchr(real, '/');
 	return base ? base + 1 : real;
-}
-
-/* memlock_text() in a buffer of its own, for noexcept paths. */
-struct MemlockKiB {
-	char s[48];
-	MemlockKiB() noexcept
-	{
-		rlimit rl{};
-		if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-			std::snprintf(s, sizeof(s), "unknown");
-		else if (rl.rlim_cur == RLIM_INFINITY)
-			std::snprintf(s, sizeof(s), "unlimited");
-		else
-			std::snprintf(s, sizeof(s), "%llu KiB", (unsigned long long)rl.rlim_cur >> 10);
-	}
-};
-
-std::string memlock_text()
-{
-	rlimit rl{};
-	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-		return "unknown";
-	if (rl.rlim_cur == RLIM_INFINITY)
-		return "unlimited";
-	return std::to_string((unsigned long long)rl.rlim_cur >> 10) + " KiB";
 }
 
 /*
@@ -974,7 +948,7 @@ public:
 			std::snprintf(note, sizeof(note),
 				      "buffer %u (%llu bytes): kvblk.ko could not register it: %s (RLIMIT_MEMLOCK "
 				      "is %s); loads into it are pinned and DMA-mapped for each call instead",
-				      id, ull(len), ErrnoText(err).c_str(), MemlockKiB().s);
+				      id, ull(len), ErrnoText(err).c_str(), MemlockText().s);
 		r.fell_back = true;
 		r.append_note(note);
 		return r;
@@ -1216,7 +1190,7 @@ private:
 			}
 			set_last_error("kmod: registering [0x%llx, 0x%llx) for the plain destinations of a load: %s "
 				       "(RLIMIT_MEMLOCK is %s)",
-				       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(), memlock_text().c_str());
+				       ull(tr.start), ull(tr.end), errno_text(tr.err).c_str(), MemlockText().s);
 			if (tr.err == -ENOSPC)
 				return r + 1;
 		}

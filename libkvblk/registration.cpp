@@ -17,16 +17,30 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
 #include <string>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <vector>
 
 using namespace kvblk::detail;
+
+MemlockText::MemlockText() noexcept
+{
+	rlimit rl{};
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
+		std::snprintf(s, sizeof(s), "unknown");
+	else if (rl.rlim_cur == RLIM_INFINITY)
+		std::snprintf(s, sizeof(s), "unlimited");
+	else
+		std::snprintf(s, sizeof(s), "%llu bytes (%llu KiB)", (unsigned long long)rl.rlim_cur,
+			      (unsigned long long)(rl.rlim_cur >> 10));
+}
 
 namespace {
 

@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <new>
 #include <string>
-#include <sys/resource.h>
 #include <system_error>
 #include <unistd.h>
 
@@ -19,22 +18,6 @@ namespace {
 
 /* Submissions refused for lack of resources (-EAGAIN, -EBUSY, ...) in a row before giving up. */
 constexpr unsigned kMaxTransientRefusals = 10000;
-
-/* RLIMIT_MEMLOCK in words, in a buffer of its own (register_buffer() allocates nothing). */
-struct MemlockText {
-	char s[64];
-	MemlockText() noexcept
-	{
-		rlimit rl{};
-		if (getrlimit(RLIMIT_MEMLOCK, &rl) != 0)
-			std::snprintf(s, sizeof(s), "unknown");
-		else if (rl.rlim_cur == RLIM_INFINITY)
-			std::snprintf(s, sizeof(s), "unlimited");
-		else
-			std::snprintf(s, sizeof(s), "%llu bytes (%llu KiB)", (unsigned long long)rl.rlim_cur,
-				      (unsigned long long)(rl.rlim_cur >> 10));
-	}
-};
 
 BufferRegistration fallback(const char *note) noexcept
 {
