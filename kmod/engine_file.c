@@ -43,6 +43,9 @@ static void kvblk_file_complete(struct kiocb *iocb, long ret)
 		kvblk_kiocb_end_write(iocb);
 	if (ret == -ENOSPC || ret == -EDQUOT) {
 		err = -ENOSPC;		/* a store filling a hole */
+	} else if (ret == -ETXTBSY) {
+		/* Swapped on since the batch began (generic_write_checks()). */
+		err = -ETXTBSY;
 	} else if (ret < 0) {
 		err = ret == -ENOLINK ? -ENOLINK : -EIO;
 		kind = ret == -ENODATA ? KVBLK_ERR_MEDIA :
@@ -63,6 +66,9 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 	int nr;
 	ssize_t ret;
 
+	/* Swapped on since the batch began: pwrite() refuses it too. */
+	if (b->store && IS_SWAPFILE(file_inode(file)))
+		return -ETXTBSY;
 	nr = kvblk_bvec_fill(cmd, o->buf, o->buf_offset + cmd->done, cmd->bytes,
 			     o->bt->max_cmd_bytes);
 	if (nr < 0)
