@@ -1042,7 +1042,9 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 	if (!ret)
 		ret = kvblk_bind_all(b, &bad);
 	if (ret) {
-		lm.bad_index = bad;
+		/* Out of memory is the call's, whichever descriptor met it. */
+		if (ret != -ENOMEM)
+			lm.bad_index = bad;
 		goto out_reject;
 	}
 	/* The batch tracepoints carry the first descriptor's disk. */

@@ -533,9 +533,12 @@ struct kvblk_desc_result {
  * @bad_index:   out: index of the first rejected descriptor when the call
  *               fails with -EINVAL, -ERANGE, -E2BIG, -EXDEV or -ESTALE
  *               because of one, with -EPERM or -EACCES (the first
- *               descriptor of a target the permission checks refused), or
- *               (stores) -EBADF, -EROFS, -ETXTBSY or -EOPNOTSUPP; -1
- *               otherwise.
+ *               descriptor of a target the permission checks refused),
+ *               (stores) -EBADF, -EROFS, -ETXTBSY or -EOPNOTSUPP, or
+ *               -ENODEV (the descriptor's buffer was revoked, or the PCI
+ *               function it is mapped for removed); -1 otherwise
+ *               (-ENOMEM included: the call's, not a descriptor's; every
+ *               result is then -ECANCELED).
  * @nr_ok:       out: descriptors whose status is 0.
  * @engine:      out: enum kvblk_engine that served the batch when one
  *               engine served every descriptor; KVBLK_ENGINE_MIXED when
