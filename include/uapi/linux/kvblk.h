@@ -163,8 +163,9 @@ enum kvblk_mem_kind {
  *                KVBLK_IOC_LOAD_MANY.
  * @start_lba:    out: first LBA of the partition on the disk (0 for a whole
  *                disk and for a file).
- * @nr_hw_queues: out: blk-mq hardware queues of the device (0 for a
- *                bio-based device such as md or dm, and for a file).
+ * @nr_hw_queues: out: blk-mq hardware queues of the device (for a file:
+ *                of the file system's device, e.g. non-zero on NVMe or
+ *                virtio-blk); 0 for a bio-based device such as md or dm.
  * @engine:       out: enum kvblk_engine: the target's default engine, which
  *                serves every object whose memory it reaches (for the
  *                block-layer engines: memory with struct pages).
