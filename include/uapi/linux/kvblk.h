@@ -147,8 +147,15 @@ enum kvblk_mem_kind {
  *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
  *                reads what this fd could not: not past the live end of the
  *                device, partition or file.
- * @nsid:         out: NVMe namespace id, taken from the nvme driver, when
- *                the PRP engine serves the target (@engines); else 0.
+ * @nsid:         out: the NVMe namespace id (from the nvme driver) when
+ *                the target is a namespace or partition of an nvme-pci
+ *                controller whose PRP engine checks passed at this attach,
+ *                else 0 (0 too when the context's memory is mapped for
+ *                another PCI function). Non-zero whenever @engines has
+ *                KVBLK_ENGINE_PRP's bit, and also without it when the
+ *                namespace's PCI function was being removed during the
+ *                attach: whether the PRP engine serves the target is
+ *                @engines, never @nsid.
  * @lba_size:     out: bytes per logical block of the device (for a file:
  *                of the file system's device); every offset and length in
  *                struct kvblk_io_desc is a multiple of it.
