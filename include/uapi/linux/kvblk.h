@@ -472,9 +472,10 @@ struct kvblk_io_desc {
  *            -EIO also: writing back the block device's dirty page cache
  *            over the object's range before the load failed (as it fails
  *            pread(O_DIRECT)); no command was sent for the object;
- *            -ENODEV the destination buffer was revoked (a CUDA allocation
- *            freed, a dma-buf revoked by its exporter) before the object's
- *            commands were sent: no command wrote into it after that;
+ *            -ENODEV the destination buffer was revoked (a dma-buf revoked
+ *            by its exporter; CUDA memory is pinned persistently and never
+ *            revoked) before the object's commands were sent: no command
+ *            wrote into it after that;
  *            or (PRP engine) it was mapped for an NVMe PCI function that
  *            has since been removed and is unmapped now (also an object
  *            whose commands completed before the removal when its bytes
@@ -1060,7 +1061,7 @@ struct kvblk_uring_obj {
 enum kvblk_buf_state {
 	KVBLK_BUF_INTACT = 0,	/* the range maps the pinned pages */
 	KVBLK_BUF_STALE = 1,	/* replaced: loads fail with -ESTALE */
-	KVBLK_BUF_REVOKED = 2,	/* CUDA or dma-buf memory revoked (-ENODEV) */
+	KVBLK_BUF_REVOKED = 2,	/* dma-buf memory revoked (-ENODEV) */
 	KVBLK_BUF_UNTRACKED = 3, /* a kind the module does not compare */
 };
 
