@@ -138,10 +138,11 @@ static void kvblk_batch_btgts_done(struct kvblk_batch *b)
  * may come much later). The PRP lists the slots kept go back to their
  * namespaces' pools (dma_pool_free() is IRQ-safe) and the PRP engine stops
  * counting the batch (kvblk_prp_done()): the removal of an NVMe PCI
- * function waits for that (kvblk_ns_drain()), and so only for commands,
- * which the nvme driver completes or cancels, never for a task the user
- * controls. The block-layer engines' bvec arrays stay until the release
- * (kvfree() may sleep).
+ * function waits for that (kvblk_ns_drain()), so for the batch's
+ * preparation after kvblk_prp_begin() and for its commands, which the nvme
+ * driver completes or cancels, never for anyone to collect the batch. The
+ * block-layer engines' bvec arrays stay until the release (kvfree() may
+ * sleep).
  */
 static void kvblk_batch_engines_done(struct kvblk_batch *b)
 {
