@@ -1149,7 +1149,8 @@ int kvblk_obj_sync(struct kvblk_obj *o)
  * (its address space) unless @ret is -EINTR. Nothing is synced for a
  * caller that was killed, as nothing is written back: the syncs can take
  * long (a bounce copy per page; DMA-API debugging), so a synchronous
- * caller killed while they run stops them and the batch counts as
+ * caller killed while they run stops them at the next object (an object's
+ * own sync, kvblk_buf_sync(), runs to its end) and the batch counts as
  * interrupted.
  *
  * Return: descriptors with status 0, or the call's error.
