@@ -414,8 +414,9 @@ struct kvblk_buf_unreg {
  *              kvblk_attach.buf_align: 4 for the PRP engine (NVMe PRP
  *              entries are dword aligned: NVMe Base Specification 2.0,
  *              4.1.1 "Physical Region Page Entry and List"), the device's
- *              DMA alignment for a block device through the block layer,
- *              the logical block size for a file.
+ *              DMA alignment (at least 4) for a block device through the
+ *              block layer, max(lba_size, DMA alignment of the file
+ *              system's device) for a file.
  * @buf_id:     registered buffer that receives the data.
  * @flags:      must be 0.
  * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
