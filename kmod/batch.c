@@ -138,10 +138,11 @@ static void kvblk_batch_btgts_done(struct kvblk_batch *b)
  * may come much later). The PRP lists the slots kept go back to their
  * namespaces' pools (dma_pool_free() is IRQ-safe) and the PRP engine stops
  * counting the batch (kvblk_prp_done()): the removal of an NVMe PCI
- * function waits for that (kvblk_ns_drain()), and so only for commands,
- * which the nvme driver completes or cancels, never for a task the user
- * controls. The block-layer engines' bvec arrays stay until the release
- * (kvfree() may sleep).
+ * function waits for that (kvblk_ns_drain()), so for the batch's
+ * preparation after kvblk_prp_begin() and for its commands, which the nvme
+ * driver completes or cancels, never for anyone to collect the batch. The
+ * block-layer engines' bvec arrays stay until the release (kvfree() may
+ * sleep).
  */
 static void kvblk_batch_engines_done(struct kvblk_batch *b)
 {
@@ -1150,7 +1151,8 @@ int kvblk_obj_sync(struct kvblk_obj *o)
  * (its address space) unless @ret is -EINTR. Nothing is synced for a
  * caller that was killed, as nothing is written back: the syncs can take
  * long (a bounce copy per page; DMA-API debugging), so a synchronous
- * caller killed while they run stops them and the batch counts as
+ * caller killed while they run stops them at the next object (an object's
+ * own sync, kvblk_buf_sync(), runs to its end) and the batch counts as
  * interrupted.
  *
  * Return: descriptors with status 0, or the call's error.

@@ -209,7 +209,6 @@ unsigned int kvblk_probe(void)
 }
 EOF
 
-# dma_max_mapping_size() (swiotlb-aware segment limit).
 # page_pgmap(): a ZONE_DEVICE page's dev_pagemap (7.x; before, page->pgmap),
 # which tells two P2PDMA providers' pages apart.
 probe PAGE_PGMAP <<'EOF'
@@ -222,6 +221,7 @@ struct dev_pagemap *kvblk_probe(struct page *page)
 }
 EOF
 
+# dma_max_mapping_size() (swiotlb-aware segment limit).
 probe DMA_MAX_MAPPING_SIZE <<'EOF'
 #include <linux/dma-mapping.h>
 size_t kvblk_probe(struct device *dev);

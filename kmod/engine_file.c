@@ -109,7 +109,8 @@ static int kvblk_file_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
  * The file as it is now: its size, and the alignment its direct I/O
  * demands (the file system's block device: logical block size for offsets,
  * lengths and, since direct I/O checks the start and length of every
- * bio_vec entry against it, the buffer offset too).
+ * bio_vec entry against it, the buffer offset too, which must also meet the
+ * queue's DMA alignment: kvblk_attach.buf_align).
  */
 static int kvblk_file_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 {

@@ -276,11 +276,12 @@ struct kvblk_mem_ops {
  * table of DMA segments for the namespace's NVMe PCI function, so the PRP
  * builder and the submit path never look at the kind.
  *
- * Revocable memory (a CUDA allocation freed under us, a dma-buf whose
- * exporter moves or revokes it) is fenced per command: the submit path
- * brackets each command with kvblk_buf_dma_begin()/kvblk_buf_dma_end(), and
- * kvblk_buf_revoke() marks the buffer revoked and then waits until no
- * command targets it. Loads into a revoked buffer fail with -ENODEV.
+ * Revocable memory (a dma-buf whose exporter moves or revokes it; CUDA
+ * memory is pinned persistently and never revoked) is fenced per command:
+ * the submit path brackets each command with kvblk_buf_dma_begin()/
+ * kvblk_buf_dma_end(), and kvblk_buf_revoke() marks the buffer revoked and
+ * then waits until no command targets it. Loads into a revoked buffer fail
+ * with -ENODEV.
  */
 struct kvblk_buf {
 	struct kref ref;

@@ -147,8 +147,15 @@ enum kvblk_mem_kind {
  *                regular file, opened with O_RDONLY or O_RDWR. kvblk never
  *                reads what this fd could not: not past the live end of the
  *                device, partition or file.
- * @nsid:         out: NVMe namespace id, taken from the nvme driver, when
- *                the PRP engine serves the target (@engines); else 0.
+ * @nsid:         out: the NVMe namespace id (from the nvme driver) when
+ *                the target is a namespace or partition of an nvme-pci
+ *                controller whose PRP engine checks passed at this attach,
+ *                else 0 (0 too when the context's memory is mapped for
+ *                another PCI function). Non-zero whenever @engines has
+ *                KVBLK_ENGINE_PRP's bit, and also without it when the
+ *                namespace's PCI function was being removed during the
+ *                attach: whether the PRP engine serves the target is
+ *                @engines, never @nsid.
  * @lba_size:     out: bytes per logical block of the device (for a file:
  *                of the file system's device); every offset and length in
  *                struct kvblk_io_desc is a multiple of it.
@@ -163,8 +170,9 @@ enum kvblk_mem_kind {
  *                KVBLK_IOC_LOAD_MANY.
  * @start_lba:    out: first LBA of the partition on the disk (0 for a whole
  *                disk and for a file).
- * @nr_hw_queues: out: blk-mq hardware queues of the device (0 for a
- *                bio-based device such as md or dm, and for a file).
+ * @nr_hw_queues: out: blk-mq hardware queues of the device (for a file:
+ *                of the file system's device, e.g. non-zero on NVMe or
+ *                virtio-blk); 0 for a bio-based device such as md or dm.
  * @engine:       out: enum kvblk_engine: the target's default engine, which
  *                serves every object whose memory it reaches (for the
  *                block-layer engines: memory with struct pages).
@@ -406,8 +414,9 @@ struct kvblk_buf_unreg {
  *              kvblk_attach.buf_align: 4 for the PRP engine (NVMe PRP
  *              entries are dword aligned: NVMe Base Specification 2.0,
  *              4.1.1 "Physical Region Page Entry and List"), the device's
- *              DMA alignment for a block device through the block layer,
- *              the logical block size for a file.
+ *              DMA alignment (at least 4) for a block device through the
+ *              block layer, max(lba_size, DMA alignment of the file
+ *              system's device) for a file.
  * @buf_id:     registered buffer that receives the data.
  * @flags:      must be 0.
  * @tag:        caller's 64-bit tag, carried unchanged into the tracepoints
@@ -464,9 +473,10 @@ struct kvblk_io_desc {
  *            -EIO also: writing back the block device's dirty page cache
  *            over the object's range before the load failed (as it fails
  *            pread(O_DIRECT)); no command was sent for the object;
- *            -ENODEV the destination buffer was revoked (a CUDA allocation
- *            freed, a dma-buf revoked by its exporter) before the object's
- *            commands were sent: no command wrote into it after that;
+ *            -ENODEV the destination buffer was revoked (a dma-buf revoked
+ *            by its exporter; CUDA memory is pinned persistently and never
+ *            revoked) before the object's commands were sent: no command
+ *            wrote into it after that;
  *            or (PRP engine) it was mapped for an NVMe PCI function that
  *            has since been removed and is unmapped now (also an object
  *            whose commands completed before the removal when its bytes
@@ -1055,7 +1065,7 @@ struct kvblk_uring_obj {
 enum kvblk_buf_state {
 	KVBLK_BUF_INTACT = 0,	/* the range maps the pinned pages */
 	KVBLK_BUF_STALE = 1,	/* replaced: loads fail with -ESTALE */
-	KVBLK_BUF_REVOKED = 2,	/* CUDA or dma-buf memory revoked (-ENODEV) */
+	KVBLK_BUF_REVOKED = 2,	/* dma-buf memory revoked (-ENODEV) */
 	KVBLK_BUF_UNTRACKED = 3, /* a kind the module does not compare */
 };
 
