@@ -84,14 +84,18 @@ public:
 	ReplayLogs &operator=(const ReplayLogs &) = delete;
 	~ReplayLogs()
 	{
-		for (const auto &[jobs, r] : replays_)
-			for (const std::string &f : r.logs)
-				::unlink(f.c_str());
+		for (const auto *m : {&replays_, &spread_})
+			for (const auto &[jobs, r] : *m)
+				for (const std::string &f : r.logs)
+					::unlink(f.c_str());
 		if (!dir_.empty())
 			::rmdir(dir_.c_str());
 	}
 
-	bool write(const Workload &wl, uint64_t cmd_bytes, const std::vector<uint32_t> &job_counts, std::string &why)
+	// @job_counts: contiguous slices of the pass (split_jobs()); @spread_counts: a job per
+	// object in flight (object_job_commands()).
+	bool write(const Workload &wl, uint64_t cmd_bytes, const std::vector<uint32_t> &job_counts,
+		   const std::vector<uint32_t> &spread_counts, std::string &why)
 	{
 		char tmpl[] = "/tmp/kvblk-replay.XXXXXX";
 		if (!mkdtemp(tmpl)) {
@@ -115,13 +119,26 @@ public:
 					return false;
 			}
 		}
+		for (uint32_t jobs : spread_counts) {
+			FioReplay &r = spread_[jobs];
+			r.bytes = bytes;
+			r.commands = cmds.size();
+			for (uint32_t j = 0; j < jobs; j++) {
+				const std::vector<Command> mine = object_job_commands(wl, cmd_bytes, j, jobs);
+				r.logs.push_back(fmt::format("{}/objects{}-{}.log", dir_, jobs, j));
+				std::ofstream out(r.logs.back());
+				if (!write_iolog(out, wl, mine, 0, mine.size(), why))
+					return false;
+			}
+		}
 		return true;
 	}
 	[[nodiscard]] const std::map<uint32_t, FioReplay> &replays() const noexcept { return replays_; }
+	[[nodiscard]] const std::map<uint32_t, FioReplay> &spread() const noexcept { return spread_; }
 
 private:
 	std::string dir_;
-	std::map<uint32_t, FioReplay> replays_;
+	std::map<uint32_t, FioReplay> replays_, spread_;
 };
 
 // --engine L,C,K: the engine workload (engine.hpp) on the first L x C objects of the store, with
@@ -514,6 +531,7 @@ int main(int argc, char **argv)
 							  *std::max_element(rings.begin(), rings.end()));
 	SearchSpec spec = make_search_spec(rep.search_mode, max_jobs);
 	spec.engines = fio_engines;
+	spec.spread_jobs = rep.run.batch_objects;
 	if (!fio_qds.empty())
 		spec.depths = fio_qds;
 	rep.search = CeilingSearch(spec);
@@ -524,12 +542,13 @@ int main(int argc, char **argv)
 		std::vector<uint32_t> job_counts = {1};
 		for (uint32_t j : geometric(2, spec.max_jobs, 2))
 			job_counts.push_back(j);
-		if (!logs.write(wl, cmd_bytes, job_counts, why)) {
+		if (!logs.write(wl, cmd_bytes, job_counts, geometric(2, spec.spread_jobs, 2), why)) {
 			err(fmt::format("fio replay logs: {}", why));
 			return kExitSetup;
 		}
 		FioConfig fc;
 		fc.replays = logs.replays();
+		fc.spread_replays = logs.spread();
 		fc.runtime_s = fio_runtime;
 		fc.progress = progress;
 		fio.emplace(fc);
