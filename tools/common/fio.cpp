@@ -67,6 +67,8 @@ std::string FioKnobs::name() const
 		s += ", fixedbufs";
 	if (registerfiles)
 		s += ", registerfiles";
+	if (lean)
+		s += ", lean";
 	return s;
 }
 
@@ -101,6 +103,11 @@ std::vector<std::string> fio_argv(const std::string &program, const FioConfig &c
 		"--output-format=json",
 		"--output=" + json_out,
 	};
+	if (k.lean) {
+		a.push_back(fmt::format("--iodepth_batch_submit={}", std::max(1u, k.iodepth / 4)));
+		a.push_back(fmt::format("--iodepth_batch_complete_max={}", k.iodepth));
+		a.push_back("--gtod_reduce=1");
+	}
 	if (k.engine == "io_uring") {
 		if (k.fixedbufs)
 			a.push_back("--fixedbufs=1");

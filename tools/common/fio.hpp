@@ -27,6 +27,11 @@ struct FioKnobs {
 	// j + 2 x numjobs, .. (one job per object in flight, the jobs reading as
 	// many regions at once) instead of a contiguous slice of the pass.
 	bool spread = false;
+	// Less fio overhead per command: --iodepth_batch_submit=iodepth/4 (at
+	// least 1) and --iodepth_batch_complete_max=iodepth (submit and reap in
+	// batches, as a kvblk ring does), --gtod_reduce=1 (no per-command clock
+	// reads; no latency figures then).
+	bool lean = false;
 
 	// Commands in flight across the jobs: the x axis kvblk settings share.
 	[[nodiscard]] uint32_t in_flight() const noexcept { return iodepth * numjobs; }
@@ -35,7 +40,8 @@ struct FioKnobs {
 	bool operator==(const FioKnobs &o) const noexcept
 	{
 		return engine == o.engine && iodepth == o.iodepth && numjobs == o.numjobs &&
-		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles && spread == o.spread;
+		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles && spread == o.spread &&
+		       lean == o.lean;
 	}
 	bool operator!=(const FioKnobs &o) const noexcept { return !(*this == o); }
 };

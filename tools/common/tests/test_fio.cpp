@@ -190,6 +190,26 @@ TEST(FioArgv, spread_point_uses_the_object_per_job_logs)
 	EXPECT_FALSE(has(a, "--rw=read"));
 }
 
+TEST(FioArgv, lean_point_batches_and_reduces_clock_reads)
+{
+	FioConfig cfg;
+	cfg.replays[1] = {{"/t/all.log"}, 1 << 20, 8};
+	FioKnobs k;
+	k.iodepth = 64;
+	auto a = fio_argv("fio", cfg, k, "o");
+	EXPECT_FALSE(has(a, "--gtod_reduce=1"));
+	EXPECT_FALSE(has(a, "--iodepth_batch_submit=16"));
+	k.lean = true;
+	a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=16"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=64"));
+	EXPECT_TRUE(has(a, "--gtod_reduce=1"));
+	k.iodepth = 2;
+	a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=1"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=2"));
+}
+
 TEST(FioKnobs, names_and_in_flight)
 {
 	FioKnobs k;
@@ -203,6 +223,10 @@ TEST(FioKnobs, names_and_in_flight)
 	s.spread = true;
 	EXPECT_EQ(s.name(), "io_uring QD 32 x 2 jobs, a job per object, fixedbufs, registerfiles");
 	EXPECT_NE(s, k);
+	FioKnobs l = k;
+	l.lean = true;
+	EXPECT_EQ(l.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles, lean");
+	EXPECT_NE(l, k);
 }
 
 TEST(FioSweepBest, picks_highest_successful_point)
