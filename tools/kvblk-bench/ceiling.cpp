@@ -92,8 +92,10 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				if (b < 0 || spec_.spread_jobs < 2)
 					continue;
 				const uint32_t d = points_[size_t(b)].pt.knobs.iodepth;
+				// One command in flight per object (as threads reading
+				// whole objects) and the best depth shared out.
 				for (uint32_t j : geometric(2, spec_.spread_jobs, 2))
-					for (uint32_t qd : {std::max(1u, d / j), d}) {
+					for (uint32_t qd : {1u, std::max(1u, d / j)}) {
 						FioKnobs k;
 						k.engine = e;
 						k.iodepth = qd;
@@ -121,7 +123,11 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				if (k.iodepth >= std::max(lo, 1u) && k.iodepth <= hi)
 					add(k);
 			}
-			// io_uring's own knobs, on its best point.
+			// Less fio overhead per command, on the best point.
+			FioKnobs lean = best;
+			lean.lean = true;
+			add(lean);
+			// io_uring's own knobs, on its best point, and with less overhead.
 			const int u = best_where([](const FioKnobs &k) { return k.engine == "io_uring"; });
 			if (u >= 0)
 				for (auto [fb, rf] : {std::pair{true, false}, {false, true}, {true, true}}) {
@@ -129,6 +135,10 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 					k.fixedbufs = fb;
 					k.registerfiles = rf;
 					add(k);
+					if (fb && !rf) {
+						k.lean = true;
+						add(k);
+					}
 				}
 			break;
 		}

@@ -15,7 +15,7 @@
 //   spread  each engine at its best depth D of stage 1: one job per object
 //           in flight (FioKnobs::spread: job j replays the objects at pass
 //           positions j, j + numjobs, ..), numjobs 2, 4, .. up to the
-//           objects of one kvblk call, at iodepth D / numjobs and at D: the
+//           objects of one kvblk call, at iodepth 1 and D / numjobs: the
 //           commands spread over as many regions of the store at once as
 //           kvblk's calls can put in flight, which a disk may reward;
 //   refine  around the best point so far: the depths halfway (geometrically)

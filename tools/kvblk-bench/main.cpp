@@ -501,6 +501,16 @@ int main(int argc, char **argv)
 	rep.run.window_batches =
 		std::min(batches_needed, std::max<uint64_t>((buffer_mib << 20) / slot_bytes(rep.run), 1));
 
+	// How many objects kvblk's uring calls read at once (the regions the spread points model).
+	if (!quiet)
+		for (const Setting &st : settings)
+			if (st.backend == KVBLK_BACKEND_URING) {
+				const uint32_t w = st.workers ? st.workers : KVBLK_DEFAULT_WORKERS;
+				const uint32_t q = st.queue_depth ? st.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
+				err(fmt::format("uring W={} QD={}: up to {} of a call's {} objects in flight at once", w, q,
+						objects_in_flight(wl, cmd_bytes, rep.run.batch_objects, uint64_t(w) * q),
+						rep.run.batch_objects));
+			}
 	rep.results.resize(settings.size());
 	for (size_t i = 0; i < settings.size(); i++)
 		init_result(rep.run, settings[i], rep.results[i]);
@@ -579,14 +589,26 @@ int main(int argc, char **argv)
 	// setting 1, fio 2, setting 2, ...), so that the ceiling and the results
 	// are measured in the same stretch of time and a device whose speed
 	// drifts (a shared or virtual disk) moves both alike; medians are reported.
+	// Each round starts one leg later than the one before, so that no leg
+	// always runs at the same place in its round. Every finalist runs once
+	// per round, as every setting does: the same number of runs for both.
+	std::vector<std::pair<bool, size_t>> legs; // (fio, finalist) or (kvblk, setting)
+	for (size_t i = 0; i < std::max(finalists.size(), rep.results.size()); i++) {
+		if (i < finalists.size())
+			legs.emplace_back(true, i);
+		if (i < rep.results.size())
+			legs.emplace_back(false, i);
+	}
 	std::vector<FioSweep> rounds;
 	for (unsigned round = 0; round < repeat; round++) {
 		FioSweep sw;
-		for (size_t i = 0; i < std::max(finalists.size(), rep.results.size()); i++) {
-			if (i < finalists.size())
-				sw.points.push_back(fio->run(finalists[i]));
-			if (i >= rep.results.size())
+		sw.points.resize(finalists.size());
+		for (size_t l = 0; l < legs.size(); l++) {
+			const auto [is_fio, i] = legs[(l + round) % legs.size()];
+			if (is_fio) {
+				sw.points[i] = fio->run(finalists[i]);
 				continue;
+			}
 			RunResult &res = rep.results[i];
 			const int r = res.setting.backend == kBackendFileLoop ? run_file_loop_pass(rep.run, buf, res, round)
 									      : run_pass(rep.run, buf, res, round);

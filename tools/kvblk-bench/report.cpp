@@ -236,7 +236,7 @@ std::string render_text(const Report &r)
 			 std::min<uint64_t>(r.run.batch_objects, wl.objects()), size_str(r.run.cmd_bytes),
 			 r.run.window_batches));
 	line(r.run.dest ? "Destination: " + r.run.dest->describe() : std::string("Destination: host memory"));
-	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ...){}",
+	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ..., each round starting one leg later){}",
 			 r.run.repeat, r.run.repeat > 1 ? "; medians shown" : ""));
 	line("");
 

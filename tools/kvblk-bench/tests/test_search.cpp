@@ -104,8 +104,14 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 			EXPECT_EQ(k.engine, "io_uring");
 			EXPECT_EQ(k.in_flight(), 32u);
 		}
-	EXPECT_EQ(toggles, 3u);
-	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 3u);
+	EXPECT_EQ(toggles, 4u); // fixedbufs, registerfiles, both, and fixedbufs lean
+	// Less fio overhead on the best point itself.
+	FioKnobs lean;
+	lean.engine = "libaio";
+	lean.iodepth = 32;
+	lean.lean = true;
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
+	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 1u + 4u);
 	EXPECT_TRUE(s.next_stage().empty());
 
 	// Finalists: the three best distinct points, best first.
@@ -149,10 +155,10 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 	for (const SearchPoint &p : run(s))
 		if (p.stage == "spread")
 			spread.push_back(p.pt.knobs);
-	// Each engine's best depth of stage 1 is 32: 2 and 4 jobs at 32 / jobs and at 32.
+	// Each engine's best depth of stage 1 is 32: 2 and 4 jobs at 1 and at 32 / jobs.
 	std::vector<FioKnobs> want;
 	for (const char *e : {"io_uring", "libaio"})
-		for (auto [qd, jobs] : {std::pair{16u, 2u}, {32u, 2u}, {8u, 4u}, {32u, 4u}}) {
+		for (auto [qd, jobs] : {std::pair{1u, 2u}, {16u, 2u}, {1u, 4u}, {8u, 4u}}) {
 			FioKnobs k;
 			k.engine = e;
 			k.iodepth = qd;
@@ -224,7 +230,7 @@ TEST(SearchPlan, refine_stays_inside_the_given_depths)
 		if (p.stage == "refine")
 			refined.push_back(p.pt.knobs.iodepth);
 	}
-	EXPECT_EQ(refined, (std::vector<uint32_t>{8}));
+	EXPECT_EQ(refined, (std::vector<uint32_t>{8, 16})); // QD 16 lean
 }
 
 TEST(Workload, permutation_is_seeded_and_complete)
@@ -417,7 +423,9 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 			FioPoint p;
 			p.knobs = k;
 			p.ok = true;
-			p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.registerfiles ? 3.05 : k.iodepth == 8 ? 2.5 : 2.0;
+			p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
+				 : k.iodepth == 8						 ? 2.5
+												 : 2.0;
 			s.record(p);
 		}
 	// The rounds: QD 16's median 1.9, the refine best (QD 8) 2.45.
@@ -426,7 +434,7 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 		FioPoint p;
 		p.knobs = k;
 		p.ok = true;
-		p.gbps = k.iodepth == 16 && !k.fixedbufs ? 1.9 : k.iodepth == 8 ? 2.45 : 1.95;
+		p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.lean ? 1.9 : k.iodepth == 8 ? 2.45 : 1.95;
 		p.bw_bytes = uint64_t(p.gbps * 1e9);
 		finals.points.push_back(p);
 	}
