@@ -104,7 +104,7 @@ std::vector<std::string> fio_argv(const std::string &program, const FioConfig &c
 		"--output=" + json_out,
 	};
 	if (k.lean) {
-		a.push_back(fmt::format("--iodepth_batch_submit={}", std::max(1u, k.iodepth / 4)));
+		a.push_back(fmt::format("--iodepth_batch_submit={}", k.iodepth));
 		a.push_back(fmt::format("--iodepth_batch_complete_max={}", k.iodepth));
 		a.push_back("--gtod_reduce=1");
 	}

@@ -27,10 +27,13 @@ struct FioKnobs {
 	// j + 2 x numjobs, .. (one job per object in flight, the jobs reading as
 	// many regions at once) instead of a contiguous slice of the pass.
 	bool spread = false;
-	// Less fio overhead per command: --iodepth_batch_submit=iodepth/4 (at
-	// least 1) and --iodepth_batch_complete_max=iodepth (submit and reap in
-	// batches, as a kvblk ring does), --gtod_reduce=1 (no per-command clock
-	// reads; no latency figures then).
+	// Commands submitted together, as a kvblk ring submits what it took:
+	// --iodepth_batch_submit=iodepth and --iodepth_batch_complete_max=iodepth,
+	// and --gtod_reduce=1 (no clock reads per command; no latency figures
+	// then). fio's default submits one command per call, so the block layer
+	// never merges neighbouring commands; submitted together under one plug
+	// they merge (a virtio disk behind mq-deadline: 16384 128 KiB reads of one
+	// pass became 1173 requests, kvblk uring QD 64's 2577).
 	bool lean = false;
 
 	// Commands in flight across the jobs: the x axis kvblk settings share.

@@ -123,10 +123,20 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				if (k.iodepth >= std::max(lo, 1u) && k.iodepth <= hi)
 					add(k);
 			}
-			// Less fio overhead per command, on the best point.
-			FioKnobs lean = best;
-			lean.lean = true;
-			add(lean);
+			// Commands submitted together (they may merge), on the best
+			// point of each stage so far.
+			for (const char *st : {"depth", "jobs", "spread"}) {
+				int sb = -1;
+				for (size_t i = 0; i < points_.size(); i++)
+					if (points_[i].stage == st && points_[i].pt.ok &&
+					    (sb < 0 || points_[i].pt.gbps > points_[size_t(sb)].pt.gbps))
+						sb = int(i);
+				if (sb < 0)
+					continue;
+				FioKnobs lean = points_[size_t(sb)].pt.knobs;
+				lean.lean = true;
+				add(lean);
+			}
 			// io_uring's own knobs, on its best point, and with less overhead.
 			const int u = best_where([](const FioKnobs &k) { return k.engine == "io_uring"; });
 			if (u >= 0)

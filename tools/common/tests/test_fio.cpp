@@ -190,7 +190,7 @@ TEST(FioArgv, spread_point_uses_the_object_per_job_logs)
 	EXPECT_FALSE(has(a, "--rw=read"));
 }
 
-TEST(FioArgv, lean_point_batches_and_reduces_clock_reads)
+TEST(FioArgv, lean_point_submits_together_and_reduces_clock_reads)
 {
 	FioConfig cfg;
 	cfg.replays[1] = {{"/t/all.log"}, 1 << 20, 8};
@@ -198,15 +198,15 @@ TEST(FioArgv, lean_point_batches_and_reduces_clock_reads)
 	k.iodepth = 64;
 	auto a = fio_argv("fio", cfg, k, "o");
 	EXPECT_FALSE(has(a, "--gtod_reduce=1"));
-	EXPECT_FALSE(has(a, "--iodepth_batch_submit=16"));
+	EXPECT_FALSE(has(a, "--iodepth_batch_submit=64"));
 	k.lean = true;
 	a = fio_argv("fio", cfg, k, "o");
-	EXPECT_TRUE(has(a, "--iodepth_batch_submit=16"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=64"));
 	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=64"));
 	EXPECT_TRUE(has(a, "--gtod_reduce=1"));
 	k.iodepth = 2;
 	a = fio_argv("fio", cfg, k, "o");
-	EXPECT_TRUE(has(a, "--iodepth_batch_submit=1"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=2"));
 	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=2"));
 }
 

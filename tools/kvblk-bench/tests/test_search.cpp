@@ -105,13 +105,17 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 			EXPECT_EQ(k.in_flight(), 32u);
 		}
 	EXPECT_EQ(toggles, 4u); // fixedbufs, registerfiles, both, and fixedbufs lean
-	// Less fio overhead on the best point itself.
+	// Commands submitted together on the best point of each stage: depth's
+	// libaio QD 32, jobs' libaio QD 16 x 2 (the first of the ties).
 	FioKnobs lean;
 	lean.engine = "libaio";
 	lean.iodepth = 32;
 	lean.lean = true;
 	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
-	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 1u + 4u);
+	lean.iodepth = 16;
+	lean.numjobs = 2;
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
+	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 2u + 4u);
 	EXPECT_TRUE(s.next_stage().empty());
 
 	// Finalists: the three best distinct points, best first.
