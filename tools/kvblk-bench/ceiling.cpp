@@ -169,11 +169,14 @@ std::vector<FioKnobs> CeilingSearch::finalists() const
 	for (const SearchPoint *p : ok)
 		if (f.size() < spec_.finalists && std::find(f.begin(), f.end(), p->pt.knobs) == f.end())
 			f.push_back(p->pt.knobs);
-	// The spread points issue the commands as kvblk's calls spread them:
-	// their best is always measured again, however its short run went.
-	const int s = best_where([](const FioKnobs &k) { return k.spread; });
-	if (s >= 0 && std::find(f.begin(), f.end(), points_[size_t(s)].pt.knobs) == f.end())
-		f.push_back(points_[size_t(s)].pt.knobs);
+	// The spread points issue the commands as kvblk's calls spread them,
+	// the lean ones submit them together as kvblk's rings do: the best of
+	// each is always measured again, however its short run went.
+	for (bool spread : {true, false}) {
+		const int s = best_where([&](const FioKnobs &k) { return spread ? k.spread : k.lean; });
+		if (s >= 0 && std::find(f.begin(), f.end(), points_[size_t(s)].pt.knobs) == f.end())
+			f.push_back(points_[size_t(s)].pt.knobs);
+	}
 	return f;
 }
 

@@ -410,7 +410,7 @@ nlohmann::json knobs_json(const FioKnobs &k)
 {
 	return {{"engine", k.engine},	      {"iodepth", k.iodepth},	  {"numjobs", k.numjobs},
 		{"in_flight", k.in_flight()}, {"fixedbufs", k.fixedbufs}, {"registerfiles", k.registerfiles},
-		{"spread", k.spread},	      {"name", k.name()}};
+		{"spread", k.spread},	      {"lean", k.lean},		  {"name", k.name()}};
 }
 
 nlohmann::json fio_point_json(const FioPoint &p)

@@ -169,12 +169,13 @@ def fio_checks(bench, tmp, store):
     check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
     check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
               if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")
-    # 2 (quick), and the best spread point when it is not among them.
+    # 2 (quick), and the best spread and lean points when they are not among them.
     fin = s["finalists"]
-    check(len(fin) in (2, 3), "quick search: 2 finalists (+ the best spread point)")
+    check(len(fin) in (2, 3, 4), "quick search: 2 finalists (+ the best spread and lean points)")
     check(any(f["config"]["spread"] for f in fin), "the best spread point is not a finalist")
-    check(len(fin) == 2 or (fin[2]["config"]["spread"] and not any(f["config"]["spread"] for f in fin[:2])),
-          "a third finalist that is not the best spread point")
+    check(any(f["config"]["lean"] for f in fin), "the best lean point is not a finalist")
+    check(all(f["config"]["spread"] or f["config"]["lean"] for f in fin[2:]),
+          "an extra finalist that is neither spread nor lean")
     check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
     check_ceiling(doc, p.returncode)
     check_results(doc, ["psync", "uring"], "fio run")

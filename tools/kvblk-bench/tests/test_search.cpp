@@ -172,10 +172,12 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 		}
 	EXPECT_EQ(spread, want);
 	// The model does not reward spreading, so no spread point is among the
-	// three best; the best of them is measured again anyway, last.
+	// three best; the best of them is measured again anyway, after them.
+	// (io_uring QD 32 fixedbufs lean is among the three: no lean one added.)
 	auto f = s.finalists();
 	ASSERT_EQ(f.size(), 4u);
 	EXPECT_FALSE(f[0].spread || f[1].spread || f[2].spread);
+	EXPECT_TRUE(f[0].lean || f[1].lean || f[2].lean);
 	EXPECT_TRUE(f[3].spread);
 	EXPECT_EQ(f[3].engine, "libaio"); // 1.02 x: libaio's QD 16 x 2 (32 in flight) is the best spread point
 	EXPECT_EQ(f[3].in_flight(), 32u);
@@ -186,6 +188,22 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 	for (const SearchPoint &p : run(none))
 		EXPECT_NE(p.stage, "spread");
 	EXPECT_EQ(none.finalists().size(), 3u);
+
+	// A lean point below the three best is measured again too.
+	SearchSpec one = make_search_spec(SearchMode::thorough, 1);
+	one.engines = {"libaio"};
+	CeilingSearch l(one);
+	for (auto stage = l.next_stage(); !stage.empty(); stage = l.next_stage())
+		for (const FioKnobs &k : stage) {
+			FioPoint p = measure(k);
+			if (k.lean)
+				p.gbps = 1.0;
+			l.record(p);
+		}
+	const auto lf = l.finalists();
+	ASSERT_EQ(lf.size(), 4u);
+	EXPECT_FALSE(lf[0].lean || lf[1].lean || lf[2].lean);
+	EXPECT_TRUE(lf[3].lean);
 }
 
 TEST(SearchPlan, stage_bests_and_reproduction)
