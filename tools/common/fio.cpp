@@ -61,10 +61,14 @@ std::string FioKnobs::name() const
 	std::string s = fmt::format("{} QD {}", engine, iodepth);
 	if (numjobs > 1)
 		s += fmt::format(" x {} jobs", numjobs);
+	if (spread)
+		s += ", a job per object";
 	if (fixedbufs)
 		s += ", fixedbufs";
 	if (registerfiles)
 		s += ", registerfiles";
+	if (lean)
+		s += ", lean";
 	return s;
 }
 
@@ -99,18 +103,25 @@ std::vector<std::string> fio_argv(const std::string &program, const FioConfig &c
 		"--output-format=json",
 		"--output=" + json_out,
 	};
+	if (k.lean) {
+		a.push_back(fmt::format("--iodepth_batch_submit={}", k.iodepth));
+		a.push_back(fmt::format("--iodepth_batch_complete_max={}", k.iodepth));
+		a.push_back("--gtod_reduce=1");
+	}
 	if (k.engine == "io_uring") {
 		if (k.fixedbufs)
 			a.push_back("--fixedbufs=1");
 		if (k.registerfiles)
 			a.push_back("--registerfiles=1");
 	}
-	if (!cfg.replays.empty()) {
+	if (!cfg.replays.empty() || !cfg.spread_replays.empty()) {
 		// One job per log (global options above apply to every job): the
 		// jobs together issue exactly the commands of one kvblk pass.
-		auto it = cfg.replays.find(k.numjobs);
-		if (it == cfg.replays.end() || it->second.logs.size() != k.numjobs)
-			throw std::invalid_argument(fmt::format("no replay logs for {} fio jobs", k.numjobs));
+		const std::map<uint32_t, FioReplay> &logs = k.spread ? cfg.spread_replays : cfg.replays;
+		auto it = logs.find(k.numjobs);
+		if (it == logs.end() || it->second.logs.size() != k.numjobs)
+			throw std::invalid_argument(fmt::format("no {}replay logs for {} fio jobs",
+								k.spread ? "object-per-job " : "", k.numjobs));
 		for (size_t j = 0; j < it->second.logs.size(); j++) {
 			a.push_back(fmt::format("--name=kvblk-replay{}", j));
 			a.push_back("--read_iolog=" + it->second.logs[j]);
@@ -306,7 +317,8 @@ FioPoint FioSession::run(const FioKnobs &k, unsigned runtime_s)
 	if (runtime_s)
 		cfg.runtime_s = runtime_s;
 	double cmd_bytes = 0;
-	if (auto it = cfg.replays.find(k.numjobs); it != cfg.replays.end() && it->second.commands)
+	const std::map<uint32_t, FioReplay> &logs = k.spread ? cfg.spread_replays : cfg.replays;
+	if (auto it = logs.find(k.numjobs); it != logs.end() && it->second.commands)
 		cmd_bytes = double(it->second.bytes) / double(it->second.commands);
 	const std::string out = tmpdir_ + "/fio.json";
 	::unlink(out.c_str());

@@ -23,6 +23,18 @@ struct FioKnobs {
 	uint32_t numjobs = 1;
 	bool fixedbufs = false;	    // io_uring: --fixedbufs=1 (registered buffers, as kvblk's uring backend)
 	bool registerfiles = false; // io_uring: --registerfiles=1
+	// Replay mode: job j replays the objects at pass positions j, j + numjobs,
+	// j + 2 x numjobs, .. (one job per object in flight, the jobs reading as
+	// many regions at once) instead of a contiguous slice of the pass.
+	bool spread = false;
+	// Commands submitted together, as a kvblk ring submits what it took:
+	// --iodepth_batch_submit=iodepth and --iodepth_batch_complete_max=iodepth,
+	// and --gtod_reduce=1 (no clock reads per command; no latency figures
+	// then). fio's default submits one command per call, so the block layer
+	// never merges neighbouring commands; submitted together under one plug
+	// they merge (a virtio disk behind mq-deadline: 16384 128 KiB reads of one
+	// pass became 1173 requests, kvblk uring QD 64's 2577).
+	bool lean = false;
 
 	// Commands in flight across the jobs: the x axis kvblk settings share.
 	[[nodiscard]] uint32_t in_flight() const noexcept { return iodepth * numjobs; }
@@ -31,7 +43,8 @@ struct FioKnobs {
 	bool operator==(const FioKnobs &o) const noexcept
 	{
 		return engine == o.engine && iodepth == o.iodepth && numjobs == o.numjobs &&
-		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles;
+		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles && spread == o.spread &&
+		       lean == o.lean;
 	}
 	bool operator!=(const FioKnobs &o) const noexcept { return !(*this == o); }
 };
@@ -52,6 +65,9 @@ struct FioConfig {
 	// Replay mode (used when not empty): numjobs -> its logs. Every numjobs a
 	// point asks for must be present.
 	std::map<uint32_t, FioReplay> replays;
+	// Replay mode, FioKnobs::spread points: numjobs -> logs of every
+	// numjobs-th object of the pass.
+	std::map<uint32_t, FioReplay> spread_replays;
 	std::vector<uint32_t> queue_depths; // run_fio_sweep(): io_uring, one job, these depths
 	unsigned runtime_s = 10;   // cap per point; a point also ends after its bytes
 	bool fixedbufs = true;	   // run_fio_sweep(): --fixedbufs
@@ -95,7 +111,7 @@ std::string find_program(const std::string &prog);
 // Command line for one point (argv[0] = @program). Jobs run as threads of one
 // process (--thread), so that wait4() accounts all of fio's CPU; replay mode
 // gives each job its own log. Throws std::invalid_argument when replay mode
-// has no logs for k.numjobs.
+// has no logs for k.numjobs (of k.spread's kind).
 std::vector<std::string> fio_argv(const std::string &program, const FioConfig &cfg, const FioKnobs &k,
 				  const std::string &json_out);
 

@@ -55,7 +55,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 			next.push_back(k);
 	};
 	// A stage whose points were all measured already is skipped.
-	while (next.empty() && stage_ < 3) {
+	while (next.empty() && stage_ < 4) {
 		switch (stage_++) {
 		case 0:
 			stage_name_ = "depth";
@@ -84,7 +84,28 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 					}
 			}
 			break;
-		case 2: {
+		case 2:
+			stage_name_ = "spread";
+			for (const std::string &e : spec_.engines) {
+				const int b = best_where(
+					[&](const FioKnobs &k) { return k.engine == e && k.numjobs == 1 && !k.spread; });
+				if (b < 0 || spec_.spread_jobs < 2)
+					continue;
+				const uint32_t d = points_[size_t(b)].pt.knobs.iodepth;
+				// One command in flight per object (as threads reading
+				// whole objects) and the best depth shared out.
+				for (uint32_t j : geometric(2, spec_.spread_jobs, 2))
+					for (uint32_t qd : {1u, std::max(1u, d / j)}) {
+						FioKnobs k;
+						k.engine = e;
+						k.iodepth = qd;
+						k.numjobs = j;
+						k.spread = true;
+						add(k);
+					}
+			}
+			break;
+		case 3: {
 			stage_name_ = "refine";
 			const int b = best_where([](const FioKnobs &) { return true; });
 			if (b < 0)
@@ -102,7 +123,21 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				if (k.iodepth >= std::max(lo, 1u) && k.iodepth <= hi)
 					add(k);
 			}
-			// io_uring's own knobs, on its best point.
+			// Commands submitted together (they may merge), on the best
+			// point of each stage so far.
+			for (const char *st : {"depth", "jobs", "spread"}) {
+				int sb = -1;
+				for (size_t i = 0; i < points_.size(); i++)
+					if (points_[i].stage == st && points_[i].pt.ok &&
+					    (sb < 0 || points_[i].pt.gbps > points_[size_t(sb)].pt.gbps))
+						sb = int(i);
+				if (sb < 0)
+					continue;
+				FioKnobs lean = points_[size_t(sb)].pt.knobs;
+				lean.lean = true;
+				add(lean);
+			}
+			// io_uring's own knobs, on its best point, and with less overhead.
 			const int u = best_where([](const FioKnobs &k) { return k.engine == "io_uring"; });
 			if (u >= 0)
 				for (auto [fb, rf] : {std::pair{true, false}, {false, true}, {true, true}}) {
@@ -110,6 +145,10 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 					k.fixedbufs = fb;
 					k.registerfiles = rf;
 					add(k);
+					if (fb && !rf) {
+						k.lean = true;
+						add(k);
+					}
 				}
 			break;
 		}
@@ -130,7 +169,60 @@ std::vector<FioKnobs> CeilingSearch::finalists() const
 	for (const SearchPoint *p : ok)
 		if (f.size() < spec_.finalists && std::find(f.begin(), f.end(), p->pt.knobs) == f.end())
 			f.push_back(p->pt.knobs);
+	// The spread points issue the commands as kvblk's calls spread them,
+	// the lean ones submit them together as kvblk's rings do: the best of
+	// each is always measured again, however its short run went.
+	for (bool spread : {true, false}) {
+		const int s = best_where([&](const FioKnobs &k) { return spread ? k.spread : k.lean; });
+		if (s >= 0 && std::find(f.begin(), f.end(), points_[size_t(s)].pt.knobs) == f.end())
+			f.push_back(points_[size_t(s)].pt.knobs);
+	}
 	return f;
+}
+
+std::vector<size_t> CeilingSearch::stage_bests() const
+{
+	std::vector<size_t> bests;
+	std::vector<std::string> stages;
+	for (const SearchPoint &p : points_)
+		if (std::find(stages.begin(), stages.end(), p.stage) == stages.end())
+			stages.push_back(p.stage);
+	for (const std::string &st : stages) {
+		int b = -1;
+		for (size_t i = 0; i < points_.size(); i++)
+			if (points_[i].stage == st && points_[i].pt.ok &&
+			    (b < 0 || points_[i].pt.gbps > points_[size_t(b)].pt.gbps))
+				b = int(i);
+		if (b >= 0)
+			bests.push_back(size_t(b));
+	}
+	return bests;
+}
+
+bool reproduced(double search_gbps, double median) noexcept
+{
+	return median >= kReproduceSlack * search_gbps;
+}
+
+std::vector<StageBest> check_stage_bests(const CeilingSearch &search, const FioSweep &finals)
+{
+	std::vector<StageBest> out;
+	const int best = finals.best();
+	for (size_t i : search.stage_bests()) {
+		StageBest b;
+		b.point = i;
+		const FioKnobs &k = search.points()[i].pt.knobs;
+		for (size_t f = 0; f < finals.points.size(); f++)
+			if (finals.points[f].knobs == k)
+				b.final = int(f);
+		if (b.final >= 0 && finals.points[size_t(b.final)].ok)
+			b.remeasured = finals.points[size_t(b.final)].gbps;
+		else if (best >= 0)
+			b.remeasured = finals.points[size_t(best)].gbps;
+		b.reproduced = b.remeasured > 0 && reproduced(search.points()[i].pt.gbps, b.remeasured);
+		out.push_back(b);
+	}
+	return out;
 }
 
 CeilingVerdict judge_ceiling(const FioSweep &finals, const std::vector<RunResult> &results)

@@ -12,6 +12,12 @@
 //   jobs    each engine at its best depth D of stage 1: numjobs 2, 4, .. up to
 //           the workers kvblk uses, at iodepth D / numjobs (same commands in
 //           flight) and at D (more);
+//   spread  each engine at its best depth D of stage 1: one job per object
+//           in flight (FioKnobs::spread: job j replays the objects at pass
+//           positions j, j + numjobs, ..), numjobs 2, 4, .. up to the
+//           objects of one kvblk call, at iodepth 1 and D / numjobs: the
+//           commands spread over as many regions of the store at once as
+//           kvblk's calls can put in flight, which a disk may reward;
 //   refine  around the best point so far: the depths halfway (geometrically)
 //           to its neighbours in the depth list, never outside the list's
 //           range (--fio-qd bounds the whole search); and on the best io_uring
@@ -19,9 +25,12 @@
 //
 // Every point is a separate fio run over the same replay logs (the same
 // commands in the same order as one kvblk pass), capped at a short runtime.
-// The best `finalists` distinct points are then measured again in rounds
-// interleaved with the kvblk settings; the median of each is its figure and
-// the best median is the ceiling (see judge_ceiling()).
+// The best `finalists` distinct points, and the best spread and the best
+// lean point if they are not among them, are then measured again in rounds interleaved with the
+// kvblk settings (as many rounds as kvblk's, each point one run per round);
+// the median of each is its figure and the best median is the ceiling (see
+// judge_ceiling()). A search figure is one short run: a stage's best that its
+// re-measurement did not reproduce is reported as such (stage_bests()).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +52,7 @@ struct SearchSpec {
 	std::vector<uint32_t> depths; // stage 1, geometric, ascending
 	uint32_t depth_factor = 2;    // ratio of neighbouring depths
 	uint32_t max_jobs = 1;	      // numjobs up to this (the workers kvblk uses)
+	uint32_t spread_jobs = 0;     // spread stage: numjobs up to this (objects per call); < 2: no stage
 	unsigned finalists = 3;	      // points measured again in the rounds
 };
 
@@ -55,7 +65,7 @@ std::vector<uint32_t> geometric(uint32_t lo, uint32_t hi, uint32_t factor);
 
 struct SearchPoint {
 	FioPoint pt;
-	std::string stage; // depth, jobs, refine
+	std::string stage; // depth, jobs, spread, refine
 };
 
 class CeilingSearch {
@@ -67,8 +77,11 @@ public:
 	std::vector<FioKnobs> next_stage();
 	void record(const FioPoint &pt);
 
-	// The best `finalists` successful points, best first.
+	// The best `finalists` successful points, best first, then the best
+	// spread point and the best lean point if they are not among them.
 	[[nodiscard]] std::vector<FioKnobs> finalists() const;
+	// Index in points() of each stage's best successful point, in stage order.
+	[[nodiscard]] std::vector<size_t> stage_bests() const;
 	[[nodiscard]] const std::vector<SearchPoint> &points() const noexcept { return points_; }
 	[[nodiscard]] const SearchSpec &spec() const noexcept { return spec_; }
 
@@ -98,6 +111,25 @@ struct CeilingVerdict {
 	double worst_ratio = 0; // highest kvblk GB/s / gbps (0 without a ceiling)
 	std::vector<size_t> over; // results above the limit
 };
+
+// A search figure (one short run) that the re-measured median of the same
+// point falls short of by more than this fraction was not reproduced.
+inline constexpr double kReproduceSlack = 0.95;
+
+// Whether @search_gbps of a point was reproduced by its @median: median >=
+// kReproduceSlack x search_gbps.
+[[nodiscard]] bool reproduced(double search_gbps, double median) noexcept;
+
+// A stage's best search point against the rounds: its own median when it
+// was a finalist, else the best finalist median (the ceiling); a search
+// figure the rounds fall short of was not reproduced.
+struct StageBest {
+	size_t point = 0;      // index in CeilingSearch::points()
+	int final = -1;	       // index in the finals' points, or -1 (not a finalist)
+	double remeasured = 0; // the median it is held to (0: no finalist succeeded)
+	bool reproduced = false;
+};
+std::vector<StageBest> check_stage_bests(const CeilingSearch &search, const FioSweep &finals);
 
 struct RunResult;
 CeilingVerdict judge_ceiling(const FioSweep &finals, const std::vector<RunResult> &results);

@@ -84,14 +84,18 @@ public:
 	ReplayLogs &operator=(const ReplayLogs &) = delete;
 	~ReplayLogs()
 	{
-		for (const auto &[jobs, r] : replays_)
-			for (const std::string &f : r.logs)
-				::unlink(f.c_str());
+		for (const auto *m : {&replays_, &spread_})
+			for (const auto &[jobs, r] : *m)
+				for (const std::string &f : r.logs)
+					::unlink(f.c_str());
 		if (!dir_.empty())
 			::rmdir(dir_.c_str());
 	}
 
-	bool write(const Workload &wl, uint64_t cmd_bytes, const std::vector<uint32_t> &job_counts, std::string &why)
+	// @job_counts: contiguous slices of the pass (split_jobs()); @spread_counts: a job per
+	// object in flight (object_job_commands()).
+	bool write(const Workload &wl, uint64_t cmd_bytes, const std::vector<uint32_t> &job_counts,
+		   const std::vector<uint32_t> &spread_counts, std::string &why)
 	{
 		char tmpl[] = "/tmp/kvblk-replay.XXXXXX";
 		if (!mkdtemp(tmpl)) {
@@ -115,13 +119,26 @@ public:
 					return false;
 			}
 		}
+		for (uint32_t jobs : spread_counts) {
+			FioReplay &r = spread_[jobs];
+			r.bytes = bytes;
+			r.commands = cmds.size();
+			for (uint32_t j = 0; j < jobs; j++) {
+				const std::vector<Command> mine = object_job_commands(wl, cmd_bytes, j, jobs);
+				r.logs.push_back(fmt::format("{}/objects{}-{}.log", dir_, jobs, j));
+				std::ofstream out(r.logs.back());
+				if (!write_iolog(out, wl, mine, 0, mine.size(), why))
+					return false;
+			}
+		}
 		return true;
 	}
 	[[nodiscard]] const std::map<uint32_t, FioReplay> &replays() const noexcept { return replays_; }
+	[[nodiscard]] const std::map<uint32_t, FioReplay> &spread() const noexcept { return spread_; }
 
 private:
 	std::string dir_;
-	std::map<uint32_t, FioReplay> replays_;
+	std::map<uint32_t, FioReplay> replays_, spread_;
 };
 
 // --engine L,C,K: the engine workload (engine.hpp) on the first L x C objects of the store, with
@@ -484,6 +501,16 @@ int main(int argc, char **argv)
 	rep.run.window_batches =
 		std::min(batches_needed, std::max<uint64_t>((buffer_mib << 20) / slot_bytes(rep.run), 1));
 
+	// How many objects kvblk's uring calls read at once (the regions the spread points model).
+	if (!quiet)
+		for (const Setting &st : settings)
+			if (st.backend == KVBLK_BACKEND_URING) {
+				const uint32_t w = st.workers ? st.workers : KVBLK_DEFAULT_WORKERS;
+				const uint32_t q = st.queue_depth ? st.queue_depth : KVBLK_DEFAULT_QUEUE_DEPTH;
+				err(fmt::format("uring W={} QD={}: up to {} of a call's {} objects in flight at once", w, q,
+						objects_in_flight(wl, cmd_bytes, rep.run.batch_objects, uint64_t(w) * q),
+						rep.run.batch_objects));
+			}
 	rep.results.resize(settings.size());
 	for (size_t i = 0; i < settings.size(); i++)
 		init_result(rep.run, settings[i], rep.results[i]);
@@ -514,6 +541,7 @@ int main(int argc, char **argv)
 							  *std::max_element(rings.begin(), rings.end()));
 	SearchSpec spec = make_search_spec(rep.search_mode, max_jobs);
 	spec.engines = fio_engines;
+	spec.spread_jobs = rep.run.batch_objects;
 	if (!fio_qds.empty())
 		spec.depths = fio_qds;
 	rep.search = CeilingSearch(spec);
@@ -524,12 +552,13 @@ int main(int argc, char **argv)
 		std::vector<uint32_t> job_counts = {1};
 		for (uint32_t j : geometric(2, spec.max_jobs, 2))
 			job_counts.push_back(j);
-		if (!logs.write(wl, cmd_bytes, job_counts, why)) {
+		if (!logs.write(wl, cmd_bytes, job_counts, geometric(2, spec.spread_jobs, 2), why)) {
 			err(fmt::format("fio replay logs: {}", why));
 			return kExitSetup;
 		}
 		FioConfig fc;
 		fc.replays = logs.replays();
+		fc.spread_replays = logs.spread();
 		fc.runtime_s = fio_runtime;
 		fc.progress = progress;
 		fio.emplace(fc);
@@ -560,14 +589,26 @@ int main(int argc, char **argv)
 	// setting 1, fio 2, setting 2, ...), so that the ceiling and the results
 	// are measured in the same stretch of time and a device whose speed
 	// drifts (a shared or virtual disk) moves both alike; medians are reported.
+	// Each round starts one leg later than the one before, so that no leg
+	// always runs at the same place in its round. Every finalist runs once
+	// per round, as every setting does: the same number of runs for both.
+	std::vector<std::pair<bool, size_t>> legs; // (fio, finalist) or (kvblk, setting)
+	for (size_t i = 0; i < std::max(finalists.size(), rep.results.size()); i++) {
+		if (i < finalists.size())
+			legs.emplace_back(true, i);
+		if (i < rep.results.size())
+			legs.emplace_back(false, i);
+	}
 	std::vector<FioSweep> rounds;
 	for (unsigned round = 0; round < repeat; round++) {
 		FioSweep sw;
-		for (size_t i = 0; i < std::max(finalists.size(), rep.results.size()); i++) {
-			if (i < finalists.size())
-				sw.points.push_back(fio->run(finalists[i]));
-			if (i >= rep.results.size())
+		sw.points.resize(finalists.size());
+		for (size_t l = 0; l < legs.size(); l++) {
+			const auto [is_fio, i] = legs[(l + round) % legs.size()];
+			if (is_fio) {
+				sw.points[i] = fio->run(finalists[i]);
 				continue;
+			}
 			RunResult &res = rep.results[i];
 			const int r = res.setting.backend == kBackendFileLoop ? run_file_loop_pass(rep.run, buf, res, round)
 									      : run_pass(rep.run, buf, res, round);

@@ -236,7 +236,7 @@ std::string render_text(const Report &r)
 			 std::min<uint64_t>(r.run.batch_objects, wl.objects()), size_str(r.run.cmd_bytes),
 			 r.run.window_batches));
 	line(r.run.dest ? "Destination: " + r.run.dest->describe() : std::string("Destination: host memory"));
-	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ...){}",
+	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ..., each round starting one leg later){}",
 			 r.run.repeat, r.run.repeat > 1 ? "; medians shown" : ""));
 	line("");
 
@@ -261,6 +261,16 @@ std::string render_text(const Report &r)
 				     runs_str(p.gbps_repeats));
 			else
 				line(fmt::format("  {:<44} failed: {}", p.knobs.name(), p.error));
+		}
+		for (const StageBest &b : check_stage_bests(r.search, r.finals)) {
+			const SearchPoint &p = r.search.points()[b.point];
+			if (b.reproduced || b.remeasured <= 0)
+				continue;
+			line(fmt::format("  Search stage {}: best {} at {:.3f} GB/s (one short run) NOT reproduced: {} {:.3f} "
+					 "GB/s",
+					 p.stage, p.pt.knobs.name(), p.pt.gbps,
+					 b.final >= 0 ? "its median in the rounds" : "not a finalist; the ceiling",
+					 b.remeasured));
 		}
 		if (v.measured && v.found)
 			line(fmt::format("  Ceiling: {:.3f} GB/s (fio {}, median of {})", v.gbps,
@@ -400,7 +410,7 @@ nlohmann::json knobs_json(const FioKnobs &k)
 {
 	return {{"engine", k.engine},	      {"iodepth", k.iodepth},	  {"numjobs", k.numjobs},
 		{"in_flight", k.in_flight()}, {"fixedbufs", k.fixedbufs}, {"registerfiles", k.registerfiles},
-		{"name", k.name()}};
+		{"spread", k.spread},	      {"lean", k.lean},		  {"name", k.name()}};
 }
 
 nlohmann::json fio_point_json(const FioPoint &p)
@@ -489,6 +499,16 @@ nlohmann::json render_json(const Report &r)
 	json finals = json::array();
 	for (const FioPoint &p : r.finals.points)
 		finals.push_back(fio_point_json(p));
+	json stage_bests = json::array();
+	for (const StageBest &b : check_stage_bests(r.search, r.finals)) {
+		const SearchPoint &p = r.search.points()[b.point];
+		stage_bests.push_back({{"stage", p.stage},
+				       {"config", knobs_json(p.pt.knobs)},
+				       {"search_gbps", p.pt.gbps},
+				       {"finalist", b.final >= 0},
+				       {"remeasured_gbps", b.remeasured > 0 ? json(b.remeasured) : json(nullptr)},
+				       {"reproduced", b.reproduced}});
+	}
 	j["search"] = {
 		{"mode", r.search_mode == SearchMode::thorough ? "thorough" : "quick"},
 		{"points_run", r.search.points().size()},
@@ -498,6 +518,8 @@ nlohmann::json render_json(const Report &r)
 		{"engines", r.search.spec().engines},
 		{"points", points},
 		{"finalists", finals},
+		{"spread_jobs", r.search.spec().spread_jobs},
+		{"stage_bests", stage_bests},
 	};
 	j["ceiling"] = {
 		{"status", !r.fio_enabled	  ? "disabled"

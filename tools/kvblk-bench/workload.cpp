@@ -134,6 +134,42 @@ std::vector<Command> pass_commands(const Workload &wl, uint64_t cmd_bytes)
 	return cmds;
 }
 
+std::vector<Command> object_job_commands(const Workload &wl, uint64_t cmd_bytes, uint32_t job, uint32_t jobs)
+{
+	std::vector<Command> cmds;
+	for (uint64_t pos = job; jobs && pos < wl.order.size(); pos += jobs) {
+		const uint64_t obj = wl.order[pos];
+		for (uint64_t at = 0; at < wl.length[obj]; at += cmd_bytes)
+			cmds.push_back({obj, wl.offset[obj] + at, std::min(cmd_bytes, wl.length[obj] - at)});
+	}
+	return cmds;
+}
+
+uint32_t objects_in_flight(const Workload &wl, uint64_t cmd_bytes, uint32_t batch_objects, uint64_t in_flight)
+{
+	if (!cmd_bytes || !batch_objects || !in_flight)
+		return 0;
+	uint32_t most = 0;
+	for (uint64_t b0 = 0; b0 < wl.order.size(); b0 += batch_objects) {
+		// Commands per object of this call, in pass order.
+		std::vector<uint64_t> per;
+		for (uint64_t p = b0; p < std::min<uint64_t>(b0 + batch_objects, wl.order.size()); p++)
+			per.push_back(std::max<uint64_t>(1, (wl.length[wl.order[p]] + cmd_bytes - 1) / cmd_bytes));
+		// With completions in order, what is in flight is a window of
+		// consecutive commands. The widest starts at the last command of
+		// an object (or at the call's first command) and takes as many
+		// following objects as the rest of the window reaches.
+		for (size_t i = 0; i < per.size(); i++) {
+			uint64_t left = in_flight - (i ? 1 : 0);
+			uint32_t n = i ? 1 : 0;
+			for (size_t k = i; k < per.size() && left; k++, n++)
+				left -= std::min(left, per[k]);
+			most = std::max(most, n);
+		}
+	}
+	return most;
+}
+
 bool write_iolog(std::ostream &out, const Workload &wl, const std::vector<Command> &cmds, size_t first,
 		 size_t count, std::string &err)
 {

@@ -101,4 +101,21 @@ bool write_iolog(std::ostream &out, const Workload &wl, const std::vector<Comman
 // count) per job.
 std::vector<std::pair<size_t, size_t>> split_jobs(size_t n, uint32_t jobs);
 
+// The commands of fio job @job of @jobs that each read their own objects:
+// the objects at pass positions job, job + jobs, job + 2 x jobs, .. in that
+// order, each split as pass_commands() splits it. Together the jobs issue
+// every command of the pass once, and at any time read @jobs objects (as
+// many regions of the store) at once.
+std::vector<Command> object_job_commands(const Workload &wl, uint64_t cmd_bytes, uint32_t job, uint32_t jobs);
+
+// How kvblk's uring backend issues one pass (libkvblk's uring core): each
+// kvblk_load_many() call of @batch_objects consecutive objects of wl.order
+// puts its commands in flight in pass order, at most @in_flight (rings x
+// queue depth) at a time, taking the next as one completes; the call returns
+// when its last command completes, so calls do not overlap. The result is
+// the most objects with commands in flight at once when commands complete in
+// order (a slow command kept longer only widens it): the regions of the
+// store kvblk reads together.
+uint32_t objects_in_flight(const Workload &wl, uint64_t cmd_bytes, uint32_t batch_objects, uint64_t in_flight);
+
 } // namespace kvblk_bench

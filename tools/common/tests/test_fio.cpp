@@ -160,6 +160,56 @@ TEST(FioArgv, replay_gives_each_job_its_log)
 	EXPECT_THROW(fio_argv("fio", cfg, k, "o"), std::invalid_argument);
 }
 
+TEST(FioArgv, spread_point_uses_the_object_per_job_logs)
+{
+	FioConfig cfg;
+	cfg.replays[2] = {{"/t/j0.log", "/t/j1.log"}, 1 << 20, 8};
+	cfg.spread_replays[2] = {{"/t/o0.log", "/t/o1.log"}, 1 << 20, 8};
+	FioKnobs k;
+	k.numjobs = 2;
+	k.spread = true;
+	auto a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--read_iolog=/t/o0.log"));
+	EXPECT_TRUE(has(a, "--read_iolog=/t/o1.log"));
+	EXPECT_FALSE(has(a, "--read_iolog=/t/j0.log"));
+	k.spread = false;
+	a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--read_iolog=/t/j0.log"));
+	EXPECT_FALSE(has(a, "--read_iolog=/t/o0.log"));
+	// No spread logs for 4 jobs: refused, not run with the wrong logs.
+	cfg.replays[4] = {{"/a", "/b", "/c", "/d"}, 1 << 20, 8};
+	k.numjobs = 4;
+	k.spread = true;
+	EXPECT_THROW(fio_argv("fio", cfg, k, "o"), std::invalid_argument);
+	// Spread logs alone are replay mode too.
+	FioConfig only;
+	only.spread_replays[2] = cfg.spread_replays[2];
+	k.numjobs = 2;
+	a = fio_argv("fio", only, k, "o");
+	EXPECT_TRUE(has(a, "--read_iolog=/t/o1.log"));
+	EXPECT_FALSE(has(a, "--rw=read"));
+}
+
+TEST(FioArgv, lean_point_submits_together_and_reduces_clock_reads)
+{
+	FioConfig cfg;
+	cfg.replays[1] = {{"/t/all.log"}, 1 << 20, 8};
+	FioKnobs k;
+	k.iodepth = 64;
+	auto a = fio_argv("fio", cfg, k, "o");
+	EXPECT_FALSE(has(a, "--gtod_reduce=1"));
+	EXPECT_FALSE(has(a, "--iodepth_batch_submit=64"));
+	k.lean = true;
+	a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=64"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=64"));
+	EXPECT_TRUE(has(a, "--gtod_reduce=1"));
+	k.iodepth = 2;
+	a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iodepth_batch_submit=2"));
+	EXPECT_TRUE(has(a, "--iodepth_batch_complete_max=2"));
+}
+
 TEST(FioKnobs, names_and_in_flight)
 {
 	FioKnobs k;
@@ -169,6 +219,14 @@ TEST(FioKnobs, names_and_in_flight)
 	k.fixedbufs = k.registerfiles = true;
 	EXPECT_EQ(k.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles");
 	EXPECT_EQ(k.in_flight(), 64u);
+	FioKnobs s = k;
+	s.spread = true;
+	EXPECT_EQ(s.name(), "io_uring QD 32 x 2 jobs, a job per object, fixedbufs, registerfiles");
+	EXPECT_NE(s, k);
+	FioKnobs l = k;
+	l.lean = true;
+	EXPECT_EQ(l.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles, lean");
+	EXPECT_NE(l, k);
 }
 
 TEST(FioSweepBest, picks_highest_successful_point)

@@ -156,13 +156,26 @@ def fio_checks(bench, tmp, store):
     s = doc["search"]
     check(s["points_run"] == len(s["points"]) > 0 and s["seconds"] > 0, "search bookkeeping")
     stages = {pt["stage"] for pt in s["points"]}
-    check(stages == {"depth", "jobs", "refine"}, f"search stages {stages}")
+    check(stages == {"depth", "jobs", "spread", "refine"}, f"search stages {stages}")
+    per_call = min(16, OBJECTS)  # --batch-objects 16
+    check(s["spread_jobs"] == per_call, f"spread_jobs {s['spread_jobs']}")
+    check(any(pt["config"]["spread"] and pt["config"]["numjobs"] == per_call for pt in s["points"]),
+          "no point with a job per object of a call")
+    check(s["stage_bests"] and all(b["remeasured_gbps"] is None or
+                                   b["reproduced"] == (b["remeasured_gbps"] >= 0.95 * b["search_gbps"])
+                                   for b in s["stage_bests"]), "stage_bests")
     engines = {pt["config"]["engine"] for pt in s["points"]}
     check(engines == {"io_uring", "libaio"}, f"search engines {engines}")
     check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
     check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
               if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")
-    check(len(s["finalists"]) == 2, "quick search: 2 finalists")
+    # 2 (quick), and the best spread and lean points when they are not among them.
+    fin = s["finalists"]
+    check(len(fin) in (2, 3, 4), "quick search: 2 finalists (+ the best spread and lean points)")
+    check(any(f["config"]["spread"] for f in fin), "the best spread point is not a finalist")
+    check(any(f["config"]["lean"] for f in fin), "the best lean point is not a finalist")
+    check(all(f["config"]["spread"] or f["config"]["lean"] for f in fin[2:]),
+          "an extra finalist that is neither spread nor lean")
     check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
     check_ceiling(doc, p.returncode)
     check_results(doc, ["psync", "uring"], "fio run")

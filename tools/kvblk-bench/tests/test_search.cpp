@@ -104,8 +104,18 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 			EXPECT_EQ(k.engine, "io_uring");
 			EXPECT_EQ(k.in_flight(), 32u);
 		}
-	EXPECT_EQ(toggles, 3u);
-	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 3u);
+	EXPECT_EQ(toggles, 4u); // fixedbufs, registerfiles, both, and fixedbufs lean
+	// Commands submitted together on the best point of each stage: depth's
+	// libaio QD 32, jobs' libaio QD 16 x 2 (the first of the ties).
+	FioKnobs lean;
+	lean.engine = "libaio";
+	lean.iodepth = 32;
+	lean.lean = true;
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
+	lean.iodepth = 16;
+	lean.numjobs = 2;
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
+	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 2u + 4u);
 	EXPECT_TRUE(s.next_stage().empty());
 
 	// Finalists: the three best distinct points, best first.
@@ -140,6 +150,85 @@ TEST(SearchPlan, one_worker_skips_the_jobs_stage_and_failures_are_not_finalists)
 		EXPECT_NE(k.iodepth, 16u);
 }
 
+TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finalist)
+{
+	SearchSpec spec = make_search_spec(SearchMode::thorough, 1);
+	spec.spread_jobs = 4;
+	CeilingSearch s(spec);
+	std::vector<FioKnobs> spread;
+	for (const SearchPoint &p : run(s))
+		if (p.stage == "spread")
+			spread.push_back(p.pt.knobs);
+	// Each engine's best depth of stage 1 is 32: 2 and 4 jobs at 1 and at 32 / jobs.
+	std::vector<FioKnobs> want;
+	for (const char *e : {"io_uring", "libaio"})
+		for (auto [qd, jobs] : {std::pair{1u, 2u}, {16u, 2u}, {1u, 4u}, {8u, 4u}}) {
+			FioKnobs k;
+			k.engine = e;
+			k.iodepth = qd;
+			k.numjobs = jobs;
+			k.spread = true;
+			want.push_back(k);
+		}
+	EXPECT_EQ(spread, want);
+	// The model does not reward spreading, so no spread point is among the
+	// three best; the best of them is measured again anyway, after them.
+	// (io_uring QD 32 fixedbufs lean is among the three: no lean one added.)
+	auto f = s.finalists();
+	ASSERT_EQ(f.size(), 4u);
+	EXPECT_FALSE(f[0].spread || f[1].spread || f[2].spread);
+	EXPECT_TRUE(f[0].lean || f[1].lean || f[2].lean);
+	EXPECT_TRUE(f[3].spread);
+	EXPECT_EQ(f[3].engine, "libaio"); // 1.02 x: libaio's QD 16 x 2 (32 in flight) is the best spread point
+	EXPECT_EQ(f[3].in_flight(), 32u);
+	EXPECT_EQ(f[3].numjobs, 2u);
+
+	// Without objects to spread over, no stage.
+	CeilingSearch none(make_search_spec(SearchMode::thorough, 1));
+	for (const SearchPoint &p : run(none))
+		EXPECT_NE(p.stage, "spread");
+	EXPECT_EQ(none.finalists().size(), 3u);
+
+	// A lean point below the three best is measured again too.
+	SearchSpec one = make_search_spec(SearchMode::thorough, 1);
+	one.engines = {"libaio"};
+	CeilingSearch l(one);
+	for (auto stage = l.next_stage(); !stage.empty(); stage = l.next_stage())
+		for (const FioKnobs &k : stage) {
+			FioPoint p = measure(k);
+			if (k.lean)
+				p.gbps = 1.0;
+			l.record(p);
+		}
+	const auto lf = l.finalists();
+	ASSERT_EQ(lf.size(), 4u);
+	EXPECT_FALSE(lf[0].lean || lf[1].lean || lf[2].lean);
+	EXPECT_TRUE(lf[3].lean);
+}
+
+TEST(SearchPlan, stage_bests_and_reproduction)
+{
+	SearchSpec spec = make_search_spec(SearchMode::quick, 2);
+	spec.engines = {"io_uring"};
+	spec.spread_jobs = 2;
+	CeilingSearch s(spec);
+	run(s);
+	const auto bests = s.stage_bests();
+	std::vector<std::string> stages;
+	for (size_t i : bests) {
+		stages.push_back(s.points()[i].stage);
+		for (const SearchPoint &p : s.points())
+			if (p.stage == s.points()[i].stage && p.pt.ok) {
+				EXPECT_LE(p.pt.gbps, s.points()[i].pt.gbps);
+			}
+	}
+	EXPECT_EQ(stages, (std::vector<std::string>{"depth", "jobs", "spread", "refine"}));
+	EXPECT_TRUE(reproduced(3.05, 3.05 * 0.95));
+	EXPECT_TRUE(reproduced(3.05, 3.5));
+	EXPECT_FALSE(reproduced(3.05, 1.9));
+	EXPECT_FALSE(reproduced(3.05, 3.05 * 0.94));
+}
+
 TEST(SearchPlan, refine_stays_inside_the_given_depths)
 {
 	// --fio-qd 1 --fio-engines libaio: every point at one command in flight
@@ -163,7 +252,7 @@ TEST(SearchPlan, refine_stays_inside_the_given_depths)
 		if (p.stage == "refine")
 			refined.push_back(p.pt.knobs.iodepth);
 	}
-	EXPECT_EQ(refined, (std::vector<uint32_t>{8}));
+	EXPECT_EQ(refined, (std::vector<uint32_t>{8, 16})); // QD 16 lean
 }
 
 TEST(Workload, permutation_is_seeded_and_complete)
@@ -273,6 +362,62 @@ TEST(Iolog, jobs_split_the_pass_into_contiguous_slices)
 	EXPECT_EQ(all, kvblk_commands(wl, 128 << 10));
 }
 
+TEST(Iolog, a_job_per_object_reads_every_jobs_th_object_in_pass_order)
+{
+	// 6 objects of 256 KiB, random order; 128 KiB commands: two per object.
+	Workload wl = make_store_workload("/s.bin", 6, 256 << 10, Order::random, 3);
+	std::vector<std::vector<Command>> jobs;
+	for (uint32_t j = 0; j < 4; j++)
+		jobs.push_back(object_job_commands(wl, 128 << 10, j, 4));
+	// Job 0: pass positions 0 and 4; job 1: 1 and 5; jobs 2 and 3: one object each.
+	ASSERT_EQ(jobs[0].size(), 4u);
+	ASSERT_EQ(jobs[1].size(), 4u);
+	ASSERT_EQ(jobs[2].size(), 2u);
+	ASSERT_EQ(jobs[3].size(), 2u);
+	auto is = [&](const Command &c, uint64_t pos, uint64_t half) {
+		const uint64_t obj = wl.order[pos];
+		return c.object == obj && c.offset == obj * (256 << 10) + half * (128 << 10) && c.length == (128 << 10);
+	};
+	EXPECT_TRUE(is(jobs[0][0], 0, 0));
+	EXPECT_TRUE(is(jobs[0][1], 0, 1));
+	EXPECT_TRUE(is(jobs[0][2], 4, 0));
+	EXPECT_TRUE(is(jobs[0][3], 4, 1));
+	EXPECT_TRUE(is(jobs[1][2], 5, 0));
+	EXPECT_TRUE(is(jobs[3][1], 3, 1));
+	// The log of job 2: its one object's two reads.
+	std::ostringstream out;
+	std::string err;
+	ASSERT_TRUE(write_iolog(out, wl, jobs[2], 0, jobs[2].size(), err)) << err;
+	const uint64_t at = wl.order[2] * (256 << 10);
+	EXPECT_EQ(out.str(), "fio version 2 iolog\n/s.bin add\n/s.bin open\n/s.bin read " + std::to_string(at) +
+				     " 131072\n/s.bin read " + std::to_string(at + (128 << 10)) +
+				     " 131072\n/s.bin close\n");
+	// Together: every command of the pass once.
+	std::multiset<std::pair<uint64_t, uint64_t>> all, pass;
+	for (const auto &j : jobs)
+		for (const Command &c : j)
+			all.insert({c.offset, c.length});
+	for (const Command &c : pass_commands(wl, 128 << 10))
+		pass.insert({c.offset, c.length});
+	EXPECT_EQ(all, pass);
+}
+
+TEST(IssueOrder, objects_in_flight_of_kvblk_calls)
+{
+	// large: 16 MiB objects, 128 KiB commands (128 per object), 16 per call.
+	Workload large = make_store_workload("s", 128, 16 << 20, Order::file, 1);
+	EXPECT_EQ(objects_in_flight(large, 128 << 10, 16, 64), 2u);  // the end of one, the start of the next
+	EXPECT_EQ(objects_in_flight(large, 128 << 10, 16, 1), 1u);
+	EXPECT_EQ(objects_in_flight(large, 128 << 10, 16, 129), 2u);
+	EXPECT_EQ(objects_in_flight(large, 128 << 10, 16, 130), 3u); // 1 + 128 + 1
+	EXPECT_EQ(objects_in_flight(large, 16 << 20, 16, 64), 16u);  // one command per object: the whole call
+	EXPECT_EQ(objects_in_flight(large, 16 << 20, 4, 64), 4u);    // calls do not overlap
+	// 1 MiB objects (8 commands): 1 + ceil(63 / 8).
+	Workload mib = make_store_workload("s", 64, 1 << 20, Order::file, 1);
+	EXPECT_EQ(objects_in_flight(mib, 128 << 10, 16, 64), 9u);
+	EXPECT_EQ(objects_in_flight(mib, 128 << 10, 16, 0), 0u);
+}
+
 TEST(Iolog, chunk_files_are_named_and_opened)
 {
 	Workload wl = make_chunk_workload("/d/x.chunks", 3, 256 << 10);
@@ -286,4 +431,43 @@ TEST(Iolog, chunk_files_are_named_and_opened)
 	const auto c2 = pass_commands(bad, 4096);
 	EXPECT_FALSE(write_iolog(out, bad, c2, 0, c2.size(), err));
 	EXPECT_NE(err.find("whitespace"), std::string::npos);
+}
+
+TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
+{
+	SearchSpec spec = make_search_spec(SearchMode::quick, 1);
+	spec.engines = {"io_uring"};
+	spec.depths = {4, 16, 64};
+	CeilingSearch s(spec);
+	// depth: QD 16 at 3.05 in its short run, QD 4 and 64 at 2.0; refine: QD 8 at 2.5, the rest 2.0.
+	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
+		for (const FioKnobs &k : stage) {
+			FioPoint p;
+			p.knobs = k;
+			p.ok = true;
+			p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
+				 : k.iodepth == 8						 ? 2.5
+												 : 2.0;
+			s.record(p);
+		}
+	// The rounds: QD 16's median 1.9, the refine best (QD 8) 2.45.
+	FioSweep finals;
+	for (const FioKnobs &k : s.finalists()) {
+		FioPoint p;
+		p.knobs = k;
+		p.ok = true;
+		p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.lean ? 1.9 : k.iodepth == 8 ? 2.45 : 1.95;
+		p.bw_bytes = uint64_t(p.gbps * 1e9);
+		finals.points.push_back(p);
+	}
+	const auto b = check_stage_bests(s, finals);
+	ASSERT_EQ(b.size(), 2u);
+	EXPECT_EQ(s.points()[b[0].point].stage, "depth");
+	EXPECT_EQ(s.points()[b[0].point].pt.knobs.iodepth, 16u);
+	ASSERT_GE(b[0].final, 0);
+	EXPECT_DOUBLE_EQ(b[0].remeasured, 1.9);
+	EXPECT_FALSE(b[0].reproduced);
+	EXPECT_EQ(s.points()[b[1].point].stage, "refine");
+	EXPECT_DOUBLE_EQ(b[1].remeasured, 2.45);
+	EXPECT_TRUE(b[1].reproduced); // 2.45 >= 0.95 x 2.5
 }
