@@ -4,7 +4,8 @@
 
 usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT
 
-Raw line: "round memory_backed cmd qd cpus leg ops bytes busy_s wall_s" (or "... leg fail").
+Raw line: "round memory_backed cmd qd cpus leg ops bytes busy_s wall_s" (or "... leg fail",
+"... leg pruned": a fio point that left the search after round 1, its median from round 1).
 Per configuration (memory_backed, command size, CPUs) and leg: the medians over the rounds
 of IOPS and GB/s per busy guest CPU second (ops / busy_s, bytes / busy_s), and of IOPS and
 busy CPUs (busy_s / wall_s) for context. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
@@ -28,12 +29,15 @@ def size_name(b):
 
 def main():
     raw, secs, rounds, kernel, misses_out = sys.argv[1:6]
-    runs, failed = {}, {}
+    runs, failed, pruned = {}, {}, {}
     for line in open(raw):
         f = line.split()
         if len(f) < 7:
             continue
         key = (int(f[1]), int(f[2]), int(f[3]), int(f[4]), f[5])
+        if f[6] == 'pruned':
+            pruned[key] = pruned.get(key, 0) + 1
+            continue
         if f[6] == 'fail' or len(f) < 10 or float(f[8]) <= 0:
             failed[key] = failed.get(key, 0) + 1
             continue
@@ -57,10 +61,11 @@ def main():
                 continue
             m = [statistics.median(x[i] for x in v) for i in range(4)]
             med[leg] = m
-            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f  %s%s' % (
+            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f  %s%s%s' % (
                 'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3],
                 ' '.join('%.0f' % x[0] for x in v),
-                ' (%d failed)' % failed[key] if key in failed else ''))
+                ' (%d failed)' % failed[key] if key in failed else '',
+                ' (pruned after round 1)' if key in pruned else ''))
         fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3') if k in med]
         if not fio:
             print('     goals: no fio figure')
