@@ -4,11 +4,14 @@
 
 usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT
 
-Raw line: "round memory_backed cmd qd cpus leg ops bytes busy_s wall_s" (or "... leg fail",
+Raw line: "round memory_backed cmd qd cpus leg reqs bytes busy_s wall_s" (or "... leg fail",
 "... leg pruned": a fio point that left the search after round 1, its median from round 1).
 Per configuration (memory_backed, command size, CPUs) and leg: the medians over the rounds
-of IOPS and GB/s per busy guest CPU second (ops / busy_s, bytes / busy_s), and of IOPS and
-busy CPUs (busy_s / wall_s) for context. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
+of IOPS and GB/s per busy guest CPU second (I/Os / busy_s, bytes / busy_s), and of IOPS,
+busy CPUs (busy_s / wall_s) and block-layer requests per I/O for context. An I/O is CMD
+bytes (every leg reads in commands of CMD bytes), counted from the bytes the disk
+completed; "ops" counts the disk's requests, more than the I/Os where the block layer
+split them. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
 and libkvblk uring >= 0.95x the best fio point's IOPS per CPU second; a kvblk figure above
 1.05x fio's best is not a ratio but "ceiling not found" (the search missed fio's best).
 Writes "mb cmd qd cpus kvblk_leg best_fio_leg" per missed goal to MISSES-OUT.
@@ -41,14 +44,17 @@ def main():
         if f[6] == 'fail' or len(f) < 10 or float(f[8]) <= 0:
             failed[key] = failed.get(key, 0) + 1
             continue
-        ops, nbytes, busy, wall = int(f[6]), int(f[7]), float(f[8]), float(f[9])
-        runs.setdefault(key, []).append((ops / busy, nbytes / busy / 1e9, ops / wall, busy / wall))
+        reqs, nbytes, busy, wall = int(f[6]), int(f[7]), float(f[8]), float(f[9])
+        ios = nbytes / key[1]
+        runs.setdefault(key, []).append((ios / busy, nbytes / busy / 1e9, ios / wall, busy / wall,
+                                         reqs / ios if ios else 0))
     configs = sorted({k[:4] for k in list(runs) + list(failed)}, key=lambda k: (k[0], k[1], -k[3]))
     misses = []
     print('make vmbench-cpu, guest %s: medians of %s rounds, %s s windows; per CPU s = per busy'
           ' guest CPU second (user+nice+system+irq+softirq, all CPUs)' % (kernel, rounds, secs))
-    print('%-4s %-8s %3s %4s  %-21s %11s %9s %9s %5s  %s' % (
-        'mem', 'cmd', 'QD', 'CPUs', 'leg', 'IOPS/CPU s', 'GB/CPU s', 'IOPS', 'busy', 'IOPS/CPU s per round'))
+    print('%-4s %-8s %3s %4s  %-21s %11s %9s %9s %5s %6s  %s' % (
+        'mem', 'cmd', 'QD', 'CPUs', 'leg', 'IOPS/CPU s', 'GB/CPU s', 'IOPS', 'busy', 'req/IO',
+        'IOPS/CPU s per round'))
     for mb, cmd, qd, cpus in configs:
         med = {}
         for leg in ORDER:
@@ -59,10 +65,10 @@ def main():
                     print('%-4s %-8s %3d %4d  %-21s %s' % ('mb=%d' % mb, size_name(cmd), qd, cpus,
                                                           NAMES[leg], 'failed in every round'))
                 continue
-            m = [statistics.median(x[i] for x in v) for i in range(4)]
+            m = [statistics.median(x[i] for x in v) for i in range(5)]
             med[leg] = m
-            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f  %s%s%s' % (
-                'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3],
+            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f %6.2f  %s%s%s' % (
+                'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3], m[4],
                 ' '.join('%.0f' % x[0] for x in v),
                 ' (%d failed)' % failed[key] if key in failed else '',
                 ' (pruned after round 1)' if key in pruned else ''))

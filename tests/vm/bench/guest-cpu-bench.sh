@@ -73,7 +73,8 @@ nullb() { # memory_backed -> dev
 	[ -b $dev ] || fail "no $dev"
 	echo 2 >/sys/block/nullb0/queue/nomerges || fail "nomerges"
 	echo "null_blk memory_backed=$1: max_hw_sectors_kb $(cat /sys/block/nullb0/queue/max_hw_sectors_kb)," \
-		"nr_hw_queues $(ls /sys/block/nullb0/mq | wc -l), nomerges $(cat /sys/block/nullb0/queue/nomerges)"
+		"max_segments $(cat /sys/block/nullb0/queue/max_segments), nr_hw_queues $(ls /sys/block/nullb0/mq | wc -l)," \
+		"nomerges $(cat /sys/block/nullb0/queue/nomerges)"
 	if [ "$1" = 1 ]; then
 		dd if=/dev/urandom of=$dev bs=1M count=$((store >> 20)) oflag=direct status=none ||
 			fail "writing the store"
@@ -121,7 +122,7 @@ leg() { # name log argv...
 	kill -TERM $pid
 	wait $pid 2>/dev/null
 	awk -v b="$((b1 - b0))" -v r="$((rd1 - rd0))" -v s="$((s1 - s0))" -v t0="$t0" -v t1="$t1" \
-		'BEGIN { printf "%d %d %.2f %.3f\n", r, s * 512, b / 100, t1 - t0 }'
+		'BEGIN { printf "%d %.0f %.2f %.3f\n", r, s * 512, b / 100, t1 - t0 }'
 }
 argv_of() { # leg size qd batch mb -> argv
 	local half=$(($3 / 2 > 0 ? $3 / 2 : 1)) fio
