@@ -14,6 +14,7 @@ completed; "ops" counts the disk's requests, more than the I/Os where the block 
 split them. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
 and libkvblk uring >= 0.95x the best fio point's IOPS per CPU second; a kvblk figure above
 1.05x fio's best is not a ratio but "ceiling not found" (the search missed fio's best).
+fio's best is the best point that ran every round (not one pruned after round 1).
 Writes "mb cmd qd cpus kvblk_leg best_fio_leg" per missed goal to MISSES-OUT.
 """
 import statistics
@@ -72,7 +73,9 @@ def main():
                 ' '.join('%.0f' % x[0] for x in v),
                 ' (%d failed)' % failed[key] if key in failed else '',
                 ' (pruned after round 1)' if key in pruned else ''))
-        fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3') if k in med]
+        # A point pruned after round 1 has one round's figure: it does not compete.
+        fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3')
+               if k in med and (mb, cmd, qd, cpus, k) not in pruned]
         if not fio:
             print('     goals: no fio figure')
             continue
