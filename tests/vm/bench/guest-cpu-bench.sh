@@ -216,6 +216,10 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 				--percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' |
 				head -n 400 >"$p-callers.txt"
 			rm -f "$p.data"
+			# The host's perf in a guest of another kernel (7.2) records samples it cannot
+			# report: say so rather than leave empty files.
+			[ -s "$p-top.txt" ] ||
+				echo "no profile: perf report printed nothing (perf $(perf --version 2>&1 | head -n 1), guest $(uname -r))" >"$p-top.txt"
 			echo "== profile mb=$mb $cmd B cpus=$c $lg: top symbols"
 			head -n 15 "$p-top.txt"
 		done
