@@ -3,7 +3,7 @@
  * kmod_bench - throughput and CPU cost of one kvblk.ko engine on one target
  * (tests/vm/bench/guest-engines-bench.sh).
  *
- * usage: kmod_bench -e prp|bio [-H] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS
+ * usage: kmod_bench -e prp|bio [-H] [-u] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS
  *
  * Attaches TARGET with KVBLK_ATTACH_F_ENGINE_PRP or _BIO, registers one host
  * buffer of BATCH objects (-H: 2 MiB aligned and madvise(MADV_HUGEPAGE), so
@@ -13,6 +13,10 @@
  * The command size and the commands in flight are kvblk.ko's max_cmd_bytes
  * and max_inflight (set by the caller). The first batch is checked byte for
  * byte against pread(O_DIRECT) and not timed; every call must succeed.
+ * -u: each batch goes as one IORING_OP_URING_CMD (KVBLK_URING_CMD_LOAD_MANY)
+ * on a ring of the context's fd instead of the ioctl, one batch in flight,
+ * its CQE awaited before the next (the ioctl's shape through io_uring);
+ * exit 4 when the module lacks KVBLK_FEAT_URING_CMD.
  * Prints one line: "engine GB/s cpu_s_per_GB bytes seconds cpu_s", where
  * cpu_s is the process's user + system time (getrusage: submission and the
  * completion work done in its context; interrupt time is not charged to it).
@@ -32,6 +36,7 @@
 #include <unistd.h>
 
 #include <linux/kvblk.h>
+#include <liburing.h>
 
 static double now(void)
 {
@@ -52,8 +57,30 @@ static double cpu_s(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: kmod_bench -e prp|bio [-H] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS\n");
+	fprintf(stderr, "usage: kmod_bench -e prp|bio [-H] [-u] TARGET STORE_BYTES OBJ_BYTES BATCH SECONDS\n");
 	exit(2);
+}
+
+/* One LOAD_MANY through io_uring: the CQE's res, as the ioctl's return. */
+static int uring_load(struct io_uring *ring, int kfd, struct kvblk_load_many *lm)
+{
+	struct kvblk_uring_cmd cmd = { .load_many = (uintptr_t)lm };
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, kfd, NULL, 0, 0);
+	sqe->cmd_op = KVBLK_URING_CMD_LOAD_MANY;
+	memcpy(sqe->cmd, &cmd, sizeof(cmd));
+	ret = io_uring_submit_and_wait(ring, 1);
+	if (ret < 0)
+		return ret;
+	ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
 }
 
 int main(int argc, char **argv)
@@ -66,12 +93,17 @@ int main(int argc, char **argv)
 	struct kvblk_io_desc *d;
 	unsigned int batch, k;
 	double secs, t0, c0, t, c;
-	int kfd, tfd, dfd, first = 1, huge = 0;
+	int kfd, tfd, dfd, ret, first = 1, huge = 0, uring = 0;
+	struct io_uring ring;
 	uint8_t *buf, *ref;
+	__u64 feat = 0;
 
-	if (argc == 9 && !strcmp(argv[3], "-H")) {
-		huge = 1;
-		memmove(&argv[3], &argv[4], 5 * sizeof(*argv));
+	while (argc >= 9 && (!strcmp(argv[3], "-H") || !strcmp(argv[3], "-u"))) {
+		if (argv[3][1] == 'H')
+			huge = 1;
+		else
+			uring = 1;
+		memmove(&argv[3], &argv[4], (argc - 3) * sizeof(*argv));
 		argc--;
 	}
 	if (argc != 8 || strcmp(argv[1], "-e"))
@@ -94,6 +126,17 @@ int main(int argc, char **argv)
 	if (kfd < 0) {
 		printf("SKIP: /dev/kvblk: %s\n", strerror(errno));
 		return 4;
+	}
+	if (uring) {
+		if (ioctl(kfd, KVBLK_IOC_GET_FEATURES, &feat) || !(feat & KVBLK_FEAT_URING_CMD)) {
+			printf("SKIP: kvblk.ko lacks KVBLK_FEAT_URING_CMD\n");
+			return 4;
+		}
+		ret = io_uring_queue_init(4, &ring, 0);
+		if (ret) {
+			fprintf(stderr, "io_uring_queue_init: %s\n", strerror(-ret));
+			return 1;
+		}
 	}
 	tfd = open(argv[3], O_RDONLY);
 	dfd = open(argv[3], O_RDONLY | O_DIRECT);
@@ -151,8 +194,10 @@ int main(int argc, char **argv)
 		lm.descs = (uintptr_t)d;
 		lm.results = (uintptr_t)res;
 		lm.result_bytes = sizeof(*res);
-		if (ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm) != (int)batch) {
-			fprintf(stderr, "LOAD_MANY: %s, nr_ok %u\n", strerror(errno), lm.nr_ok);
+		ret = uring ? uring_load(&ring, kfd, &lm) : ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
+		if (ret != (int)batch) {
+			fprintf(stderr, "LOAD_MANY%s: %d (%s), nr_ok %u\n", uring ? " (uring_cmd)" : "",
+				ret, strerror(ret < 0 && uring ? -ret : errno), lm.nr_ok);
 			return 1;
 		}
 		bytes += obj * batch;
@@ -173,7 +218,7 @@ int main(int argc, char **argv)
 		t = now() - t0;
 	} while (t < secs);
 	c = cpu_s() - c0;
-	printf("%s %.3f %.3f %llu %.3f %.3f\n", argv[2], bytes / t / 1e9,
+	printf("%s%s %.3f %.3f %llu %.3f %.3f\n", argv[2], uring ? "-uring" : "", bytes / t / 1e9,
 	       c / (bytes / 1e9), (unsigned long long)bytes, t, c);
 	return 0;
 }

@@ -2,15 +2,19 @@
 # SPDX-License-Identifier: MIT
 """Load the first BYTES of DEVICE over and over with one libkvblk backend, nothing else.
 
-usage: loadloop.py LIBKVBLK.so DEVICE BACKEND BYTES OBJECT_BYTES BATCH QD CMD SECONDS
+usage: loadloop.py LIBKVBLK.so DEVICE BACKEND BYTES OBJECT_BYTES BATCH QD CMD SECONDS [WORKERS [CHECK]]
 
-A profiling driver for guest-bench.sh: unlike kvblk-bench it neither writes nor verifies,
-so `perf record` around it sees the load path only. One registered buffer of
-BATCH * OBJECT_BYTES; after one warm-up call, calls of BATCH objects back to back for
-SECONDS. Prints GB/s.
+A profiling driver for guest-bench.sh and guest-cpu-bench.sh: unlike kvblk-bench it
+neither writes nor verifies, so `perf record` around it sees the load path only. One
+registered buffer of BATCH * OBJECT_BYTES; after one warm-up call, calls of BATCH objects
+back to back for SECONDS. The descriptor arrays of every batch are built before the first
+call, so that the loop costs one ctypes call per batch. WORKERS (0: the library's default)
+sets kvblk_open_opts.workers (threadpool threads, uring rings). CHECK=1: the warm-up call's
+objects are compared with os.pread of the device first (exit 1 when one differs). Prints GB/s.
 """
 import ctypes as C
 import mmap
+import os
 import sys
 import time
 
@@ -36,12 +40,16 @@ class Result(C.Structure):
 def main():
     lib_path, dev, backend, total, obj, batch, qd, cmd, secs = sys.argv[1:10]
     total, obj, batch, qd, cmd, secs = int(total), int(obj), int(batch), int(qd), int(cmd), float(secs)
+    workers = int(sys.argv[10]) if len(sys.argv) > 10 else 0
+    check = len(sys.argv) > 11 and sys.argv[11] == '1'
     lib = C.CDLL(lib_path)
     lib.kvblk_last_error.restype = C.c_char_p
     b = lib.kvblk_backend_from_name(backend.encode())
     opts = OpenOpts()
     lib.kvblk_open_opts_init(C.byref(opts), C.c_size_t(C.sizeof(opts)))
     opts.backend, opts.queue_depth, opts.max_cmd_bytes = b, qd, cmd
+    if workers:
+        opts.workers = workers
     handle = C.c_void_p()
     rc = lib.kvblk_open(dev.encode(), C.byref(opts), C.byref(handle))
     if rc:
@@ -55,19 +63,30 @@ def main():
     rc = lib.kvblk_register_buffer(handle, 0, C.c_void_p(addr), C.c_uint64(batch * obj), C.byref(buf))
     if rc:
         sys.exit(f'kvblk_register_buffer: {rc}: {lib.kvblk_last_error().decode()}')
-    descs = (Desc * batch)()
     res = (Result * batch)()
     objects = total // obj
+    nbatches = max(1, objects // batch)
+    batches = []
+    for j in range(nbatches):
+        descs = (Desc * batch)()
+        for k in range(batch):
+            descs[k] = Desc(((j * batch + k) % objects) * obj, obj, k * obj, buf.value, 0, k)
+        batches.append(descs)
     done = nxt = 0
     t0 = None
     while t0 is None or time.monotonic() - t0 < secs:
-        for k in range(batch):
-            descs[k] = Desc(((nxt + k) % objects) * obj, obj, k * obj, buf.value, 0, k)
-        nxt += batch
+        descs = batches[nxt % nbatches]
+        nxt += 1
         rc = lib.kvblk_load_many(handle, descs, batch, res, None)
         if rc != batch:
             sys.exit(f'kvblk_load_many: {rc}: {lib.kvblk_last_error().decode()}')
         if t0 is None:  # the first call warms up (page tables, kernel allocations)
+            if check:
+                fd = os.open(dev, os.O_RDONLY)
+                for k in range(batch):
+                    if os.pread(fd, obj, descs[k].offset) != mem[k * obj:(k + 1) * obj]:
+                        sys.exit(f'{backend}: object at {descs[k].offset} differs from pread')
+                os.close(fd)
             t0 = time.monotonic()
             continue
         done += batch * obj

@@ -14,6 +14,9 @@
 # --engines: kvblk.ko's block-layer engine vs its PRP engine vs fio io_uring (and libkvblk
 # uring with KVBLK_BENCH_URING=1) on one namespace and on md RAID-0 of 4 (engines-bench.list,
 # guest-engines-bench.sh; KVBLK_BENCH_SECS seconds per leg).
+# --cpu: the software cost per command and per byte on null_blk (cpu-bench.list,
+# guest-cpu-bench.sh: kvblk.ko ioctl and uring_cmd, libkvblk uring and threadpool, fio
+# io_uring at three points; one and two guest CPUs; KVBLK_BENCH_SIZES, _MB, _CPUS).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
@@ -24,6 +27,10 @@ if [ "${1:-}" = --engines ]; then
 	shift
 	list=$here/engines-bench.list script=tests/vm/bench/guest-engines-bench.sh
 	table_path='*/cases/engbench.d/engines-table.txt'
+elif [ "${1:-}" = --cpu ]; then
+	shift
+	list=$here/cpu-bench.list script=tests/vm/bench/guest-cpu-bench.sh
+	table_path='*/cases/cpubench.d/cpu-table.txt'
 elif [ "${1:-}" = --p2p ]; then
 	shift
 	list=$here/p2p-bench.list script=tests/vm/bench/guest-p2p-bench.sh
@@ -37,7 +44,8 @@ manifest=$(mktemp /tmp/kvblk-vmbench.XXXXXX.list)
 trap 'rm -f "$manifest"' EXIT
 envs=
 for v in KVBLK_BENCH_QD KVBLK_BENCH_CMD KVBLK_BENCH_OBJECTS KVBLK_BENCH_OBJECT_MIB \
-	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING KVBLK_BENCH_HUGE KVBLK_BENCH_NOMERGES; do
+	 KVBLK_BENCH_BATCH KVBLK_BENCH_REPEAT KVBLK_BENCH_FIO_QDS KVBLK_BENCH_PERF KVBLK_BENCH_SECS KVBLK_BENCH_URING KVBLK_BENCH_HUGE KVBLK_BENCH_NOMERGES \
+	 KVBLK_BENCH_SIZES KVBLK_BENCH_MB KVBLK_BENCH_CPUS KVBLK_BENCH_PERF_MAX; do
 	[ -n "${!v:-}" ] && envs+="$v='${!v}' "
 done
 sed "s|$script|${envs}$script|" "$list" >"$manifest"

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The table of make vmbench-cpu (guest-cpu-bench.sh) from its raw lines.
+
+usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT
+
+Raw line: "round memory_backed cmd qd cpus leg reqs bytes busy_s wall_s" (or "... leg fail",
+"... leg pruned": a fio point that left the search after round 1, its median from round 1).
+Per configuration (memory_backed, command size, CPUs) and leg: the medians over the rounds
+of IOPS and GB/s per busy guest CPU second (I/Os / busy_s, bytes / busy_s), and of IOPS,
+busy CPUs (busy_s / wall_s) and block-layer requests per I/O for context. An I/O is CMD
+bytes (every leg reads in commands of CMD bytes), counted from the bytes the disk
+completed; "ops" counts the disk's requests, more than the I/Os where the block layer
+split them. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
+and libkvblk uring >= 0.95x the best fio point's IOPS per CPU second; a kvblk figure above
+1.05x fio's best is not a ratio but "ceiling not found" (the search missed fio's best).
+fio's best is the best point that ran every round (not one pruned after round 1).
+Writes "mb cmd qd cpus kvblk_leg best_fio_leg" per missed goal to MISSES-OUT.
+"""
+import statistics
+import sys
+
+NAMES = {'kioctl': 'kvblk.ko ioctl', 'kuring': 'kvblk.ko uring_cmd', 'luring': 'libkvblk uring',
+         'ltp': 'libkvblk threadpool', 'f1': 'fio f1 (no batching)', 'f2': 'fio f2 (batch QD/2)',
+         'f3': 'fio f3 (f2 + sqpoll)'}
+ORDER = ['kioctl', 'kuring', 'luring', 'ltp', 'f1', 'f2', 'f3']
+GOALS = [('kioctl', 1.0), ('luring', 0.95)]
+
+
+def size_name(b):
+    return '%d KiB' % (b >> 10) if b < (1 << 20) else '%d MiB' % (b >> 20)
+
+
+def main():
+    raw, secs, rounds, kernel, misses_out = sys.argv[1:6]
+    runs, failed, pruned = {}, {}, {}
+    for line in open(raw):
+        f = line.split()
+        if len(f) < 7:
+            continue
+        key = (int(f[1]), int(f[2]), int(f[3]), int(f[4]), f[5])
+        if f[6] == 'pruned':
+            pruned[key] = pruned.get(key, 0) + 1
+            continue
+        if f[6] == 'fail' or len(f) < 10 or float(f[8]) <= 0:
+            failed[key] = failed.get(key, 0) + 1
+            continue
+        reqs, nbytes, busy, wall = int(f[6]), int(f[7]), float(f[8]), float(f[9])
+        ios = nbytes / key[1]
+        runs.setdefault(key, []).append((ios / busy, nbytes / busy / 1e9, ios / wall, busy / wall,
+                                         reqs / ios if ios else 0))
+    configs = sorted({k[:4] for k in list(runs) + list(failed)}, key=lambda k: (k[0], k[1], -k[3]))
+    misses = []
+    print('make vmbench-cpu, guest %s: medians of %s rounds, %s s windows; per CPU s = per busy'
+          ' guest CPU second (user+nice+system+irq+softirq, all CPUs)' % (kernel, rounds, secs))
+    print('%-4s %-8s %3s %4s  %-21s %11s %9s %9s %5s %6s  %s' % (
+        'mem', 'cmd', 'QD', 'CPUs', 'leg', 'IOPS/CPU s', 'GB/CPU s', 'IOPS', 'busy', 'req/IO',
+        'IOPS/CPU s per round'))
+    for mb, cmd, qd, cpus in configs:
+        med = {}
+        for leg in ORDER:
+            key = (mb, cmd, qd, cpus, leg)
+            v = runs.get(key)
+            if not v:
+                if key in failed:
+                    print('%-4s %-8s %3d %4d  %-21s %s' % ('mb=%d' % mb, size_name(cmd), qd, cpus,
+                                                          NAMES[leg], 'failed in every round'))
+                continue
+            m = [statistics.median(x[i] for x in v) for i in range(5)]
+            med[leg] = m
+            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f %6.2f  %s%s%s' % (
+                'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3], m[4],
+                ' '.join('%.0f' % x[0] for x in v),
+                ' (%d failed)' % failed[key] if key in failed else '',
+                ' (pruned after round 1)' if key in pruned else ''))
+        # A point pruned after round 1 has one round's figure: it does not compete.
+        fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3')
+               if k in med and (mb, cmd, qd, cpus, k) not in pruned]
+        if not fio:
+            print('     goals: no fio figure')
+            continue
+        best, bleg = max(fio)
+        for leg, goal in GOALS:
+            if leg not in med:
+                print('     goal %s >= %.2fx fio: no figure (MISS)' % (NAMES[leg], goal))
+                misses.append((mb, cmd, qd, cpus, leg, bleg))
+                continue
+            ratio = med[leg][0] / best
+            if ratio > 1.05:
+                verdict = 'pass: ceiling not found (> 1.05x the best fio point, %s)' % bleg
+            else:
+                verdict = '%.3fx best fio (%s): %s' % (ratio, bleg, 'pass' if ratio >= goal else 'MISS')
+                if ratio < goal:
+                    misses.append((mb, cmd, qd, cpus, leg, bleg))
+            print('     goal %-15s >= %.2fx: %s' % (NAMES[leg], goal, verdict))
+    print('mem: null_blk memory_backed (mb=0: no bytes move and none are checked; mb=1: random'
+          ' bytes written first, each kvblk/libkvblk leg\'s first batch compared with pread)')
+    with open(misses_out, 'w') as f:
+        for m in misses:
+            f.write('%d %d %d %d %s %s\n' % m)
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,229 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# In the guest (tests/vm/bench/cpu-bench.list): the software cost of each load path per
+# command and per byte, on null_blk, where the device costs nothing.
+#
+#   Device: null_blk (blk-mq, 4 KiB blocks, 1 GiB, completions in softirq, the
+#   default irqmode, max_sectors 1 MiB), queue/nomerges = 2 (every I/O one request, for
+#   every path alike). memory_backed=0: reads move no bytes (no data check possible);
+#   memory_backed=1: reads copy from the device's pages, which are written with random
+#   bytes first, and the first batch of each kvblk/libkvblk leg is compared with pread.
+#   Sizes (KVBLK_BENCH_SIZES, "CMD:QD:BATCH ..."): 4 KiB QD 32, 128 KiB QD 8, 1 MiB QD 4;
+#   objects of one command each, BATCH per call (two queue depths' worth).
+#   Legs: kvblk.ko's block-layer engine through the ioctl and through uring_cmd
+#   (tests/kmod-smoke/kmod_bench, module loaded with max_cmd_bytes = CMD and
+#   max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
+#   and threadpool (QD threads) through loadloop.py; fio io_uring at three points
+#   (fixedbufs and registerfiles on at all: both only remove per-I/O work): f1 no
+#   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
+#   sqthread_poll.
+#   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
+#   (hotplug: the kernel's own threads, io-wq workers, the SQPOLL thread and softirq
+#   then share the one CPU too, as in a 1-vCPU boot; taskset would leave them the
+#   other vCPU).
+#   Each leg runs until killed; once its I/O flows and 0.2 s more, a window of
+#   KVBLK_BENCH_SECS (1.5) seconds counts reads completed and bytes read on the null_blk
+#   disk (/sys/block/X/stat) and the guest's busy CPU time (/proc/stat: user + nice +
+#   system + irq + softirq, all CPUs), so that process start and teardown are outside.
+#   KVBLK_BENCH_REPEAT (3) rounds, each running every leg once, legs' order turning;
+#   a fio point below KVBLK_BENCH_PRUNE (0.75) of round 1's best fio point of its
+#   configuration (IOPS per CPU second) leaves the search after round 1.
+#   Then (KVBLK_BENCH_PERF=1) a system-wide perf profile of the kvblk leg and of the
+#   best fio point of each missed goal (at most KVBLK_BENCH_PERF_MAX, 4).
+# Output: cpu-raw.txt, cpu-table.txt (tests/vm/bench/cpu-table.py), perf-*.txt (top
+# symbols, comm/dso, callers) in
+# $KVBLK_VM_CASE_DIR.
+. "$(dirname "$0")/../cases/lib.sh"
+set +e
+
+sizes=${KVBLK_BENCH_SIZES:-"4096:32:64 131072:8:16 1048576:4:8"}
+mbs=${KVBLK_BENCH_MB:-"0 1"}
+cpus=${KVBLK_BENCH_CPUS:-"2 1"}
+secs=${KVBLK_BENCH_SECS:-1.5}
+repeat=${KVBLK_BENCH_REPEAT:-3}
+store=$((64 << 20))
+out=${KVBLK_VM_CASE_DIR:?}
+here=tests/vm/bench
+kb=tests/kmod-smoke/kmod_bench
+lib=${KVBLK_BENCH_LIB:-build/libkvblk/libkvblk.so}
+[ -x "$kb" ] || skip "$kb not built"
+[ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built"
+[ -f "$lib" ] || skip "$lib not built"
+legs_all="kioctl kuring luring ltp f1 f2 f3"
+
+set_cpus() { # n: cpu1 online (2) or offline (1)
+	local want=$(($1 == 2))
+	[ -e /sys/devices/system/cpu/cpu1/online ] || return 0
+	[ "$(cat /sys/devices/system/cpu/cpu1/online)" = "$want" ] && return 0
+	echo "$want" >/sys/devices/system/cpu/cpu1/online || fail "cpu1 online=$want"
+}
+cleanup() {
+	set_cpus 2
+	rmmod kvblk 2>/dev/null
+	modprobe -r null_blk 2>/dev/null
+}
+trap cleanup EXIT
+
+nullb() { # memory_backed -> dev
+	modprobe -r null_blk 2>/dev/null
+	modprobe null_blk nr_devices=1 queue_mode=2 gb=1 bs=4096 memory_backed="$1" \
+		max_sectors=2048 hw_queue_depth=128 || fail "modprobe null_blk memory_backed=$1"
+	dev=/dev/nullb0
+	for i in $(seq 50); do [ -b $dev ] && break; sleep 0.1; done
+	[ -b $dev ] || fail "no $dev"
+	echo 2 >/sys/block/nullb0/queue/nomerges || fail "nomerges"
+	echo "null_blk memory_backed=$1: max_hw_sectors_kb $(cat /sys/block/nullb0/queue/max_hw_sectors_kb)," \
+		"max_segments $(cat /sys/block/nullb0/queue/max_segments), nr_hw_queues $(ls /sys/block/nullb0/mq | wc -l)," \
+		"nomerges $(cat /sys/block/nullb0/queue/nomerges)"
+	if [ "$1" = 1 ]; then
+		dd if=/dev/urandom of=$dev bs=1M count=$((store >> 20)) oflag=direct status=none ||
+			fail "writing the store"
+	fi
+}
+kvblk_ko() { # cmd qd
+	rmmod kvblk 2>/dev/null
+	insmod "$KVBLK_KO" max_cmd_bytes="$1" max_inflight="$2" || fail "insmod $KVBLK_KO"
+}
+# "busy_ticks reads sectors" from /proc/stat and the disk's stat, without a fork (the
+# start-up poll runs it every 0.1 s).
+sample() {
+	local c u n sy i irq sirq rd sec
+	read -r c u n sy i _ irq sirq _ </proc/stat
+	read -r rd _ sec _ </sys/block/nullb0/stat
+	echo "$((u + n + sy + irq + sirq)) $rd $sec"
+}
+# Start a leg in the background, wait for its I/O, measure one window, kill it.
+# Prints "ops bytes busy_s wall_s" or "fail".
+leg() { # name log argv...
+	local name=$1 log=$2 pid r0 i b0 rd0 s0 t0 b1 rd1 s1 t1
+	shift 2
+	read -r _ r0 _ <<<"$(sample)"
+	"$@" >"$log" 2>&1 &
+	pid=$!
+	for ((i = 0; i < 300; i++)); do
+		kill -0 $pid 2>/dev/null || break
+		read -r _ rd0 _ <<<"$(sample)"
+		[ "$rd0" != "$r0" ] && break
+		sleep 0.1
+	done
+	sleep 0.2
+	read -r b0 rd0 s0 <<<"$(sample)"
+	t0=$EPOCHREALTIME
+	sleep "$secs"
+	read -r b1 rd1 s1 <<<"$(sample)"
+	t1=$EPOCHREALTIME
+	if ! kill -0 $pid 2>/dev/null; then
+		wait $pid
+		echo "leg $name ended early (rc $?):" >&2
+		tail -n 5 "$log" >&2
+		echo fail
+		return
+	fi
+	kill -TERM $pid
+	wait $pid 2>/dev/null
+	awk -v b="$((b1 - b0))" -v r="$((rd1 - rd0))" -v s="$((s1 - s0))" -v t0="$t0" -v t1="$t1" \
+		'BEGIN { printf "%d %.0f %.2f %.3f\n", r, s * 512, b / 100, t1 - t0 }'
+}
+argv_of() { # leg size qd batch mb -> argv
+	local half=$(($3 / 2 > 0 ? $3 / 2 : 1)) fio
+	fio=(fio --name=c --filename="$dev" --readonly --rw=read --ioengine=io_uring --direct=1
+	     --bs="$2" --iodepth="$3" --size="$store" --time_based --runtime=600
+	     --fixedbufs=1 --registerfiles=1)
+	case $1 in
+	kioctl) argv=("$kb" -e bio "$dev" "$store" "$2" "$4" 600) ;;
+	kuring) argv=("$kb" -e bio -u "$dev" "$store" "$2" "$4" 600) ;;
+	luring) argv=(python3 "$here"/loadloop.py "$lib" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5") ;;
+	ltp) argv=(python3 "$here"/loadloop.py "$lib" "$dev" threadpool "$store" "$2" "$4" "$3" "$2" 600 "$3" "$5") ;;
+	f1) argv=("${fio[@]}") ;;
+	f2) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half") ;;
+	f3) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half"
+		  --sqthread_poll=1) ;;
+	esac
+}
+
+echo "guest: $(uname -r), $(nproc) CPUs online, legs of $secs s, $repeat rounds"
+t_start=$SECONDS
+: >"$out/cpu-raw.txt"
+pruned=
+for mb in $mbs; do
+	nullb "$mb"
+	for sz in $sizes; do
+		IFS=: read -r cmd qd batch <<<"$sz"
+		kvblk_ko "$cmd" "$qd"
+		for r in $(seq "$repeat"); do
+			for c in $cpus; do
+				set_cpus "$c"
+				read -ra l <<<"$legs_all"
+				n=${#l[@]}
+				for ((i = 0; i < n; i++)); do
+					lg=${l[$(((i + r) % n))]}
+					if [[ " $pruned " = *" $mb-$cmd-$c-$lg "* ]]; then
+						echo "$r $mb $cmd $qd $c $lg pruned" | tee -a "$out/cpu-raw.txt"
+						continue
+					fi
+					argv_of "$lg" "$cmd" "$qd" "$batch" "$mb"
+					v=$(leg "$lg" "$out/leg-$mb-$cmd-$c-$lg-$r.log" "${argv[@]}")
+					echo "$r $mb $cmd $qd $c $lg ${v:-fail}" | tee -a "$out/cpu-raw.txt"
+				done
+				# After round 1: fio points below KVBLK_BENCH_PRUNE (0.75) of that
+				# round's best fio point (IOPS per CPU second) leave the search.
+				[ "$r" = 1 ] && pruned+=" $(awk -v k="$mb $cmd $qd $c" -v p="$mb-$cmd-$c" \
+					-v f="${KVBLK_BENCH_PRUNE:-0.75}" '
+					$2 " " $3 " " $4 " " $5 == k && $6 ~ /^f/ && $9 > 0 {
+						v[$6] = $7 / $9; if (v[$6] > b) b = v[$6] }
+					END { for (x in v) if (v[x] < f * b) printf "%s-%s ", p, x }' "$out/cpu-raw.txt")"
+			done
+		done
+	done
+done
+set_cpus 2
+echo "rounds: $((SECONDS - t_start)) s"
+
+python3 $here/cpu-table.py "$out/cpu-raw.txt" "$secs" "$repeat" "$(uname -r)" \
+	"$out/cpu-misses.txt" | tee "$out/cpu-table.txt"
+
+# Where the CPU goes where a goal was missed: the kvblk leg and the best fio point of the
+# same configuration, one window each under perf record -a -g.
+if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -v perf >/dev/null; then
+	head -n "${KVBLK_BENCH_PERF_MAX:-4}" "$out/cpu-misses.txt" |
+	while read -r mb cmd qd c klg flg; do
+		IFS=: read -r _ _ batch <<<"$(tr ' ' '\n' <<<"$sizes" | grep "^$cmd:")"
+		nullb "$mb" >/dev/null
+		kvblk_ko "$cmd" "$qd"
+		set_cpus "$c"
+		for lg in $klg $flg; do
+			p=$out/perf-mb$mb-$cmd-cpu$c-$lg
+			argv_of "$lg" "$cmd" "$qd" "$batch" "$mb"
+			"${argv[@]}" >"$p-run.txt" 2>&1 &
+			pid=$!
+			sleep 2
+			perf record -q -a -g -o "$p.data" -- sleep "$secs" >/dev/null 2>&1
+			kill -TERM $pid
+			wait $pid 2>/dev/null
+			if [ ! -s "$p.data" ]; then
+				echo "no profile: perf record wrote no data (perf $(perf --version 2>&1 | head -n 1), guest $(uname -r))" |
+					tee "$p-top.txt"
+				continue
+			fi
+			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -n 40 >"$p-top.txt"
+			perf report -i "$p.data" --no-children --sort comm,dso -g none --stdio 2>/dev/null |
+				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
+			# Who calls the symbols above 2%: the samples of a cpu-clock profile land
+			# where interrupts come back on (_raw_spin_unlock_irq*), so the chains say
+			# whose section it was (null_blk's copy under its lock, ...).
+			perf report -i "$p.data" --no-children --sort sym -g caller,0.5,callee \
+				--percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' |
+				head -n 400 >"$p-callers.txt"
+			rm -f "$p.data"
+			# The host's perf in a guest of another kernel (7.2) records samples it cannot
+			# report: say so rather than leave empty files.
+			[ -s "$p-top.txt" ] ||
+				echo "no profile: perf report printed nothing (perf $(perf --version 2>&1 | head -n 1), guest $(uname -r))" >"$p-top.txt"
+			echo "== profile mb=$mb $cmd B cpus=$c $lg: top symbols"
+			head -n 15 "$p-top.txt"
+		done
+		set_cpus 2
+	done
+fi
+echo "total: $((SECONDS - t_start)) s"
