@@ -560,13 +560,15 @@ TEST_P(KvstoreOomTest, put_get_exists_delete_lose_nothing)
 		});
 	EXPECT_GT(n, 0);
 
+	/* exists and delete name the keys alone. */
+	auto key_ops = [&] {
+		Unarmed u;
+		for (int i = 0; i < 3; i++)
+			ops[i] = kvs_test::op_for(keys[i], nullptr, 0);
+	};
 	n = sweep(
 		[&] {
-			{
-				Unarmed u;
-				for (int i = 0; i < 3; i++)
-					ops[i] = kvs_test::op_for(keys[i], nullptr, 0);
-			}
+			key_ops();
 			return kvblk_kvstore_exists(st, ops.data(), 3, r.data());
 		},
 		[&](int ret, bool failed) {
@@ -578,11 +580,7 @@ TEST_P(KvstoreOomTest, put_get_exists_delete_lose_nothing)
 
 	n = sweep(
 		[&] {
-			{
-				Unarmed u;
-				for (int i = 0; i < 3; i++)
-					ops[i] = kvs_test::op_for(keys[i], nullptr, 0);
-			}
+			key_ops();
 			return kvblk_kvstore_delete(st, ops.data(), 3, r.data());
 		},
 		[&](int ret, bool failed) {
