@@ -162,6 +162,45 @@ def run_with(action, allowed, settle):
             print("FAIL: a load did not return within 90 s")
             os._exit(1)
 
+# The stalled batch starts before the reset below, on a controller that lost
+# nothing yet: after the reset the emulated controller can lose commands, and
+# twice on 6.1 with an IOMMU one of its 16 commands then did not complete in 90 s
+# (no timeout was logged for it after the driver's last reset, so it was not
+# in the driver: not understood yet). The removal below still finds it
+# uncollected.
+#
+# A command that the emulated controller lost around the reset below times
+# out (the nvme driver logs "timeout"), and the driver fails it, and those
+# queued behind its reset, with -EIO: that is the controller's loss, not the
+# removal. So -EIO is allowed during the removal only when the driver logged
+# a command timeout in that window, and the allowance is printed; so are the
+# stalled batch's objects (kvblk_stall's header).
+def timeouts():
+    with open("/dev/kmsg", "rb", buffering=0) as k:
+        os.set_blocking(k.fileno(), False)
+        n = 0
+        while True:
+            try:
+                rec = k.read(8192)
+            except BlockingIOError:
+                return n
+            except OSError:         # a record overwritten while reading: go on
+                continue
+            if not rec:
+                return n
+            n += b" timeout, " in rec and b"nvme" in rec
+
+# A batch whose commands completed and which its process does not collect (review-2 N3).
+t_stall = timeouts()
+child = subprocess.Popen([stall, dev], stdout=subprocess.PIPE, text=True)
+line = child.stdout.readline()
+if not line.startswith("STALLED"):
+    print("FAIL: kvblk_stall: %r" % line)
+    child.kill()
+    sys.exit(1)
+lost_stall = timeouts() - t_stall
+print("ok: kvblk_stall: %s (nvme command timeouts meanwhile: %d)" % (line.strip(), lost_stall))
+
 def reset():
     with open(os.path.join(ctrl, "reset_controller"), "w") as f:
         f.write("1")
@@ -226,37 +265,6 @@ if n0["attachments"] != 1 or n0["mappings"] != 1:
     print("FAIL: before the removal the test exporter counts %s, want 1 attachment and 1 mapping" % n0)
     sys.exit(1)
 
-# A command that the emulated controller lost around the reset above times
-# out (the nvme driver logs "timeout"), and the driver fails it, and those
-# queued behind its reset, with -EIO: that is the controller's loss, not the
-# removal. So -EIO is allowed during the removal only when the driver logged
-# a command timeout in that window, and the allowance is printed; so are the
-# stalled batch's objects (kvblk_stall's header).
-def timeouts():
-    with open("/dev/kmsg", "rb", buffering=0) as k:
-        os.set_blocking(k.fileno(), False)
-        n = 0
-        while True:
-            try:
-                rec = k.read(8192)
-            except BlockingIOError:
-                return n
-            except OSError:         # a record overwritten while reading: go on
-                continue
-            if not rec:
-                return n
-            n += b" timeout, " in rec and b"nvme" in rec
-
-# A batch whose commands completed and which its process does not collect (review-2 N3).
-t_stall = timeouts()
-child = subprocess.Popen([stall, dev], stdout=subprocess.PIPE, text=True)
-line = child.stdout.readline()
-if not line.startswith("STALLED"):
-    print("FAIL: kvblk_stall: %r" % line)
-    child.kill()
-    sys.exit(1)
-lost_stall = timeouts() - t_stall
-print("ok: kvblk_stall: %s (nvme command timeouts meanwhile: %d)" % (line.strip(), lost_stall))
 
 P.seen, B.seen = {}, {}
 removal_s = []
