@@ -52,7 +52,7 @@ md-raid0)
 	cleanup+=("mdadm --stop /dev/md/kvblk")
 	dev=$(readlink -f /dev/md/kvblk)
 	ok "$dev: RAID-0 of ${m[*]}, $(cat /sys/block/${dev##*/}/md/chunk_size) B chunks"
-	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-1000} "$smoke" "$dev"
+	KMOD_SMOKE_ROUNDS=${KMOD_SMOKE_ROUNDS:-400} "$smoke" "$dev"
 	;;
 dm-striped)
 	read -ra m <<<"$(slices | tr "\n" " ")"

@@ -298,6 +298,10 @@ grep -q "^probe      $PR/data.bin (file, 134217728 (128.0 MiB); 128 MiB from off
 	ok "probe normal: target line" || bad "probe: $out"
 grep -q '^backend    uring (AUTO: ' <<<"$out" && ok "probe normal: backend line" || bad "probe: $out"
 grep -qE '^verdict    (fast|ok|slow|unstable|unknown): ' <<<"$out" && ok "probe normal: verdict line" || bad "probe: $out"
+# The VM case (vm-case.sh) checks the probe in JSON only: the text report's other lines here.
+grep -q '^ceiling    ' <<<"$out" && ok "probe normal: ceiling line" || bad "probe: $out"
+[ "$(grep -cE '^ +(256 KiB|2 MiB|16 MiB) +[18] +[0-9.]+ +[0-9]+' <<<"$out")" = 6 ] &&
+	grep -q '^loads      object' <<<"$out" && ok "probe normal: loads table, 6 rows" || bad "probe: $out"
 check "probe normal: load rows" "$(grep -cE '^ +(256 KiB|2 MiB|16 MiB) +[18] ' <<<"$out")" 6
 err=$("$K" probe "$PR/missing.bin" 2>&1); rc=$?
 check "probe missing file" "$err (rc $rc)" \
