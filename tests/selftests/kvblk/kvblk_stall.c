@@ -13,11 +13,19 @@
  * the 16 commands completed, it prints "STALLED" and stops itself
  * (SIGSTOP). The PCI function's removal must not wait for it.
  *
- * The emulated controller can lose a command after the reset that comes
- * before in vm-ns-removal.sh; the nvme driver then recovers it (timeout,
- * abort, timeout, reset: two I/O timeouts, 10 s each there) and fails it
- * with -EIO. So the commands get WAIT_S seconds to complete, and the
- * "STALLED" line says how long they took.
+ * The emulated controller can lose a command around a controller reset;
+ * the nvme driver then recovers it (timeout, abort, timeout, reset: two I/O
+ * timeouts, 10 s each in vm-ns-removal.sh) and fails it with -EIO. So the
+ * commands get WAIT_S seconds to complete, and the "STALLED" line says how
+ * long they took. The lost command may be the one-LBA Read with which the
+ * PRP engine checks the namespace's format before a batch's first command
+ * (kvblk_prp_recheck()): its object then fails with -EIO without a command,
+ * and the counter stops one short. Hence the batch counts as done also when
+ * nothing is in flight on DEV and the counter has not moved for QUIET_S
+ * seconds (longer than the driver's recovery), after it moved at least once;
+ * the "STALLED" line says how many commands completed (CI of 2026-12-05 and
+ * a make check the same day, both on 6.1 with an IOMMU: 15 of 16, the
+ * driver's log showing one command lost after its first reset).
  *
  * After SIGCONT: the CQE must come, its objects each exact (pread(O_DIRECT)
  * before), -ENODEV (completed before the removal, and the mapping that
@@ -45,14 +53,16 @@
 #define OBJ	(64 << 10)
 #define LEN	(4 << 20)
 #define WAIT_S	90
+#define QUIET_S	30
 
-static long long commands(const char *disk)
+/* /sys/kernel/kvblk/DISK/stats/NAME, or -1. */
+static long long kvblk_stat(const char *disk, const char *name)
 {
 	char path[256], buf[64];
 	FILE *f;
 	long long v = -1;
 
-	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/stats/commands", disk);
+	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/stats/%s", disk, name);
 	f = fopen(path, "r");
 	if (f) {
 		if (fgets(buf, sizeof(buf), f))
@@ -77,8 +87,8 @@ int main(int argc, char **argv)
 	struct io_uring ring;
 	const char *disk;
 	unsigned char *mem, *want;
-	long long c0;
-	int kfd, bfd, i, ret, bad = 0, eio = 0;
+	long long c0, c, last;
+	int moved, kfd, bfd, i, ret, bad = 0, eio = 0;
 
 	if (argc != 2) {
 		fprintf(stderr, "usage: kvblk_stall DEV\n");
@@ -137,7 +147,7 @@ int main(int argc, char **argv)
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.load_many = (uintptr_t)&lm;
 	memset(mem, 0xee, LEN);
-	c0 = commands(disk);
+	c0 = kvblk_stat(disk, "commands");
 	sqe = io_uring_get_sqe(&ring);
 	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, kfd, NULL, 0, 0);
 	sqe->cmd_op = KVBLK_URING_CMD_LOAD_MANY;
@@ -148,15 +158,26 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: io_uring_submit: %d\n", ret);
 		return 1;
 	}
-	for (i = 0; i < WAIT_S * 100 && commands(disk) < c0 + NR; i++)
+	/* In 10 ms steps. */
+	for (i = 0, moved = 0, last = c0;; i++) {
+		c = kvblk_stat(disk, "commands");
+		if (c >= c0 + NR)
+			break;
+		if (c != last) {
+			last = c;
+			moved = i;
+		}
+		if (c > c0 && i - moved >= QUIET_S * 100 && kvblk_stat(disk, "inflight") == 0)
+			break;
+		if (i >= WAIT_S * 100) {
+			fprintf(stderr, "FAIL: the batch's %d commands did not complete in %d s (commands %lld, before %lld; inflight %lld)\n",
+				NR, WAIT_S, c, c0, kvblk_stat(disk, "inflight"));
+			return 1;
+		}
 		usleep(10000);
-	if (commands(disk) < c0 + NR) {
-		fprintf(stderr, "FAIL: the batch's %d commands did not complete in %d s (commands %lld, before %lld)\n",
-			NR, WAIT_S, commands(disk), c0);
-		return 1;
 	}
-	printf("STALLED: %d commands completed in %.2f s, the batch not collected\n",
-	       NR, i / 100.0);
+	printf("STALLED: %lld of %d commands completed in %.2f s, the batch not collected\n",
+	       c - c0, NR, i / 100.0);
 	fflush(stdout);
 	raise(SIGSTOP);
 

@@ -163,11 +163,12 @@ def run_with(action, allowed, settle):
             os._exit(1)
 
 # The stalled batch starts before the reset below, on a controller that lost
-# nothing yet: after the reset the emulated controller can lose commands, and
-# twice on 6.1 with an IOMMU one of its 16 commands then did not complete in 90 s
-# (no timeout was logged for it after the driver's last reset, so it was not
-# in the driver: not understood yet). The removal below still finds it
-# uncollected.
+# nothing yet: after a reset the emulated controller can lose commands. Twice
+# on 6.1 with an IOMMU, started after the reset, the batch's counter stopped
+# at 15 of 16: the lost command was the PRP engine's one-LBA format check
+# before the first command (kvblk_prp_recheck(), not a counted command), so
+# object 0 failed -EIO without a command; kvblk_stall now tells that apart
+# from a hang (its header). The removal below still finds it uncollected.
 #
 # A command that the emulated controller lost around the reset below times
 # out (the nvme driver logs "timeout"), and the driver fails it, and those
