@@ -56,6 +56,17 @@
  *             into @bt (@bt->capacity, @bt->lba_shift, @bt->align_mask,
  *             @bt->max_cmd_bytes). Returns 0 or an errno that fails the
  *             whole call (documented for struct kvblk_load_many).
+ *             Nothing the removal of a device waits for is taken here:
+ *             what comes after @begin (the checks of the caller's memory,
+ *             which may fault on memory the caller controls: userfaultfd,
+ *             FUSE) must not hold up a removal (review-2 N3).
+ * @enter:     called once per batch for every target whose @begin
+ *             succeeded, after every descriptor was validated and the
+ *             caller's memory checked and pinned (batch.c,
+ *             kvblk_batch_enter()), so that nothing after it can wait on
+ *             the caller: take what the removal of the device waits for.
+ *             Sets @bt->entered on success. Returns 0 or an errno that
+ *             fails the whole call. May be NULL.
  * @done:      every command of the batch that @begin succeeded for has
  *             completed (or none will be issued), and the slots' state of
  *             engines that map memory (@dma_mapped) was released: let go
@@ -86,6 +97,7 @@ struct kvblk_engine_ops {
 	bool dma_mapped;
 	bool stores;
 	int (*begin)(struct kvblk_batch *b, struct kvblk_btgt *bt);
+	int (*enter)(struct kvblk_btgt *bt);
 	void (*done)(struct kvblk_btgt *bt);
 	void (*end)(struct kvblk_btgt *bt);
 	int (*submit)(struct kvblk_batch *b, struct kvblk_cmd *cmd,

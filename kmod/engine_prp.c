@@ -372,19 +372,9 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	bt->align_mask = 3;	/* PRP1 is dword aligned */
 	bt->max_cmd_bytes = bt->t->prp_max_cmd_bytes;
 	bt->capacity = bt->t->capacity;
-	/*
-	 * Counted until every command of the batch completed (kvblk_prp_done(),
-	 * which the batch calls from its last completion): the removal of the
-	 * PCI function waits for that before it frees the PRP pools and the
-	 * mappings; never for the caller to collect the batch.
-	 */
-	atomic_inc(&ns->prp_batches);
-	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
-	smp_mb__after_atomic();
-	if (READ_ONCE(ns->dead)) {
-		kvblk_ns_prp_batch_end(ns);
+	/* Seen again, ordered against the removal, by kvblk_prp_enter(). */
+	if (READ_ONCE(ns->dead))
 		return -ENODEV;
-	}
 	/*
 	 * A namespace being removed fails each object with -ENOLINK (submit);
 	 * so does one whose capacity is 0 with the same format (a format the
@@ -396,7 +386,6 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	lba = bdev_logical_block_size(bdev);
 	md = kvblk_integrity_bytes(info->q);
 	if (lba != 1U << bt->lba_shift || md) {
-		kvblk_ns_prp_batch_end(ns);
 		pr_info_ratelimited("load %s: the namespace's LBA format changed since attach (logical block %u, attached %u, metadata %u bytes); attach again\n",
 				    info->disk->disk_name, lba, 1U << bt->lba_shift, md);
 		return -ESTALE;
@@ -405,10 +394,39 @@ static int kvblk_prp_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	return 0;
 }
 
-/* Every command of the batch that began on @bt's namespace completed. */
+/*
+ * The batch's descriptors and memory were checked (batch.c,
+ * kvblk_batch_enter()): from here on it only allocates, maps what the PRP
+ * engine needs and issues commands, none of which waits on the caller.
+ * Counted until every command of the batch completed (kvblk_prp_done(),
+ * which the batch calls from its last completion): the removal of the PCI
+ * function waits for that before it frees the PRP pools and the mappings;
+ * never for the caller to collect the batch, nor for a check of the
+ * caller's memory that faults on a userfaultfd or FUSE mapping (review-2
+ * N3: that is why this is not done in kvblk_prp_begin()).
+ *
+ * Return: 0; -ENODEV the PCI function is being removed.
+ */
+static int kvblk_prp_enter(struct kvblk_btgt *bt)
+{
+	struct kvblk_ns *ns = bt->t->ns;
+
+	atomic_inc(&ns->prp_batches);
+	/* Count, then read ->dead: pairs with smp_mb() in kvblk_ns_drain(). */
+	smp_mb__after_atomic();
+	if (READ_ONCE(ns->dead)) {
+		kvblk_ns_prp_batch_end(ns);
+		return -ENODEV;
+	}
+	bt->entered = true;
+	return 0;
+}
+
+/* Every command of the batch that entered @bt's namespace completed. */
 static void kvblk_prp_done(struct kvblk_btgt *bt)
 {
-	kvblk_ns_prp_batch_end(bt->t->ns);
+	if (bt->entered)
+		kvblk_ns_prp_batch_end(bt->t->ns);
 }
 
 static void kvblk_prp_slot_release(const struct kvblk_tgt *t,
@@ -423,6 +441,7 @@ const struct kvblk_engine_ops kvblk_engine_prp = {
 	.dma_mapped	= true,
 	.stores		= false,	/* Read passthrough only */
 	.begin		= kvblk_prp_begin,
+	.enter		= kvblk_prp_enter,
 	.done		= kvblk_prp_done,
 	.submit		= kvblk_prp_submit,
 	.slot_release	= kvblk_prp_slot_release,

@@ -165,8 +165,10 @@ struct kvblk_ns {
 	/*
 	 * Removal of the NVMe PCI function (removal.c): @dead is set once the
 	 * nvme driver let go of it; from then on no PRP batch begins on the
-	 * namespace (-ENODEV). @prp_batches counts the batches that began on
-	 * it and are not yet released (they may hold PRP lists of its pools);
+	 * namespace (-ENODEV). @prp_batches counts the batches that entered
+	 * it (kvblk_prp_enter(), once their descriptors and memory were
+	 * checked) and whose commands did not all complete yet (they may hold
+	 * PRP lists of its pools and issue commands with its mappings);
 	 * the removal waits on @prp_wq for none to be left, then frees the
 	 * pools under @dma_lock.
 	 */
@@ -421,6 +423,8 @@ struct kvblk_btgt {
 	int fail;
 	/* The engine's done() ran (batch.c, kvblk_batch_btgts_done()). */
 	bool done;
+	/* The engine's enter() succeeded (engine.h). */
+	bool entered;
 	/* An object of it moved its bytes (kvblk_batch_notify()). */
 	bool moved;
 	/* The same target through its other engine in this batch, or NULL. */

@@ -91,7 +91,7 @@ static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
 	mmap_read_unlock(mm);
 }
 
-/* Undo kvblk_p2pdma_pin_map(). */
+/* Undo kvblk_p2pdma_pin() and kvblk_p2pdma_map(). */
 static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 {
 	if (p->sgt.sgl) {
@@ -104,12 +104,13 @@ static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 }
 
 /*
- * Pin @nr_pages pages at @addr and, with @dev, map them for it. Checks
- * every page is P2PDMA memory and names the pair when the kernel refuses
- * to map it.
+ * Pin @nr_pages pages at @addr and check that every one is P2PDMA memory
+ * of one provider. @dev (the function the window will be mapped for, or
+ * NULL) only names it in messages. May fault: called without the
+ * removal's read side (review-2 N3).
  */
-static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
-				unsigned long addr, unsigned long nr_pages)
+static int kvblk_p2pdma_pin(struct kvblk_p2pdma_pin *p, struct device *dev,
+			    unsigned long addr, unsigned long nr_pages)
 {
 	struct page *first;
 	unsigned long i;
@@ -157,20 +158,28 @@ static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
 			goto out_unpin;
 		}
 	}
-	if (!dev)
-		return 0;	/* the block layer maps each I/O */
-	ret = kvblk_map_pages(dev, p->pages, nr_pages, &p->sgt);
-	if (ret == -EREMOTEIO)
-		kvblk_p2pdma_refused(dev, addr,
-				     "cannot be reached (the kernel's P2PDMA distance check refuses the pair) by");
-	if (ret)
-		goto out_unpin;
 	return 0;
 
 out_unpin:
 	unpin_user_pages(p->pages, nr_pages);
 out_free:
 	kvfree(p->pages);
+	return ret;
+}
+
+/*
+ * Map the pinned window (at @addr, for messages) for @dev, under the
+ * removal's read side (kvblk_dma_map_begin()); names the pair when the
+ * kernel refuses to map it.
+ */
+static int kvblk_p2pdma_map(struct kvblk_p2pdma_pin *p, struct device *dev,
+			    unsigned long addr)
+{
+	int ret = kvblk_map_pages(dev, p->pages, p->nr_pages, &p->sgt);
+
+	if (ret == -EREMOTEIO)
+		kvblk_p2pdma_refused(dev, addr,
+				     "cannot be reached (the kernel's P2PDMA distance check refuses the pair) by");
 	return ret;
 }
 
@@ -209,6 +218,20 @@ static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
 	.unmap = kvblk_p2pdma_pin_unmap,
 };
 
+/* Pin, and with @dev map: a registration's check (under the removal's read side). */
+static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
+				unsigned long addr, unsigned long nr_pages)
+{
+	int ret = kvblk_p2pdma_pin(p, dev, addr, nr_pages);
+
+	if (ret || !dev)
+		return ret;
+	ret = kvblk_p2pdma_map(p, dev, addr);
+	if (ret)
+		kvblk_p2pdma_unpin(p, NULL);
+	return ret;
+}
+
 /* kvblk_mem_ops.bind: pin (and with @map, map) one window for one batch. */
 static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 					   u64 len, bool map)
@@ -232,6 +255,14 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 		goto out_free;
 	}
 	/*
+	 * Pinned first, outside the removal's read side: the pin looks the
+	 * pages up as an access would, and a fault on a range the caller
+	 * remapped (userfaultfd, FUSE) must not hold up a removal.
+	 */
+	ret = kvblk_p2pdma_pin(p, parent->dev, range->addr + off, len >> PAGE_SHIFT);
+	if (ret)
+		goto out_free;
+	/*
 	 * Mapped for the PCI function under the removal's read side with its
 	 * driver bound, and listed (kvblk_dma_reg_end()): the removal unmaps
 	 * the window while the function exists, however late the batch is
@@ -239,12 +270,14 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 	 */
 	if (map) {
 		ret = kvblk_dma_map_begin(dev);
-		if (ret)
+		if (ret) {
+			kvblk_p2pdma_unpin(p, NULL);
 			goto out_free;
+		}
+		ret = kvblk_p2pdma_map(p, dev, range->addr + off);
+		if (ret)
+			goto out_unpin;
 	}
-	ret = kvblk_p2pdma_pin_map(p, dev, range->addr + off, len >> PAGE_SHIFT);
-	if (ret)
-		goto out_end;
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_P2PDMA, len, &kvblk_p2pdma_pin_ops);
 	if (IS_ERR(buf)) {
 		ret = PTR_ERR(buf);
@@ -269,7 +302,6 @@ static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
 
 out_unpin:
 	kvblk_p2pdma_unpin(p, dev);
-out_end:
 	if (map)
 		kvblk_dma_reg_end(NULL);
 out_free:

@@ -328,8 +328,8 @@ void kvblk_ns_put(struct kvblk_ns *ns, u32 engines)
 }
 
 /**
- * kvblk_ns_prp_batch_end() - a batch that began on the namespace through
- * the PRP engine (kvblk_prp_begin()) was released.
+ * kvblk_ns_prp_batch_end() - a batch that entered the namespace through
+ * the PRP engine (kvblk_prp_enter()) has no command in flight any more.
  * @ns: the namespace.
  *
  * Context: any.
@@ -381,7 +381,7 @@ unsigned int kvblk_ns_kill_dev(struct device *dev, struct list_head *dead)
  */
 void kvblk_ns_drain(struct kvblk_ns *ns)
 {
-	/* Pairs with kvblk_prp_begin(): the count, then ->dead. */
+	/* Pairs with kvblk_prp_enter(): the count, then ->dead. */
 	smp_mb();
 	wait_event(ns->prp_wq, !atomic_read(&ns->prp_batches));
 }
