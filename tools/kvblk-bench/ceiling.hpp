@@ -25,8 +25,9 @@
 //
 // Every point is a separate fio run over the same replay logs (the same
 // commands in the same order as one kvblk pass), capped at a short runtime.
-// The best `finalists` distinct points, and the best spread and the best
-// lean point if they are not among them, are then measured again in rounds interleaved with the
+// The best `finalists` distinct points, then each stage's best, the best
+// spread and the best lean point where they are not among them, are then
+// measured again in rounds interleaved with the
 // kvblk settings (as many rounds as kvblk's, each point one run per round);
 // the median of each is its figure and the best median is the ceiling (see
 // judge_ceiling()). A search figure is one short run: a stage's best that its
@@ -77,8 +78,9 @@ public:
 	std::vector<FioKnobs> next_stage();
 	void record(const FioPoint &pt);
 
-	// The best `finalists` successful points, best first, then the best
-	// spread point and the best lean point if they are not among them.
+	// The best `finalists` successful points, best first, then each stage's
+	// best (stage order), the best spread point and the best lean point,
+	// each where it is not among them already.
 	[[nodiscard]] std::vector<FioKnobs> finalists() const;
 	// Index in points() of each stage's best successful point, in stage order.
 	[[nodiscard]] std::vector<size_t> stage_bests() const;
