@@ -209,6 +209,23 @@ std::vector<size_t> CeilingSearch::stage_bests() const
 	return bests;
 }
 
+void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio, unsigned runtime_s,
+		const std::function<void(const std::string &, size_t, double)> &on_stage)
+{
+	for (auto stage = search.next_stage(); !stage.empty(); stage = search.next_stage()) {
+		for (const FioKnobs &k : stage)
+			search.record(fio.run(k, runtime_s));
+		if (on_stage) {
+			const SearchPoint &last = search.points().back();
+			double best = 0;
+			for (const SearchPoint &p : search.points())
+				if (p.stage == last.stage && p.pt.ok)
+					best = std::max(best, p.pt.gbps);
+			on_stage(last.stage, stage.size(), best);
+		}
+	}
+}
+
 bool reproduced(double search_gbps, double median) noexcept
 {
 	return median >= kReproduceSlack * search_gbps;

@@ -35,6 +35,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,12 @@ private:
 	std::string stage_name_;
 	std::vector<SearchPoint> points_;
 };
+
+// Runs every stage of @search with @fio: each point one fio run capped at
+// @runtime_s seconds (0: the session's cap); @on_stage, when set, after each
+// stage with its name, its number of points and its best GB/s.
+void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio, unsigned runtime_s,
+		const std::function<void(const std::string &stage, size_t points, double best_gbps)> &on_stage);
 
 // ------------------------------------------------------------ the verdict
 

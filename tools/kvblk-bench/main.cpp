@@ -567,18 +567,10 @@ int main(int argc, char **argv)
 	}
 	if (fio && fio->available()) {
 		const uint64_t t0 = now_ns();
-		for (auto stage = rep.search.next_stage(); !stage.empty(); stage = rep.search.next_stage()) {
-			for (const FioKnobs &k : stage)
-				rep.search.record(fio->run(k, search_runtime));
-			if (!quiet) {
-				const SearchPoint &last = rep.search.points().back();
-				double best = 0;
-				for (const SearchPoint &p : rep.search.points())
-					if (p.stage == last.stage && p.pt.ok)
-						best = std::max(best, p.pt.gbps);
-				err(fmt::format("fio search: stage {}: {} points, best {:.3f} GB/s", last.stage, stage.size(), best));
-			}
-		}
+		run_search(rep.search, *fio, search_runtime, [&](const std::string &stage, size_t points, double best) {
+			if (!quiet)
+				err(fmt::format("fio search: stage {}: {} points, best {:.3f} GB/s", stage, points, best));
+		});
 		rep.search_seconds = double(now_ns() - t0) / 1e9;
 	}
 	const std::vector<FioKnobs> finalists = fio && fio->available() ? rep.search.finalists() : std::vector<FioKnobs>{};
