@@ -209,12 +209,20 @@ std::vector<size_t> CeilingSearch::stage_bests() const
 	return bests;
 }
 
-void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio, unsigned runtime_s,
+void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio,
 		const std::function<void(const std::string &, size_t, double)> &on_stage)
 {
+	// A point is one fio job, in the search and in the rounds alike. Until
+	// 2026-12-05 the search capped its runs at --search-runtime (1 s) and
+	// the rounds at --fio-runtime (10 s): the same replay otherwise, but a
+	// search run of a point slower than one pass per second read only the
+	// start of the pass, and its figure was not the rounds' job. (That cap
+	// did not make make demo's 4.7 GB/s search runs: they ended after the
+	// pass, in under 0.5 s. A stage's best is the highest of several one-run
+	// figures, the rounds' figure a median: docs/results.md, 2026-12-05.)
 	for (auto stage = search.next_stage(); !stage.empty(); stage = search.next_stage()) {
 		for (const FioKnobs &k : stage)
-			search.record(fio.run(k, runtime_s));
+			search.record(fio.run(k));
 		if (on_stage) {
 			const SearchPoint &last = search.points().back();
 			double best = 0;

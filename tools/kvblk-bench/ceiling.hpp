@@ -24,7 +24,8 @@
 //           point, fixed buffers, registered files, and both.
 //
 // Every point is a separate fio run over the same replay logs (the same
-// commands in the same order as one kvblk pass), capped at a short runtime.
+// commands in the same order as one kvblk pass), the same job as a finalist's
+// runs in the rounds: one pass, the same cap (run_search()).
 // The best `finalists` distinct points, then each stage's best, the best
 // spread and the best lean point where they are not among them, are then
 // measured again in rounds interleaved with the
@@ -100,10 +101,11 @@ private:
 	std::vector<SearchPoint> points_;
 };
 
-// Runs every stage of @search with @fio: each point one fio run capped at
-// @runtime_s seconds (0: the session's cap); @on_stage, when set, after each
-// stage with its name, its number of points and its best GB/s.
-void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio, unsigned runtime_s,
+// Runs every stage of @search with @fio: each point one fio run, exactly the
+// job the rounds run again for a finalist (FioSession::run(), the session's
+// one cap: --fio-runtime); @on_stage, when set, after each stage with its
+// name, its number of points and its best GB/s.
+void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio,
 		const std::function<void(const std::string &stage, size_t points, double best_gbps)> &on_stage);
 
 // ------------------------------------------------------------ the verdict

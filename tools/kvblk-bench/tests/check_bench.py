@@ -149,7 +149,7 @@ def check_ceiling(doc, rc):
 def fio_checks(bench, tmp, store):
     # A tiny search: both engines, depths 1 and 4, up to 2 jobs; 3 rounds.
     args = base_args(store) + ["--backends", "psync,uring", "--qd", "8", "--fio-qd", "1,4", "--fio-max-jobs", "2",
-                               "--search-runtime", "1", "--fio-runtime", "5", "--repeat", "3", "-o", "json"]
+                               "--fio-runtime", "5", "--repeat", "3", "-o", "json"]
     p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
     check(p.returncode in (0, 3), f"exit {p.returncode}: {p.stderr}")
     doc = json.loads(p.stdout)

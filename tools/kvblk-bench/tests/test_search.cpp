@@ -3,8 +3,13 @@
 // against the descriptors the runner builds.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -534,4 +539,75 @@ TEST(SearchPlan, every_stage_best_is_a_finalist_even_when_its_lean_variant_outra
 	spread_lean.spread = true;
 	spread_lean.lean = true;
 	EXPECT_NE(std::find(f.begin(), f.end(), spread_lean), f.end());
+}
+
+namespace {
+
+// A stand-in for fio: appends its arguments to @dir/argv.log, one line per
+// run, and writes a successful one-job JSON document to its --output.
+std::string fake_fio(const std::string &dir)
+{
+	const std::string prog = dir + "/fio";
+	std::ofstream f(prog);
+	f << "#!/bin/sh\n"
+	     "out=\n"
+	     "for a; do case \"$a\" in --output=*) out=\"${a#--output=}\";; esac; done\n"
+	     "echo \"$*\" >> '"
+	  << dir
+	  << "/argv.log'\n"
+	     "printf '%s' '{\"fio version\": \"fio-fake\", \"jobs\": [{\"error\": 0, \"read\": {\"io_bytes\": 1048576, "
+	     "\"total_ios\": 8, \"runtime\": 1, \"bw_bytes\": 1048576000, \"iops\": 8000}}]}' > \"$out\"\n";
+	f.close();
+	::chmod(prog.c_str(), 0755);
+	return prog;
+}
+
+} // namespace
+
+TEST(SearchRun, a_search_point_is_the_same_fio_job_as_its_runs_in_the_rounds)
+{
+	// make demo 2026-12-05: the search read 4.699 GB/s for libaio QD 16
+	// (one run), the rounds 2.35 2.13 2.20 for the same point. The one
+	// thing that differed in fio's command line was the cap: --runtime=1
+	// in the search (--search-runtime), --runtime=10 in the rounds
+	// (--fio-runtime). A point is one fio job: the search and the rounds
+	// must run the same one.
+	char tmpl[] = "/tmp/kvblk-bench-test.XXXXXX";
+	ASSERT_NE(mkdtemp(tmpl), nullptr);
+	const std::string dir = tmpl;
+	kvblk_tools::FioConfig fc;
+	fc.fio = fake_fio(dir);
+	fc.replays[1] = kvblk_tools::FioReplay{{dir + "/replay.log"}, 8u << 17, 8};
+	fc.runtime_s = 10; // --fio-runtime's default, as main sets it
+	std::vector<std::string> lines;
+	{
+		kvblk_tools::FioSession fio(fc);
+		ASSERT_TRUE(fio.available()) << fio.note();
+		SearchSpec spec = make_search_spec(SearchMode::quick, 1);
+		spec.engines = {"libaio"};
+		spec.depths = {1, 4};
+		CeilingSearch s(spec);
+		run_search(s, fio, {});
+		ASSERT_FALSE(s.points().empty());
+		const std::vector<FioKnobs> finalists = s.finalists();
+		ASSERT_FALSE(finalists.empty());
+		for (const FioKnobs &k : finalists) // a round, as main runs it
+			EXPECT_TRUE(fio.run(k).ok);
+		std::ifstream in(dir + "/argv.log");
+		for (std::string l; std::getline(in, l);)
+			lines.push_back(l);
+		ASSERT_EQ(lines.size(), s.points().size() + finalists.size());
+		for (size_t f = 0; f < finalists.size(); f++) {
+			size_t p = 0;
+			while (p < s.points().size() && s.points()[p].pt.knobs != finalists[f])
+				p++;
+			ASSERT_LT(p, s.points().size());
+			EXPECT_EQ(lines[p], lines[s.points().size() + f]) << finalists[f].name();
+		}
+	}
+	for (const std::string &l : lines)
+		EXPECT_NE(l.find("--runtime=10 "), std::string::npos) << l;
+	::unlink((dir + "/argv.log").c_str());
+	::unlink((dir + "/fio").c_str());
+	::rmdir(dir.c_str());
 }
