@@ -234,6 +234,15 @@ void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio,
 	}
 }
 
+double CeilingSearch::median_point_gbps() const
+{
+	std::vector<double> v;
+	for (const SearchPoint &p : points_)
+		if (p.pt.ok)
+			v.push_back(p.pt.gbps);
+	return percentile(v, 50);
+}
+
 bool reproduced(double search_gbps, double median) noexcept
 {
 	return median >= kReproduceSlack * search_gbps;

@@ -86,6 +86,11 @@ public:
 	[[nodiscard]] std::vector<FioKnobs> finalists() const;
 	// Index in points() of each stage's best successful point, in stage order.
 	[[nodiscard]] std::vector<size_t> stage_bests() const;
+	// GB/s of the median successful point (nearest rank), 0 without one: a
+	// stage's best is the highest of several one-run figures, so on a disk
+	// whose runs vary it sits above what a typical run of the search read;
+	// this is what a typical run read, next to the rounds' medians.
+	[[nodiscard]] double median_point_gbps() const;
 	[[nodiscard]] const std::vector<SearchPoint> &points() const noexcept { return points_; }
 	[[nodiscard]] const SearchSpec &spec() const noexcept { return spec_; }
 

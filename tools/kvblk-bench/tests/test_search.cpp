@@ -241,6 +241,13 @@ TEST(SearchPlan, stage_bests_and_reproduction)
 			}
 	}
 	EXPECT_EQ(stages, (std::vector<std::string>{"depth", "jobs", "spread", "refine"}));
+	// The typical search run, next to the stage bests (the highest ones).
+	std::vector<double> all;
+	for (const SearchPoint &p : s.points())
+		all.push_back(p.pt.gbps);
+	std::sort(all.begin(), all.end());
+	EXPECT_DOUBLE_EQ(s.median_point_gbps(), all[(all.size() + 1) / 2 - 1]);
+	EXPECT_DOUBLE_EQ(CeilingSearch(spec).median_point_gbps(), 0.0);
 	EXPECT_TRUE(reproduced(3.05, 3.05 * 0.95));
 	EXPECT_TRUE(reproduced(3.05, 3.5));
 	EXPECT_FALSE(reproduced(3.05, 1.9));
