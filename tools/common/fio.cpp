@@ -299,7 +299,7 @@ FioSession::~FioSession()
 	}
 }
 
-FioPoint FioSession::run(const FioKnobs &k, unsigned runtime_s)
+FioPoint FioSession::run(const FioKnobs &k)
 {
 	FioPoint pt;
 	pt.knobs = k;
@@ -313,9 +313,7 @@ FioPoint FioSession::run(const FioKnobs &k, unsigned runtime_s)
 		std::fprintf(stderr, "\r\x1b[Kfio %s ...", k.name().c_str());
 		std::fflush(stderr);
 	}
-	FioConfig cfg = cfg_;
-	if (runtime_s)
-		cfg.runtime_s = runtime_s;
+	const FioConfig &cfg = cfg_;
 	double cmd_bytes = 0;
 	const std::map<uint32_t, FioReplay> &logs = k.spread ? cfg.spread_replays : cfg.replays;
 	if (auto it = logs.find(k.numjobs); it != logs.end() && it->second.commands)

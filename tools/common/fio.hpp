@@ -141,8 +141,9 @@ public:
 	[[nodiscard]] const std::string &note() const noexcept { return sweep_.note; }
 	[[nodiscard]] const std::string &version() const noexcept { return sweep_.version; }
 	[[nodiscard]] const std::string &program() const noexcept { return sweep_.program; }
-	// One point with a runtime cap of @runtime_s (0: the config's).
-	FioPoint run(const FioKnobs &k, unsigned runtime_s = 0);
+	// One point, capped at the config's runtime_s. There is no other cap:
+	// kvblk-bench's search and its rounds run a point as the same fio job.
+	FioPoint run(const FioKnobs &k);
 
 private:
 	FioConfig cfg_;

@@ -24,9 +24,11 @@
 //           point, fixed buffers, registered files, and both.
 //
 // Every point is a separate fio run over the same replay logs (the same
-// commands in the same order as one kvblk pass), capped at a short runtime.
-// The best `finalists` distinct points, and the best spread and the best
-// lean point if they are not among them, are then measured again in rounds interleaved with the
+// commands in the same order as one kvblk pass), the same job as a finalist's
+// runs in the rounds: one pass, the same cap (run_search()).
+// The best `finalists` distinct points, then each stage's best, the best
+// spread and the best lean point where they are not among them, are then
+// measured again in rounds interleaved with the
 // kvblk settings (as many rounds as kvblk's, each point one run per round);
 // the median of each is its figure and the best median is the ceiling (see
 // judge_ceiling()). A search figure is one short run: a stage's best that its
@@ -34,6 +36,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -77,11 +80,17 @@ public:
 	std::vector<FioKnobs> next_stage();
 	void record(const FioPoint &pt);
 
-	// The best `finalists` successful points, best first, then the best
-	// spread point and the best lean point if they are not among them.
+	// The best `finalists` successful points, best first, then each stage's
+	// best (stage order), the best spread point and the best lean point,
+	// each where it is not among them already.
 	[[nodiscard]] std::vector<FioKnobs> finalists() const;
 	// Index in points() of each stage's best successful point, in stage order.
 	[[nodiscard]] std::vector<size_t> stage_bests() const;
+	// GB/s of the median successful point (nearest rank), 0 without one: a
+	// stage's best is the highest of several one-run figures, so on a disk
+	// whose runs vary it sits above what a typical run of the search read;
+	// this is what a typical run read, next to the rounds' medians.
+	[[nodiscard]] double median_point_gbps() const;
 	[[nodiscard]] const std::vector<SearchPoint> &points() const noexcept { return points_; }
 	[[nodiscard]] const SearchSpec &spec() const noexcept { return spec_; }
 
@@ -96,6 +105,13 @@ private:
 	std::string stage_name_;
 	std::vector<SearchPoint> points_;
 };
+
+// Runs every stage of @search with @fio: each point one fio run, exactly the
+// job the rounds run again for a finalist (FioSession::run(), the session's
+// one cap: --fio-runtime); @on_stage, when set, after each stage with its
+// name, its number of points and its best GB/s.
+void run_search(CeilingSearch &search, kvblk_tools::FioSession &fio,
+		const std::function<void(const std::string &stage, size_t points, double best_gbps)> &on_stage);
 
 // ------------------------------------------------------------ the verdict
 

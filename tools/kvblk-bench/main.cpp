@@ -229,7 +229,7 @@ int main(int argc, char **argv)
 	std::vector<std::string> fio_engines = {"io_uring", "libaio"};
 	uint64_t cmd_bytes = KVBLK_DEFAULT_MAX_CMD_BYTES;
 	uint32_t batch_objects = 16, fio_max_jobs = 0;
-	unsigned repeat = 3, fio_runtime = 10, search_runtime = 1;
+	unsigned repeat = 3, fio_runtime = 10;
 	uint64_t buffer_mib = 4096;
 	bool no_fio = false, allow_no_ceiling = false, quiet = false, keep = false, recreate = false;
 	std::string output = "normal", dest = "host", search_mode = "quick";
@@ -331,11 +331,8 @@ int main(int argc, char **argv)
 	app.add_option("--fio-max-jobs", fio_max_jobs, "Most fio jobs to try (default: the most workers of --threads/--rings)")
 		->check(CLI::Range(1u, 64u))
 		->group(g_fio);
-	app.add_option("--search-runtime", search_runtime, "Cap in seconds per search point")
-		->capture_default_str()
-		->check(CLI::Range(1u, 3600u))
-		->group(g_fio);
-	app.add_option("--fio-runtime", fio_runtime, "Cap in seconds per finalist run (each also ends after one pass)")
+	app.add_option("--fio-runtime", fio_runtime,
+		       "Cap in seconds per fio run, search point and finalist alike (each also ends after one pass)")
 		->capture_default_str()
 		->check(CLI::Range(1u, 3600u))
 		->group(g_fio);
@@ -567,18 +564,10 @@ int main(int argc, char **argv)
 	}
 	if (fio && fio->available()) {
 		const uint64_t t0 = now_ns();
-		for (auto stage = rep.search.next_stage(); !stage.empty(); stage = rep.search.next_stage()) {
-			for (const FioKnobs &k : stage)
-				rep.search.record(fio->run(k, search_runtime));
-			if (!quiet) {
-				const SearchPoint &last = rep.search.points().back();
-				double best = 0;
-				for (const SearchPoint &p : rep.search.points())
-					if (p.stage == last.stage && p.pt.ok)
-						best = std::max(best, p.pt.gbps);
-				err(fmt::format("fio search: stage {}: {} points, best {:.3f} GB/s", last.stage, stage.size(), best));
-			}
-		}
+		run_search(rep.search, *fio, [&](const std::string &stage, size_t points, double best) {
+			if (!quiet)
+				err(fmt::format("fio search: stage {}: {} points, best {:.3f} GB/s", stage, points, best));
+		});
 		rep.search_seconds = double(now_ns() - t0) / 1e9;
 	}
 	const std::vector<FioKnobs> finalists = fio && fio->available() ? rep.search.finalists() : std::vector<FioKnobs>{};

@@ -254,6 +254,10 @@ std::string render_text(const Report &r)
 				 "commands of one kvblk pass in its order",
 				 r.search_mode == SearchMode::thorough ? "thorough" : "quick", r.search.points().size(), ok,
 				 r.search_seconds, r.fio_version.empty() ? "fio" : r.fio_version));
+		if (ok)
+			line(fmt::format("  Search points: one run each, median {:.3f} GB/s (the stage bests below are "
+					 "the highest of several such runs)",
+					 r.search.median_point_gbps()));
 		for (const FioPoint &p : r.finals.points) {
 			if (p.ok)
 				line(fmt::format("  {:<44} {:8.3f} GB/s  clat p50 {:9.1f} us  p99 {:9.1f} us  CPU {:.3f} s/GB",
@@ -520,6 +524,7 @@ nlohmann::json render_json(const Report &r)
 		{"finalists", finals},
 		{"spread_jobs", r.search.spec().spread_jobs},
 		{"stage_bests", stage_bests},
+		{"median_point_gbps", r.search.median_point_gbps()},
 	};
 	j["ceiling"] = {
 		{"status", !r.fio_enabled	  ? "disabled"

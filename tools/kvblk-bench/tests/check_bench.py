@@ -149,7 +149,7 @@ def check_ceiling(doc, rc):
 def fio_checks(bench, tmp, store):
     # A tiny search: both engines, depths 1 and 4, up to 2 jobs; 3 rounds.
     args = base_args(store) + ["--backends", "psync,uring", "--qd", "8", "--fio-qd", "1,4", "--fio-max-jobs", "2",
-                               "--search-runtime", "1", "--fio-runtime", "5", "--repeat", "3", "-o", "json"]
+                               "--fio-runtime", "5", "--repeat", "3", "-o", "json"]
     p = subprocess.run([bench] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=240)
     check(p.returncode in (0, 3), f"exit {p.returncode}: {p.stderr}")
     doc = json.loads(p.stdout)
@@ -169,13 +169,15 @@ def fio_checks(bench, tmp, store):
     check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
     check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
               if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")
-    # 2 (quick), and the best spread and lean points when they are not among them.
+    # 2 (quick), then each stage's best, the best spread and lean points when they are not among them.
     fin = s["finalists"]
-    check(len(fin) in (2, 3, 4), "quick search: 2 finalists (+ the best spread and lean points)")
+    bests = [b["config"] for b in s["stage_bests"]]
+    check(2 <= len(fin) <= 2 + len(bests) + 2, "quick search: 2 finalists (+ stage bests, best spread and lean)")
+    check(all(b["finalist"] for b in s["stage_bests"]), "a stage's best is not a finalist")
     check(any(f["config"]["spread"] for f in fin), "the best spread point is not a finalist")
     check(any(f["config"]["lean"] for f in fin), "the best lean point is not a finalist")
-    check(all(f["config"]["spread"] or f["config"]["lean"] for f in fin[2:]),
-          "an extra finalist that is neither spread nor lean")
+    check(all(f["config"] in bests or f["config"]["spread"] or f["config"]["lean"] for f in fin[2:]),
+          "an extra finalist that is neither a stage's best, spread nor lean")
     check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
     check_ceiling(doc, p.returncode)
     check_results(doc, ["psync", "uring"], "fio run")

@@ -163,6 +163,7 @@ TEST(Json, has_the_fields_the_results_need)
 	EXPECT_DOUBLE_EQ(j["ratios"]["uring_over_psync"].get<double>(), 3.8);
 	EXPECT_TRUE(j["search"]["points"].is_array());
 	EXPECT_EQ(j["search"]["finalists"].size(), 1u);
+	EXPECT_DOUBLE_EQ(j["search"]["median_point_gbps"].get<double>(), 0.0); // no search point
 
 	std::string text = render_text(r);
 	EXPECT_NE(text.find("uring / fio best      = 0.95"), std::string::npos) << text;

@@ -3,8 +3,13 @@
 // against the descriptors the runner builds.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -118,12 +123,20 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 2u + 4u);
 	EXPECT_TRUE(s.next_stage().empty());
 
-	// Finalists: the three best distinct points, best first.
+	// Finalists: the three best distinct points, best first, then the best
+	// of each stage that is not among them (refine's is f[0]).
 	auto f = s.finalists();
-	ASSERT_EQ(f.size(), 3u);
+	ASSERT_EQ(f.size(), 5u);
 	EXPECT_EQ(f[0].engine, "io_uring"); // QD 32 + fixedbufs: 5.04 + 0.2 > libaio 5.15
 	EXPECT_TRUE(f[0].fixedbufs);
 	EXPECT_GE(measure(f[1]).gbps, measure(f[2]).gbps);
+	FioKnobs depth_best, jobs_best;
+	depth_best.engine = jobs_best.engine = "libaio";
+	depth_best.iodepth = 32;
+	jobs_best.iodepth = 16;
+	jobs_best.numjobs = 2;
+	EXPECT_EQ(f[3], depth_best);
+	EXPECT_EQ(f[4], jobs_best);
 }
 
 TEST(SearchPlan, one_worker_skips_the_jobs_stage_and_failures_are_not_finalists)
@@ -172,22 +185,27 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 		}
 	EXPECT_EQ(spread, want);
 	// The model does not reward spreading, so no spread point is among the
-	// three best; the best of them is measured again anyway, after them.
+	// three best; the best of them is measured again anyway, after them and
+	// after the depth stage's best (libaio QD 32; refine's best is f[0]).
 	// (io_uring QD 32 fixedbufs lean is among the three: no lean one added.)
 	auto f = s.finalists();
-	ASSERT_EQ(f.size(), 4u);
+	ASSERT_EQ(f.size(), 5u);
 	EXPECT_FALSE(f[0].spread || f[1].spread || f[2].spread);
 	EXPECT_TRUE(f[0].lean || f[1].lean || f[2].lean);
-	EXPECT_TRUE(f[3].spread);
-	EXPECT_EQ(f[3].engine, "libaio"); // 1.02 x: libaio's QD 16 x 2 (32 in flight) is the best spread point
+	EXPECT_FALSE(f[3].spread);
+	EXPECT_EQ(f[3].engine, "libaio");
 	EXPECT_EQ(f[3].in_flight(), 32u);
-	EXPECT_EQ(f[3].numjobs, 2u);
+	EXPECT_TRUE(f[4].spread);
+	EXPECT_EQ(f[4].engine, "libaio"); // 1.02 x: libaio's QD 16 x 2 (32 in flight) is the best spread point
+	EXPECT_EQ(f[4].in_flight(), 32u);
+	EXPECT_EQ(f[4].numjobs, 2u);
 
-	// Without objects to spread over, no stage.
+	// Without objects to spread over, no stage (the depth stage's best is
+	// the fourth finalist).
 	CeilingSearch none(make_search_spec(SearchMode::thorough, 1));
 	for (const SearchPoint &p : run(none))
 		EXPECT_NE(p.stage, "spread");
-	EXPECT_EQ(none.finalists().size(), 3u);
+	EXPECT_EQ(none.finalists().size(), 4u);
 
 	// A lean point below the three best is measured again too.
 	SearchSpec one = make_search_spec(SearchMode::thorough, 1);
@@ -223,6 +241,13 @@ TEST(SearchPlan, stage_bests_and_reproduction)
 			}
 	}
 	EXPECT_EQ(stages, (std::vector<std::string>{"depth", "jobs", "spread", "refine"}));
+	// The typical search run, next to the stage bests (the highest ones).
+	std::vector<double> all;
+	for (const SearchPoint &p : s.points())
+		all.push_back(p.pt.gbps);
+	std::sort(all.begin(), all.end());
+	EXPECT_DOUBLE_EQ(s.median_point_gbps(), all[(all.size() + 1) / 2 - 1]);
+	EXPECT_DOUBLE_EQ(CeilingSearch(spec).median_point_gbps(), 0.0);
 	EXPECT_TRUE(reproduced(3.05, 3.05 * 0.95));
 	EXPECT_TRUE(reproduced(3.05, 3.5));
 	EXPECT_FALSE(reproduced(3.05, 1.9));
@@ -470,4 +495,126 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 	EXPECT_EQ(s.points()[b[1].point].stage, "refine");
 	EXPECT_DOUBLE_EQ(b[1].remeasured, 2.45);
 	EXPECT_TRUE(b[1].reproduced); // 2.45 >= 0.95 x 2.5
+}
+
+TEST(SearchPlan, every_stage_best_is_a_finalist_even_when_its_lean_variant_outran_it)
+{
+	// make demo, 2026-12-05 07:00: the spread stage's best (libaio QD 4 x 4
+	// jobs, a job per object, 3.919 GB/s) was reported "not a finalist":
+	// refine measured its lean variant (also a spread point) higher in its
+	// one short run, so "the best spread point" was that one, and the spread
+	// stage's own best was never measured again.
+	SearchSpec spec = make_search_spec(SearchMode::quick, 1);
+	spec.engines = {"libaio"};
+	spec.spread_jobs = 4;
+	CeilingSearch s(spec);
+	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
+		for (const FioKnobs &k : stage) {
+			FioPoint p;
+			p.knobs = k;
+			p.ok = true;
+			const bool qd4x4 = k.spread && k.iodepth == 4 && k.numjobs == 4;
+			p.gbps = k.iodepth == 16 && k.numjobs == 1 ? (k.lean ? 4.668 : 4.699)
+				 : qd4x4			   ? (k.lean ? 4.0 : 3.919)
+								   : 2.0;
+			p.bw_bytes = uint64_t(p.gbps * 1e9);
+			s.record(p);
+		}
+	const std::vector<FioKnobs> f = s.finalists();
+	for (size_t i : s.stage_bests()) {
+		const SearchPoint &b = s.points()[i];
+		EXPECT_NE(std::find(f.begin(), f.end(), b.pt.knobs), f.end())
+			<< "stage " << b.stage << "'s best " << b.pt.knobs.name() << " is not a finalist";
+	}
+	// The rounds then hold each stage's best to its own median.
+	FioSweep finals;
+	for (const FioKnobs &k : f) {
+		FioPoint p;
+		p.knobs = k;
+		p.ok = true;
+		p.gbps = 2.0;
+		p.bw_bytes = uint64_t(2e9);
+		finals.points.push_back(p);
+	}
+	for (const StageBest &b : check_stage_bests(s, finals))
+		EXPECT_GE(b.final, 0) << s.points()[b.point].stage;
+	// The best spread point (its lean variant) is measured again too.
+	FioKnobs spread_lean;
+	spread_lean.engine = "libaio";
+	spread_lean.iodepth = 4;
+	spread_lean.numjobs = 4;
+	spread_lean.spread = true;
+	spread_lean.lean = true;
+	EXPECT_NE(std::find(f.begin(), f.end(), spread_lean), f.end());
+}
+
+namespace {
+
+// A stand-in for fio: appends its arguments to @dir/argv.log, one line per
+// run, and writes a successful one-job JSON document to its --output.
+std::string fake_fio(const std::string &dir)
+{
+	const std::string prog = dir + "/fio";
+	std::ofstream f(prog);
+	f << "#!/bin/sh\n"
+	     "out=\n"
+	     "for a; do case \"$a\" in --output=*) out=\"${a#--output=}\";; esac; done\n"
+	     "echo \"$*\" >> '"
+	  << dir
+	  << "/argv.log'\n"
+	     "printf '%s' '{\"fio version\": \"fio-fake\", \"jobs\": [{\"error\": 0, \"read\": {\"io_bytes\": 1048576, "
+	     "\"total_ios\": 8, \"runtime\": 1, \"bw_bytes\": 1048576000, \"iops\": 8000}}]}' > \"$out\"\n";
+	f.close();
+	::chmod(prog.c_str(), 0755);
+	return prog;
+}
+
+} // namespace
+
+TEST(SearchRun, a_search_point_is_the_same_fio_job_as_its_runs_in_the_rounds)
+{
+	// make demo 2026-12-05: the search read 4.699 GB/s for libaio QD 16
+	// (one run), the rounds 2.35 2.13 2.20 for the same point. The one
+	// thing that differed in fio's command line was the cap: --runtime=1
+	// in the search (--search-runtime), --runtime=10 in the rounds
+	// (--fio-runtime). A point is one fio job: the search and the rounds
+	// must run the same one.
+	char tmpl[] = "/tmp/kvblk-bench-test.XXXXXX";
+	ASSERT_NE(mkdtemp(tmpl), nullptr);
+	const std::string dir = tmpl;
+	kvblk_tools::FioConfig fc;
+	fc.fio = fake_fio(dir);
+	fc.replays[1] = kvblk_tools::FioReplay{{dir + "/replay.log"}, 8u << 17, 8};
+	fc.runtime_s = 10; // --fio-runtime's default, as main sets it
+	std::vector<std::string> lines;
+	{
+		kvblk_tools::FioSession fio(fc);
+		ASSERT_TRUE(fio.available()) << fio.note();
+		SearchSpec spec = make_search_spec(SearchMode::quick, 1);
+		spec.engines = {"libaio"};
+		spec.depths = {1, 4};
+		CeilingSearch s(spec);
+		run_search(s, fio, {});
+		ASSERT_FALSE(s.points().empty());
+		const std::vector<FioKnobs> finalists = s.finalists();
+		ASSERT_FALSE(finalists.empty());
+		for (const FioKnobs &k : finalists) // a round, as main runs it
+			EXPECT_TRUE(fio.run(k).ok);
+		std::ifstream in(dir + "/argv.log");
+		for (std::string l; std::getline(in, l);)
+			lines.push_back(l);
+		ASSERT_EQ(lines.size(), s.points().size() + finalists.size());
+		for (size_t f = 0; f < finalists.size(); f++) {
+			size_t p = 0;
+			while (p < s.points().size() && s.points()[p].pt.knobs != finalists[f])
+				p++;
+			ASSERT_LT(p, s.points().size());
+			EXPECT_EQ(lines[p], lines[s.points().size() + f]) << finalists[f].name();
+		}
+	}
+	for (const std::string &l : lines)
+		EXPECT_NE(l.find("--runtime=10 "), std::string::npos) << l;
+	::unlink((dir + "/argv.log").c_str());
+	::unlink((dir + "/fio").c_str());
+	::rmdir(dir.c_str());
 }
