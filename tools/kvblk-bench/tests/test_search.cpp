@@ -72,13 +72,15 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 		}
 	}
 	EXPECT_EQ(stages, (std::set<std::string>{"depth", "jobs", "refine"}));
-	// Stage 1: both engines, one job, every depth, plain.
+	// Stage 1: both engines, one job, every depth; io_uring with registered
+	// buffers (as kvblk's uring backend), nothing else.
 	size_t depth = 0;
 	for (const SearchPoint &p : pts)
 		if (p.stage == "depth") {
 			depth++;
 			EXPECT_EQ(p.pt.knobs.numjobs, 1u);
-			EXPECT_FALSE(p.pt.knobs.fixedbufs || p.pt.knobs.registerfiles);
+			EXPECT_EQ(p.pt.knobs.fixedbufs, p.pt.knobs.engine == "io_uring");
+			EXPECT_FALSE(p.pt.knobs.registerfiles || p.pt.knobs.lean);
 		}
 	EXPECT_EQ(depth, 16u);
 	// Stage 2: jobs 2 and 4 at the engine's best depth (32) split and whole.
@@ -88,55 +90,57 @@ TEST(SearchPlan, stages_cover_engines_jobs_and_refine_around_the_best)
 			k.engine = e;
 			k.iodepth = qd;
 			k.numjobs = jobs;
+			k.fixedbufs = k.engine == "io_uring";
 			EXPECT_EQ(std::count(seen.begin(), seen.end(), k), 1) << k.name();
 		}
-	// Stage 3: depths halfway to the neighbours of the best (libaio QD 32),
-	// and io_uring's knobs on io_uring's best point.
+	// Stage 3: depths halfway to the neighbours of the best (io_uring QD 32
+	// with fixed buffers: 5.04 + 0.2 > libaio's 5.15), and io_uring's knobs
+	// on io_uring's best point: without registered buffers, and with
+	// registered files too.
 	std::vector<FioKnobs> refine;
 	for (const SearchPoint &p : pts)
 		if (p.stage == "refine")
 			refine.push_back(p.pt.knobs);
 	FioKnobs lo, hi;
-	lo.engine = hi.engine = "libaio";
+	lo.fixedbufs = hi.fixedbufs = true;
 	lo.iodepth = 23; // 32 / sqrt(2)
 	hi.iodepth = 45; // 32 * sqrt(2)
 	EXPECT_EQ(std::count(refine.begin(), refine.end(), lo), 1);
 	EXPECT_EQ(std::count(refine.begin(), refine.end(), hi), 1);
-	size_t toggles = 0;
-	for (const FioKnobs &k : refine)
-		if (k.fixedbufs || k.registerfiles) {
-			toggles++;
-			EXPECT_EQ(k.engine, "io_uring");
-			EXPECT_EQ(k.in_flight(), 32u);
-		}
-	EXPECT_EQ(toggles, 4u); // fixedbufs, registerfiles, both, and fixedbufs lean
+	FioKnobs plain, both;
+	plain.iodepth = both.iodepth = 32;
+	both.fixedbufs = both.registerfiles = true;
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), plain), 1);
+	EXPECT_EQ(std::count(refine.begin(), refine.end(), both), 1);
 	// Commands submitted together on the best point of each stage: depth's
-	// libaio QD 32, jobs' libaio QD 16 x 2 (the first of the ties).
+	// io_uring QD 32, jobs' io_uring QD 16 x 2 (the first of the ties).
 	FioKnobs lean;
-	lean.engine = "libaio";
 	lean.iodepth = 32;
+	lean.fixedbufs = true;
 	lean.lean = true;
 	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
 	lean.iodepth = 16;
 	lean.numjobs = 2;
 	EXPECT_EQ(std::count(refine.begin(), refine.end(), lean), 1);
-	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 2u + 4u);
+	EXPECT_EQ(s.points().size(), 16u + 8u + 2u + 2u + 2u);
 	EXPECT_TRUE(s.next_stage().empty());
 
-	// Finalists: the three best distinct points, best first, then the best
-	// of each stage that is not among them (refine's is f[0]).
+	// Finalists: the three best distinct points, best first (depth's and
+	// jobs' bests among them), then the best of each stage that is not
+	// among them: refine's, the first lean point of the ties at 5.244.
 	auto f = s.finalists();
-	ASSERT_EQ(f.size(), 5u);
-	EXPECT_EQ(f[0].engine, "io_uring"); // QD 32 + fixedbufs: 5.04 + 0.2 > libaio 5.15
-	EXPECT_TRUE(f[0].fixedbufs);
-	EXPECT_GE(measure(f[1]).gbps, measure(f[2]).gbps);
+	ASSERT_EQ(f.size(), 4u);
 	FioKnobs depth_best, jobs_best;
-	depth_best.engine = jobs_best.engine = "libaio";
+	depth_best.fixedbufs = jobs_best.fixedbufs = true;
 	depth_best.iodepth = 32;
 	jobs_best.iodepth = 16;
 	jobs_best.numjobs = 2;
-	EXPECT_EQ(f[3], depth_best);
-	EXPECT_EQ(f[4], jobs_best);
+	EXPECT_EQ(f[0], depth_best); // 5.04 + 0.2 > libaio's 5.15
+	EXPECT_EQ(f[1], jobs_best);
+	EXPECT_GE(measure(f[1]).gbps, measure(f[2]).gbps);
+	lean.iodepth = 32;
+	lean.numjobs = 1;
+	EXPECT_EQ(f[3], lean);
 }
 
 TEST(SearchPlan, one_worker_skips_the_jobs_stage_and_failures_are_not_finalists)
@@ -180,32 +184,33 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 			k.engine = e;
 			k.iodepth = qd;
 			k.numjobs = jobs;
+			k.fixedbufs = k.engine == "io_uring";
 			k.spread = true;
 			want.push_back(k);
 		}
 	EXPECT_EQ(spread, want);
-	// The model does not reward spreading, so no spread point is among the
-	// three best; the best of them is measured again anyway, after them and
-	// after the depth stage's best (libaio QD 32; refine's best is f[0]).
-	// (io_uring QD 32 fixedbufs lean is among the three: no lean one added.)
+	// The model neither rewards nor penalises spreading: io_uring's spread
+	// points with 32 in flight tie with its QD 32 (5.244 with fixed
+	// buffers), so the spread stage's best is among the three best; refine's
+	// best (the first lean point of the ties) comes after them.
 	auto f = s.finalists();
-	ASSERT_EQ(f.size(), 5u);
-	EXPECT_FALSE(f[0].spread || f[1].spread || f[2].spread);
-	EXPECT_TRUE(f[0].lean || f[1].lean || f[2].lean);
+	ASSERT_EQ(f.size(), 4u);
+	FioKnobs depth_best;
+	depth_best.iodepth = 32;
+	depth_best.fixedbufs = true;
+	EXPECT_EQ(f[0], depth_best);
+	EXPECT_TRUE(f[1].spread);
+	EXPECT_EQ(f[1].engine, "io_uring");
+	EXPECT_EQ(f[1].in_flight(), 32u);
+	EXPECT_TRUE(f[3].lean);
 	EXPECT_FALSE(f[3].spread);
-	EXPECT_EQ(f[3].engine, "libaio");
-	EXPECT_EQ(f[3].in_flight(), 32u);
-	EXPECT_TRUE(f[4].spread);
-	EXPECT_EQ(f[4].engine, "libaio"); // 1.02 x: libaio's QD 16 x 2 (32 in flight) is the best spread point
-	EXPECT_EQ(f[4].in_flight(), 32u);
-	EXPECT_EQ(f[4].numjobs, 2u);
 
-	// Without objects to spread over, no stage (the depth stage's best is
-	// the fourth finalist).
+	// Without objects to spread over, no stage (the depth stage's and
+	// refine's bests are among the three best).
 	CeilingSearch none(make_search_spec(SearchMode::thorough, 1));
 	for (const SearchPoint &p : run(none))
 		EXPECT_NE(p.stage, "spread");
-	EXPECT_EQ(none.finalists().size(), 4u);
+	EXPECT_EQ(none.finalists().size(), 3u);
 
 	// A lean point below the three best is measured again too.
 	SearchSpec one = make_search_spec(SearchMode::thorough, 1);
@@ -470,7 +475,7 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 			FioPoint p;
 			p.knobs = k;
 			p.ok = true;
-			p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
+			p.gbps = k.iodepth == 16 && k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
 				 : k.iodepth == 8						 ? 2.5
 												 : 2.0;
 			s.record(p);
@@ -481,7 +486,9 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 		FioPoint p;
 		p.knobs = k;
 		p.ok = true;
-		p.gbps = k.iodepth == 16 && !k.fixedbufs && !k.lean ? 1.9 : k.iodepth == 8 ? 2.45 : 1.95;
+		p.gbps = k.iodepth == 16 && k.fixedbufs && !k.registerfiles && !k.lean ? 1.9
+			 : k.iodepth == 8					      ? 2.45
+										      : 1.95;
 		p.bw_bytes = uint64_t(p.gbps * 1e9);
 		finals.points.push_back(p);
 	}
