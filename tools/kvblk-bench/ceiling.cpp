@@ -41,6 +41,14 @@ static FioKnobs base_knobs(const std::string &e)
 	return k;
 }
 
+// fio's synchronous engines (one command in flight per job, as each
+// thread of kvblk's threadpool backend): no depth of their own to vary,
+// nothing to submit together.
+static bool sync_engine(const std::string &e)
+{
+	return e == "psync" || e == "pvsync" || e == "pvsync2" || e == "sync";
+}
+
 bool CeilingSearch::seen(const FioKnobs &k) const
 {
 	return std::any_of(points_.begin(), points_.end(), [&](const SearchPoint &p) { return p.pt.knobs == k; });
@@ -77,7 +85,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 			for (const std::string &e : spec_.engines)
 				for (uint32_t d : spec_.depths) {
 					FioKnobs k = base_knobs(e);
-					k.iodepth = d;
+					k.iodepth = sync_engine(e) ? 1 : d;
 					add(k);
 				}
 			break;
@@ -125,11 +133,14 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 			const FioKnobs best = points_[size_t(b)].pt.knobs;
 			// Halfway to the neighbouring depths, geometrically, never
 			// outside the depths stage 1 was given: --fio-qd 1 holds the
-			// whole search to one command in flight per job.
+			// whole search to one command in flight per job. A
+			// synchronous engine has no depth to vary.
 			const double half = std::sqrt(double(spec_.depth_factor));
 			const uint32_t lo = spec_.depths.empty() ? 1 : spec_.depths.front();
 			const uint32_t hi = spec_.depths.empty() ? 1 : spec_.depths.back();
 			for (double d : {double(best.iodepth) / half, double(best.iodepth) * half}) {
+				if (sync_engine(best.engine))
+					break;
 				FioKnobs k = best;
 				k.iodepth = uint32_t(std::lround(d));
 				if (k.iodepth >= std::max(lo, 1u) && k.iodepth <= hi)
@@ -143,7 +154,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 					if (points_[i].stage == st && points_[i].pt.ok &&
 					    (sb < 0 || points_[i].pt.gbps > points_[size_t(sb)].pt.gbps))
 						sb = int(i);
-				if (sb < 0)
+				if (sb < 0 || sync_engine(points_[size_t(sb)].pt.knobs.engine))
 					continue;
 				FioKnobs lean = points_[size_t(sb)].pt.knobs;
 				lean.lean = true;

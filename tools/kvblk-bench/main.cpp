@@ -226,7 +226,9 @@ int main(int argc, char **argv)
 	bool overwrite_device = false;
 	std::vector<std::string> backends = {"psync", "threadpool", "uring"};
 	std::vector<uint32_t> workers, threads = {8}, rings = {1}, qds = {32, 64}, fio_qds;
-	std::vector<std::string> fio_engines = {"io_uring", "libaio"};
+	// psync: the threadpool backend's counterpart (a job per worker, one
+	// command in flight each); the search varies its jobs, not its depth.
+	std::vector<std::string> fio_engines = {"io_uring", "libaio", "psync"};
 	uint64_t cmd_bytes = KVBLK_DEFAULT_MAX_CMD_BYTES;
 	uint32_t batch_objects = 16, fio_max_jobs = 0;
 	unsigned repeat = 3, fio_runtime = 10;
@@ -325,7 +327,7 @@ int main(int argc, char **argv)
 		->group(g_fio);
 	app.add_option("--fio-engines", fio_engines, "fio engines to search")
 		->delimiter(',')
-		->check(CLI::IsMember({"io_uring", "libaio"}))
+		->check(CLI::IsMember({"io_uring", "libaio", "psync"}))
 		->capture_default_str()
 		->group(g_fio);
 	app.add_option("--fio-max-jobs", fio_max_jobs, "Most fio jobs to try (default: the most workers of --threads/--rings)")

@@ -165,7 +165,9 @@ def fio_checks(bench, tmp, store):
                                    b["reproduced"] == (b["remeasured_gbps"] >= 0.95 * b["search_gbps"])
                                    for b in s["stage_bests"]), "stage_bests")
     engines = {pt["config"]["engine"] for pt in s["points"]}
-    check(engines == {"io_uring", "libaio"}, f"search engines {engines}")
+    check(engines == {"io_uring", "libaio", "psync"}, f"search engines {engines}")
+    check(all(pt["config"]["iodepth"] == 1 for pt in s["points"] if pt["config"]["engine"] == "psync"),
+          "psync at a depth other than 1")
     check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
     check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
               if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")

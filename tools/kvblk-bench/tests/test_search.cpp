@@ -625,3 +625,29 @@ TEST(SearchRun, a_search_point_is_the_same_fio_job_as_its_runs_in_the_rounds)
 	::unlink((dir + "/fio").c_str());
 	::rmdir(dir.c_str());
 }
+
+TEST(SearchPlan, psync_varies_its_jobs_never_its_depth)
+{
+	// fio's psync is the threadpool backend's counterpart: a job per
+	// worker, one command in flight each (in the idle demo of 2026-12-05
+	// threadpool W=8 read 1.10 x fio's best, which had no such point).
+	SearchSpec spec = make_search_spec(SearchMode::quick, 8);
+	spec.engines = {"psync"};
+	spec.spread_jobs = 4;
+	CeilingSearch s(spec);
+	std::vector<std::pair<std::string, uint32_t>> got; // stage, numjobs
+	for (const SearchPoint &p : run(s)) {
+		EXPECT_EQ(p.pt.knobs.iodepth, 1u) << p.pt.knobs.name();
+		EXPECT_FALSE(p.pt.knobs.lean || p.pt.knobs.fixedbufs || p.pt.knobs.registerfiles)
+			<< p.pt.knobs.name();
+		got.emplace_back(p.stage, p.pt.knobs.numjobs);
+	}
+	const std::vector<std::pair<std::string, uint32_t>> want = {
+		{"depth", 1}, {"jobs", 2}, {"jobs", 4}, {"jobs", 8}, {"spread", 2}, {"spread", 4}};
+	EXPECT_EQ(got, want);
+	// The finalists: the best of psync's points (8 jobs), and each stage's best.
+	auto f = s.finalists();
+	ASSERT_FALSE(f.empty());
+	EXPECT_EQ(f[0].numjobs, 8u);
+	EXPECT_EQ(f[0].engine, "psync");
+}
