@@ -171,15 +171,25 @@ def fio_checks(bench, tmp, store):
     check(any(pt["config"]["numjobs"] == 2 for pt in s["points"]), "no 2-job point")
     check(all(pt["config"]["engine"] == "io_uring" for pt in s["points"]
               if pt["config"]["fixedbufs"] or pt["config"]["registerfiles"]), "io_uring knobs on libaio")
-    # 2 (quick), then each stage's best, the best spread and lean points when they are not among them.
+    # 2 (quick), then each stage's best, the best spread and lean points and each engine's best
+    # when they are not among them.
     fin = s["finalists"]
     bests = [b["config"] for b in s["stage_bests"]]
-    check(2 <= len(fin) <= 2 + len(bests) + 2, "quick search: 2 finalists (+ stage bests, best spread and lean)")
+    check(2 <= len(fin) <= 2 + len(bests) + 2 + len(engines),
+          "quick search: 2 finalists (+ stage bests, best spread and lean, each engine's best)")
+    engine_best = {}
+    for pt in s["points"]:
+        e = pt["config"]["engine"]
+        if pt["ok"] and (e not in engine_best or pt["gbps"] > engine_best[e]["gbps"]):
+            engine_best[e] = pt
+    check(all(any(f["config"] == b["config"] for f in fin) for b in engine_best.values()),
+          "an engine's best point is not a finalist")
     check(all(b["finalist"] for b in s["stage_bests"]), "a stage's best is not a finalist")
     check(any(f["config"]["spread"] for f in fin), "the best spread point is not a finalist")
     check(any(f["config"]["lean"] for f in fin), "the best lean point is not a finalist")
-    check(all(f["config"] in bests or f["config"]["spread"] or f["config"]["lean"] for f in fin[2:]),
-          "an extra finalist that is neither a stage's best, spread nor lean")
+    check(all(f["config"] in bests or f["config"]["spread"] or f["config"]["lean"] or
+              any(f["config"] == b["config"] for b in engine_best.values()) for f in fin[2:]),
+          "an extra finalist that is neither a stage's best, spread, lean nor an engine's best")
     check(doc["ceiling"]["cmd_bytes"] == CMD_BYTES, "fio ran with another command size")
     check_ceiling(doc, p.returncode)
     check_results(doc, ["psync", "uring"], "fio run")
