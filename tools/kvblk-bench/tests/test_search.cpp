@@ -35,12 +35,25 @@ FioPoint measure(const FioKnobs &k)
 	return p;
 }
 
-std::vector<SearchPoint> run(CeilingSearch &s)
+// The whole search, each point measured once by @gbps (a device model).
+template <class Model>
+std::vector<SearchPoint> run(CeilingSearch &s, Model gbps)
 {
 	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
-		for (const FioKnobs &k : stage)
-			s.record(measure(k));
+		for (const FioKnobs &k : stage) {
+			FioPoint p;
+			p.knobs = k;
+			p.ok = true;
+			p.gbps = gbps(k);
+			p.bw_bytes = uint64_t(p.gbps * 1e9);
+			s.record(p);
+		}
 	return s.points();
+}
+
+std::vector<SearchPoint> run(CeilingSearch &s)
+{
+	return run(s, [](const FioKnobs &k) { return measure(k).gbps; });
 }
 
 } // namespace
@@ -218,13 +231,7 @@ TEST(SearchPlan, spread_stage_puts_a_job_on_each_object_and_its_best_is_a_finali
 	SearchSpec one = make_search_spec(SearchMode::thorough, 1);
 	one.engines = {"libaio"};
 	CeilingSearch l(one);
-	for (auto stage = l.next_stage(); !stage.empty(); stage = l.next_stage())
-		for (const FioKnobs &k : stage) {
-			FioPoint p = measure(k);
-			if (k.lean)
-				p.gbps = 1.0;
-			l.record(p);
-		}
+	run(l, [](const FioKnobs &k) { return k.lean ? 1.0 : measure(k).gbps; });
 	const auto lf = l.finalists();
 	ASSERT_EQ(lf.size(), 4u);
 	EXPECT_FALSE(lf[0].lean || lf[1].lean || lf[2].lean);
@@ -472,16 +479,11 @@ TEST(SearchPlan, a_stage_best_the_rounds_do_not_reproduce_is_flagged)
 	spec.depths = {4, 16, 64};
 	CeilingSearch s(spec);
 	// depth: QD 16 at 3.05 in its short run, QD 4 and 64 at 2.0; refine: QD 8 at 2.5, the rest 2.0.
-	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
-		for (const FioKnobs &k : stage) {
-			FioPoint p;
-			p.knobs = k;
-			p.ok = true;
-			p.gbps = k.iodepth == 16 && k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
-				 : k.iodepth == 8						 ? 2.5
-												 : 2.0;
-			s.record(p);
-		}
+	run(s, [](const FioKnobs &k) {
+		return k.iodepth == 16 && k.fixedbufs && !k.registerfiles && !k.lean ? 3.05
+		       : k.iodepth == 8						       ? 2.5
+											       : 2.0;
+	});
 	// The rounds: QD 16's median 1.9, the refine best (QD 8) 2.45.
 	FioSweep finals;
 	for (const FioKnobs &k : s.finalists()) {
@@ -517,18 +519,12 @@ TEST(SearchPlan, every_stage_best_is_a_finalist_even_when_its_lean_variant_outra
 	spec.engines = {"libaio"};
 	spec.spread_jobs = 4;
 	CeilingSearch s(spec);
-	for (auto stage = s.next_stage(); !stage.empty(); stage = s.next_stage())
-		for (const FioKnobs &k : stage) {
-			FioPoint p;
-			p.knobs = k;
-			p.ok = true;
-			const bool qd4x4 = k.spread && k.iodepth == 4 && k.numjobs == 4;
-			p.gbps = k.iodepth == 16 && k.numjobs == 1 ? (k.lean ? 4.668 : 4.699)
-				 : qd4x4			   ? (k.lean ? 4.0 : 3.919)
-								   : 2.0;
-			p.bw_bytes = uint64_t(p.gbps * 1e9);
-			s.record(p);
-		}
+	run(s, [](const FioKnobs &k) {
+		const bool qd4x4 = k.spread && k.iodepth == 4 && k.numjobs == 4;
+		return k.iodepth == 16 && k.numjobs == 1 ? (k.lean ? 4.668 : 4.699)
+		       : qd4x4			   ? (k.lean ? 4.0 : 3.919)
+							   : 2.0;
+	});
 	const std::vector<FioKnobs> f = s.finalists();
 	for (size_t i : s.stage_bests()) {
 		const SearchPoint &b = s.points()[i];
