@@ -37,6 +37,8 @@
 
 #include <linux/kvblk.h>
 
+#include "kvblk_utils.h"
+
 #define LEN	(1 << 20)
 #define OBJ	(64 << 10)
 
@@ -119,12 +121,7 @@ int main(int argc, char **argv)
 		d[i].buf_offset = (__u64)i * (LEN / 2);
 		d[i].buf_id = r.buf_id;
 	}
-	lm.size = sizeof(lm);
-	lm.nr_descs = 2;
-	lm.desc_bytes = sizeof(d[0]);
-	lm.descs = (uintptr_t)d;
-	lm.results = (uintptr_t)res;
-	lm.result_bytes = sizeof(res[0]);
+	lm_init(&lm, d, res, 2);
 	if (pthread_create(&th, NULL, load, NULL))
 		return 1;
 

@@ -49,6 +49,8 @@
 
 #include <linux/kvblk.h>
 
+#include "kvblk_utils.h"
+
 #define NR	16
 #define OBJ	(64 << 10)
 #define LEN	(4 << 20)
@@ -58,18 +60,10 @@
 /* /sys/kernel/kvblk/DISK/stats/NAME, or -1. */
 static long long kvblk_stat(const char *disk, const char *name)
 {
-	char path[256], buf[64];
-	FILE *f;
-	long long v = -1;
+	char path[256];
 
 	snprintf(path, sizeof(path), "/sys/kernel/kvblk/%s/stats/%s", disk, name);
-	f = fopen(path, "r");
-	if (f) {
-		if (fgets(buf, sizeof(buf), f))
-			v = atoll(buf);
-		fclose(f);
-	}
-	return v;
+	return read_ll(path);
 }
 
 int main(int argc, char **argv)
@@ -137,13 +131,7 @@ int main(int argc, char **argv)
 		d[i].buf_id = r.buf_id;
 		d[i].tag = i;
 	}
-	memset(&lm, 0, sizeof(lm));
-	lm.size = sizeof(lm);
-	lm.nr_descs = NR;
-	lm.desc_bytes = sizeof(d[0]);
-	lm.descs = (uintptr_t)d;
-	lm.results = (uintptr_t)res;
-	lm.result_bytes = sizeof(res[0]);
+	lm_init(&lm, d, res, NR);
 	memset(&cmd, 0, sizeof(cmd));
 	cmd.load_many = (uintptr_t)&lm;
 	memset(mem, 0xee, LEN);
