@@ -837,35 +837,6 @@ out:
  * that a failure rejects the call at the first descriptor of that buffer
  * (*bad).
  */
-/*
- * Every engine's enter() for every target the batch began on, once its
- * descriptors were validated and its memory checked and pinned: nothing
- * after this waits on the caller, so what a device's removal waits for is
- * taken only now (engine.h, review-2 N3). A failure names the first
- * descriptor of that target; the targets entered are left by their
- * engines' done() when the batch is released.
- */
-static int kvblk_batch_enter(struct kvblk_batch *b, u32 *bad)
-{
-	u32 i, j;
-	int ret;
-
-	for (i = 0; i < b->nr_btgts; i++) {
-		struct kvblk_btgt *bt = &b->btgts[i];
-
-		if (!bt->engine->enter)
-			continue;
-		ret = bt->engine->enter(bt);
-		if (!ret)
-			continue;
-		for (j = 0; j < b->nr_objs && b->objs[j].bt != bt; j++)
-			;
-		*bad = j;
-		return ret;
-	}
-	return 0;
-}
-
 static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
 {
 	u32 i, j;
@@ -907,6 +878,35 @@ static int kvblk_bind_all(struct kvblk_batch *b, u32 *bad)
 			atomic_dec(&reg->inflight);
 			kvblk_buf_put(reg);
 		}
+	}
+	return 0;
+}
+
+/*
+ * Every engine's enter() for every target the batch began on, once its
+ * descriptors were validated and its memory checked and pinned: nothing
+ * after this waits on the caller, so what a device's removal waits for is
+ * taken only now (engine.h, review-2 N3). A failure names the first
+ * descriptor of that target; the targets entered are left by their
+ * engines' done() when the batch is released.
+ */
+static int kvblk_batch_enter(struct kvblk_batch *b, u32 *bad)
+{
+	u32 i, j;
+	int ret;
+
+	for (i = 0; i < b->nr_btgts; i++) {
+		struct kvblk_btgt *bt = &b->btgts[i];
+
+		if (!bt->engine->enter)
+			continue;
+		ret = bt->engine->enter(bt);
+		if (!ret)
+			continue;
+		for (j = 0; j < b->nr_objs && b->objs[j].bt != bt; j++)
+			;
+		*bad = j;
+		return ret;
 	}
 	return 0;
 }
