@@ -69,6 +69,8 @@ std::string FioKnobs::name() const
 		s += ", registerfiles";
 	if (lean)
 		s += ", lean";
+	if (hugepages)
+		s += ", huge pages";
 	return s;
 }
 
@@ -108,6 +110,8 @@ std::vector<std::string> fio_argv(const std::string &program, const FioConfig &c
 		a.push_back(fmt::format("--iodepth_batch_complete_max={}", k.iodepth));
 		a.push_back("--gtod_reduce=1");
 	}
+	if (k.hugepages)
+		a.push_back("--iomem=mmaphuge");
 	if (k.engine == "io_uring") {
 		if (k.fixedbufs)
 			a.push_back("--fixedbufs=1");

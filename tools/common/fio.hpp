@@ -2,9 +2,9 @@
 //
 // The device ceiling, shared by kvblk-bench and `kvblkctl probe`: fio (found
 // on PATH) reading the same file or device with the same command size,
-// O_DIRECT. One fio run is a point: an engine (io_uring or libaio), a queue
-// depth, a number of jobs, and io_uring's fixed buffers and registered files
-// on or off. It reads either a range of the target sequentially (kvblkctl
+// O_DIRECT. One fio run is a point: an engine (io_uring, libaio or psync), a
+// queue depth, a number of jobs, io_uring's fixed buffers and registered
+// files on or off, and the buffers' page size. It reads either a range of the target sequentially (kvblkctl
 // probe) or replays iologs, one per job, that hold the exact commands a kvblk
 // pass issues in the order it issues them (kvblk-bench).
 #pragma once
@@ -35,6 +35,18 @@ struct FioKnobs {
 	// they merge (a virtio disk behind mq-deadline: 16384 128 KiB reads of one
 	// pass became 1173 requests, kvblk uring QD 64's 2577).
 	bool lean = false;
+	// The job's buffers in hugetlb pages (--iomem=mmaphuge, 2 MiB each on
+	// x86-64; /proc/sys/vm/nr_hugepages must hold them, see hugepages.hpp)
+	// instead of malloc()ed 4 KiB pages. A command into one physically
+	// contiguous page is one DMA segment instead of up to 32 (128 KiB), and
+	// some devices are much faster so: on this project's Firecracker virtio
+	// disk, io_uring QD 64 with fixedbufs read 1.9-3.0 GB/s into 4 KiB pages
+	// and 3.8-3.9 (up to 6.9 on a quiet disk) into huge pages, in
+	// alternating runs (2026-12-05), and the 4 KiB figures varied twice as
+	// much run to run. kvblk-bench's own buffer is one MAP_POPULATE mapping of
+	// the whole window, whose pages the kernel hands out mostly physically
+	// contiguous.
+	bool hugepages = false;
 
 	// Commands in flight across the jobs: the x axis kvblk settings share.
 	[[nodiscard]] uint32_t in_flight() const noexcept { return iodepth * numjobs; }
@@ -44,7 +56,7 @@ struct FioKnobs {
 	{
 		return engine == o.engine && iodepth == o.iodepth && numjobs == o.numjobs &&
 		       fixedbufs == o.fixedbufs && registerfiles == o.registerfiles && spread == o.spread &&
-		       lean == o.lean;
+		       lean == o.lean && hugepages == o.hugepages;
 	}
 	bool operator!=(const FioKnobs &o) const noexcept { return !(*this == o); }
 };

@@ -227,6 +227,24 @@ TEST(FioKnobs, names_and_in_flight)
 	l.lean = true;
 	EXPECT_EQ(l.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles, lean");
 	EXPECT_NE(l, k);
+	FioKnobs h = l;
+	h.hugepages = true;
+	EXPECT_EQ(h.name(), "io_uring QD 32 x 2 jobs, fixedbufs, registerfiles, lean, huge pages");
+	EXPECT_NE(h, l);
+}
+
+TEST(FioArgv, huge_page_point_maps_its_buffers_from_hugetlb)
+{
+	FioConfig cfg;
+	cfg.replays[1] = {{"/t/all.log"}, 1 << 20, 8};
+	FioKnobs k;
+	k.engine = "libaio";
+	k.iodepth = 16;
+	EXPECT_FALSE(has(fio_argv("fio", cfg, k, "o"), "--iomem=mmaphuge"));
+	k.hugepages = true;
+	const auto a = fio_argv("fio", cfg, k, "o");
+	EXPECT_TRUE(has(a, "--iomem=mmaphuge"));
+	EXPECT_EQ(std::count_if(a.begin(), a.end(), [](const std::string &x) { return x.rfind("--iomem", 0) == 0; }), 1);
 }
 
 TEST(FioSweepBest, picks_highest_successful_point)
