@@ -91,8 +91,10 @@ asan: deps-user
 # One workload (large), the quick ceiling search, 3 rounds: about a minute.
 # --allow-no-ceiling: a newcomer's run ends with exit 0 and the table; a leg above 1.05 x the
 # searched ceiling still prints "ceiling not found", never a ratio (scripts leave it out: exit 3).
+# As root, --reserve-hugepages: fio's buffers in huge pages (as kvblk-bench's buffer gets transparent
+# huge pages), vm.nr_hugepages set back at the end; otherwise only the huge pages already free.
 demo: userspace
-	$(BUILD)/tools/kvblk-bench/kvblk-bench --allow-no-ceiling $(DEMO_ARGS)
+	$(BUILD)/tools/kvblk-bench/kvblk-bench --allow-no-ceiling $(if $(filter 0,$(shell id -u)),--reserve-hugepages) $(DEMO_ARGS)
 
 # Every workload (large, small, mixed, chunks), the thorough search, 3 rounds:
 # about 10 minutes on a 2-core VM. BENCH_ARGS go to tools/kvblk-bench/bench.py

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "hugepages.hpp"
 #include "runner.hpp"
 
 namespace kvblk_bench {
@@ -33,12 +34,31 @@ SearchSpec make_search_spec(SearchMode mode, uint32_t max_jobs, uint32_t max_dep
 // fixed buffers, medians of 3 rounds, while the search varied everything
 // else without them. The refine stage measures the best io_uring point
 // without them too (what a program without registered buffers gets).
-static FioKnobs base_knobs(const std::string &e)
+//
+// Buffers in huge pages where the spec allows (free hugetlb pages, see
+// SearchSpec::hugepages): a command into one physically contiguous page
+// moves as one DMA segment, which some devices reward (fio.hpp's
+// FioKnobs::hugepages). The refine stage measures the best point with 4 KiB
+// pages too.
+static FioKnobs base_knobs(const std::string &e, const SearchSpec &spec)
 {
 	FioKnobs k;
 	k.engine = e;
 	k.fixedbufs = e == "io_uring";
+	k.hugepages = spec.hugepages;
 	return k;
+}
+
+uint64_t search_hugepages(const SearchSpec &spec, uint64_t cmd_bytes, uint64_t page_bytes)
+{
+	const uint64_t hi = spec.depths.empty() ? 1 : spec.depths.back();
+	uint64_t most = kvblk_tools::hugepages_needed(hi * cmd_bytes, 1, page_bytes);
+	for (uint32_t j : geometric(2, spec.max_jobs, 2))
+		most = std::max(most, kvblk_tools::hugepages_needed(hi * cmd_bytes, j, page_bytes));
+	for (uint32_t j : geometric(2, spec.spread_jobs, 2))
+		most = std::max(most, kvblk_tools::hugepages_needed(std::max<uint64_t>(1, hi / j) * cmd_bytes, j,
+								    page_bytes));
+	return most;
 }
 
 // fio's synchronous engines (one command in flight per job, as each
@@ -84,7 +104,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 			stage_name_ = "depth";
 			for (const std::string &e : spec_.engines)
 				for (uint32_t d : spec_.depths) {
-					FioKnobs k = base_knobs(e);
+					FioKnobs k = base_knobs(e, spec_);
 					k.iodepth = sync_engine(e) ? 1 : d;
 					add(k);
 				}
@@ -98,7 +118,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				const uint32_t d = points_[size_t(b)].pt.knobs.iodepth;
 				for (uint32_t j : geometric(2, spec_.max_jobs, 2))
 					for (uint32_t qd : {std::max(1u, d / j), d}) {
-						FioKnobs k = base_knobs(e);
+						FioKnobs k = base_knobs(e, spec_);
 						k.iodepth = qd;
 						k.numjobs = j;
 						add(k);
@@ -117,7 +137,7 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				// whole objects) and the best depth shared out.
 				for (uint32_t j : geometric(2, spec_.spread_jobs, 2))
 					for (uint32_t qd : {1u, std::max(1u, d / j)}) {
-						FioKnobs k = base_knobs(e);
+						FioKnobs k = base_knobs(e, spec_);
 						k.iodepth = qd;
 						k.numjobs = j;
 						k.spread = true;
@@ -159,6 +179,13 @@ std::vector<FioKnobs> CeilingSearch::next_stage()
 				FioKnobs lean = points_[size_t(sb)].pt.knobs;
 				lean.lean = true;
 				add(lean);
+			}
+			// The best point with 4 KiB-page buffers, what a program
+			// without huge pages gets.
+			if (best.hugepages) {
+				FioKnobs small = best;
+				small.hugepages = false;
+				add(small);
 			}
 			// io_uring's own knobs on its best point: registered files
 			// too, and without registered buffers (base_knobs()).

@@ -6,9 +6,10 @@
 // slow for a small machine, so the search runs in stages, each from what the
 // previous one measured:
 //
-//   depth   each engine (io_uring, libaio), one job, plain (no fixed buffers,
-//           no registered files), iodepth over a geometric list
-//           (thorough: 1, 2, 4, .. 128; quick: 1, 4, 16, 64);
+//   depth   each engine (io_uring with fixed buffers, libaio, psync at depth
+//           1 only), one job, iodepth over a geometric list (thorough: 1, 2,
+//           4, .. 128; quick: 1, 4, 16, 64); every stage's points read into
+//           huge pages where SearchSpec::hugepages says so;
 //   jobs    each engine at its best depth D of stage 1: numjobs 2, 4, .. up to
 //           the workers kvblk uses, at iodepth D / numjobs (same commands in
 //           flight) and at D (more);
@@ -20,8 +21,10 @@
 //           kvblk's calls can put in flight, which a disk may reward;
 //   refine  around the best point so far: the depths halfway (geometrically)
 //           to its neighbours in the depth list, never outside the list's
-//           range (--fio-qd bounds the whole search); and on the best io_uring
-//           point, fixed buffers, registered files, and both.
+//           range (--fio-qd bounds the whole search); on the best io_uring
+//           point, without fixed buffers and with registered files too; and
+//           the best point with 4 KiB-page buffers where the search reads
+//           into huge pages (SearchSpec::hugepages).
 //
 // Every point is a separate fio run over the same replay logs (the same
 // commands in the same order as one kvblk pass), the same job as a finalist's
@@ -57,7 +60,18 @@ struct SearchSpec {
 	uint32_t max_jobs = 1;	      // numjobs up to this (the workers kvblk uses)
 	uint32_t spread_jobs = 0;     // spread stage: numjobs up to this (objects per call); < 2: no stage
 	unsigned finalists = 3;	      // points measured again in the rounds
+	// Every point's buffers in huge pages (FioKnobs::hugepages); the caller
+	// sets it when search_hugepages() pages are free. refine
+	// then also measures its best point with 4 KiB pages.
+	bool hugepages = false;
 };
+
+// Huge pages a search under @spec may ask for at once with @cmd_bytes
+// commands: the most of any point (each job maps iodepth x cmd_bytes,
+// rounded up to whole pages of @page_bytes), over the depths of stage 1 and
+// refine's (never above the list's last), numjobs up to max_jobs, and the
+// spread stage's jobs at the depth shared out.
+uint64_t search_hugepages(const SearchSpec &spec, uint64_t cmd_bytes, uint64_t page_bytes);
 
 // @mode's depths up to @max_depth (thorough x2 from 1, quick x4 from 1),
 // @finalists 3 (thorough) or 2 (quick).

@@ -30,6 +30,7 @@
 #include "engine.hpp"
 #include "cuda_dest.hpp"
 #include "fio.hpp"
+#include "hugepages.hpp"
 #include "p2pdma_dest.hpp"
 #include "report.hpp"
 #include "runner.hpp"
@@ -224,7 +225,7 @@ int main(int argc, char **argv)
 	std::string workload = "large", order_opt, path, device;
 	uint64_t objects = 0, object_mib = 0, object_kib = 0, seed = 1;
 	bool overwrite_device = false;
-	std::vector<std::string> backends = {"psync", "threadpool", "uring"};
+	std::vector<std::string> backends = {"psync", "threadpool", "uring", "bare-uring"};
 	std::vector<uint32_t> workers, threads = {8}, rings = {1}, qds = {32, 64}, fio_qds;
 	// psync: the threadpool backend's counterpart (a job per worker, one
 	// command in flight each); the search varies its jobs, not its depth.
@@ -234,7 +235,8 @@ int main(int argc, char **argv)
 	unsigned repeat = 3, fio_runtime = 10;
 	uint64_t buffer_mib = 4096;
 	bool no_fio = false, allow_no_ceiling = false, quiet = false, keep = false, recreate = false;
-	std::string output = "normal", dest = "host", search_mode = "quick";
+	bool no_fio_hugepages = false, reserve_hugepages = false;
+	std::string output = "normal", dest = "host", search_mode = "quick", host_pages = "huge";
 	int latency = 0;
 
 	const std::string g_store = "Workload and store", g_loads = "Loads", g_fio = "Ceiling (fio search)",
@@ -273,7 +275,10 @@ int main(int argc, char **argv)
 	auto *keep_opt = app.add_flag("--keep", keep, "Use the existing store as is; fail if it does not match")->group(g_store);
 	app.add_flag("--recreate", recreate, "Rewrite the store even if it matches")->excludes(keep_opt)->group(g_store);
 
-	app.add_option("--backends", backends, "Backends to run, in order: psync, threadpool, uring (auto, ...)")
+	app.add_option("--backends", backends,
+		       "Backends to run, in order: psync, threadpool, uring (auto, ...); bare-uring: no libkvblk, "
+		       "one io_uring at the largest --qd reading the same commands into the same buffer, the "
+		       "reference for kvblk's own cost")
 				     ->delimiter(',')
 				     ->capture_default_str()
 				     ->group(g_loads);
@@ -301,6 +306,12 @@ int main(int argc, char **argv)
 		       "Host memory loaded back to back before it is verified (whole batches, at least one)")
 		->capture_default_str()
 		->check(kPositive)
+		->group(g_loads);
+	app.add_option("--host-pages", host_pages,
+		       "Page size of the host buffer loads go to: huge (transparent huge pages where the kernel "
+		       "gives them, as fio's buffers get huge pages) or 4k")
+		->check(CLI::IsMember({"huge", "4k"}))
+		->capture_default_str()
 		->group(g_loads);
 	app.add_option("--dest", dest,
 		       "Load into host memory; into CUDA device memory (staged through pinned host buffers, "
@@ -340,6 +351,14 @@ int main(int argc, char **argv)
 		->group(g_fio);
 	app.add_flag("--allow-no-ceiling", allow_no_ceiling,
 		     "Exit 0, not 3, when a kvblk figure is above 1.05 x fio's best (still printed as ceiling not found)")
+		->group(g_fio);
+	app.add_flag("--no-fio-hugepages", no_fio_hugepages,
+		     "fio's buffers in 4 KiB pages only (default: huge pages where enough are free, see "
+		     "--reserve-hugepages)")
+		->group(g_fio);
+	app.add_flag("--reserve-hugepages", reserve_hugepages,
+		     "As root: grow vm.nr_hugepages by what fio's buffers need for the run and set it back at "
+		     "the end (default: use only huge pages already free)")
 		->group(g_fio);
 	app.add_flag("--no-fio", no_fio, "Skip the ceiling")->group(g_fio);
 
@@ -388,8 +407,10 @@ int main(int argc, char **argv)
 		return kExitSetup;
 	}
 	for (const auto &b : backends) {
-		if (kvblk_backend_from_name(b.c_str()) < 0) {
-			err(fmt::format("--backends {}: not a backend (psync, threadpool, uring, auto, kmod, uring_cmd)", b));
+		if (b != kBareUringName && kvblk_backend_from_name(b.c_str()) < 0) {
+			err(fmt::format("--backends {}: not a backend (psync, threadpool, uring, auto, kmod, uring_cmd, "
+					"bare-uring)",
+					b));
 			return kExitSetup;
 		}
 	}
@@ -447,7 +468,8 @@ int main(int argc, char **argv)
 
 	// Each backend asked for must be able to open the store: say why once and run nothing.
 	for (size_t i = 0; i < backends.size(); i++) {
-		if (std::find(backends.begin(), backends.begin() + long(i), backends[i]) != backends.begin() + long(i))
+		if (std::find(backends.begin(), backends.begin() + long(i), backends[i]) != backends.begin() + long(i) ||
+		    backends[i] == kBareUringName)
 			continue;
 		kvblk_open_opts o;
 		kvblk_open_opts_init(&o, sizeof(o));
@@ -471,6 +493,10 @@ int main(int argc, char **argv)
 		settings.push_back({kBackendFileLoop, 1, 1});
 	{
 		for (const auto &b : backends) {
+			if (b == kBareUringName) {
+				settings.push_back({kBackendBareUring, 1, qds.empty() ? 64u : *std::max_element(qds.begin(), qds.end())});
+				continue;
+			}
 			const int id = kvblk_backend_from_name(b.c_str());
 			if (id < 0) {
 				err(fmt::format("unknown backend '{}' (psync, threadpool, uring, auto, kmod, uring_cmd)", b));
@@ -514,11 +540,14 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < settings.size(); i++)
 		init_result(rep.run, settings[i], rep.results[i]);
 
-	HostBuffer buf(size_t(window_bytes(rep.run)));
+	rep.host_huge = host_pages == "huge";
+	HostBuffer buf(size_t(window_bytes(rep.run)), rep.host_huge ? HostPages::huge : HostPages::small);
 	if (!buf) {
 		err(fmt::format("cannot allocate a {}-byte load buffer (see --buffer-mib)", window_bytes(rep.run)));
 		return kExitSetup;
 	}
+	rep.host_bytes = buf.size();
+	rep.host_thp_bytes = rep.host_huge ? std::min<uint64_t>(buf.thp_bytes(), buf.size()) : 0;
 	std::unique_ptr<DeviceWindow> dest_window;
 	if (dest == "cuda")
 		dest_window = CudaWindow::create(window_bytes(rep.run), &why);
@@ -543,6 +572,16 @@ int main(int argc, char **argv)
 	spec.spread_jobs = rep.run.batch_objects;
 	if (!fio_qds.empty())
 		spec.depths = fio_qds;
+	// Held to the end: the finalists run in the rounds with the same pages.
+	std::optional<kvblk_tools::HugePageReservation> huge;
+	if (!no_fio && !no_fio_hugepages && !kvblk_tools::find_program("fio").empty()) {
+		const uint64_t page = kvblk_tools::read_hugepages().page_bytes;
+		huge.emplace(search_hugepages(spec, rep.run.cmd_bytes, page), reserve_hugepages);
+		spec.hugepages = huge->ok();
+		rep.fio_hugepages_note = huge->note();
+		if (!quiet && huge->reserved())
+			err(fmt::format("fio's buffers: {}", huge->note()));
+	}
 	rep.search = CeilingSearch(spec);
 	rep.fio_enabled = !no_fio;
 	ReplayLogs logs;
@@ -601,8 +640,9 @@ int main(int argc, char **argv)
 				continue;
 			}
 			RunResult &res = rep.results[i];
-			const int r = res.setting.backend == kBackendFileLoop ? run_file_loop_pass(rep.run, buf, res, round)
-									      : run_pass(rep.run, buf, res, round);
+			const int r = res.setting.backend == kBackendFileLoop	 ? run_file_loop_pass(rep.run, buf, res, round)
+				      : res.setting.backend == kBackendBareUring ? run_bare_uring_pass(rep.run, buf, res, round)
+										 : run_pass(rep.run, buf, res, round);
 			if (r < 0)
 				res.failed_calls++;
 		}

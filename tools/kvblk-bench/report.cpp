@@ -170,6 +170,8 @@ Ratios compute_ratios(const std::vector<RunResult> &results, const CeilingVerdic
 			q.psync = int(i);
 		if (r.backend == "file-loop" && better(q.file_loop, i))
 			q.file_loop = int(i);
+		if (r.backend == kBareUringName && better(q.bare_uring, i))
+			q.bare_uring = int(i);
 	}
 	auto at = [&](int i) -> const RunResult & { return results[size_t(i)]; };
 	if (q.best_uring >= 0) {
@@ -186,6 +188,11 @@ Ratios compute_ratios(const std::vector<RunResult> &results, const CeilingVerdic
 	}
 	if (q.file_loop >= 0)
 		q.file_loop_over_fio = fraction_of_ceiling(v, at(q.file_loop).gbps);
+	if (q.bare_uring >= 0) {
+		q.bare_over_fio = fraction_of_ceiling(v, at(q.bare_uring).gbps);
+		if (q.best_uring >= 0)
+			q.uring_over_bare = at(q.best_uring).gbps / at(q.bare_uring).gbps;
+	}
 	double qd1 = 0;
 	for (const SearchPoint &p : search)
 		if (p.pt.ok && p.pt.knobs.in_flight() == 1)
@@ -196,6 +203,17 @@ Ratios compute_ratios(const std::vector<RunResult> &results, const CeilingVerdic
 }
 
 namespace {
+
+// "4 KiB pages ..." or "transparent huge pages asked for: 100% given (..)".
+std::string host_pages_str(const Report &r)
+{
+	if (!r.host_huge)
+		return "4 KiB pages (--host-pages 4k)";
+	const double pct = r.host_bytes ? 100.0 * double(r.host_thp_bytes) / double(r.host_bytes) : 0;
+	return fmt::format("transparent huge pages asked for: {:.0f}% given ({} of {} MiB){}", pct,
+			   r.host_thp_bytes >> 20, r.host_bytes >> 20,
+			   pct < 90 ? "; the rest 4 KiB pages, which some devices read slower (see fio's buffers)" : "");
+}
 
 std::string ceiling_cell(const CeilingVerdict &v, double gbps)
 {
@@ -235,7 +253,8 @@ std::string render_text(const Report &r)
 			 "back, then verified",
 			 std::min<uint64_t>(r.run.batch_objects, wl.objects()), size_str(r.run.cmd_bytes),
 			 r.run.window_batches));
-	line(r.run.dest ? "Destination: " + r.run.dest->describe() : std::string("Destination: host memory"));
+	line(r.run.dest ? "Destination: " + r.run.dest->describe()
+			: fmt::format("Destination: host memory, {}", host_pages_str(r)));
 	line(fmt::format("Rounds: {} (fio finalists and settings alternate: fio, setting, fio, setting, ..., each round starting one leg later){}",
 			 r.run.repeat, r.run.repeat > 1 ? "; medians shown" : ""));
 	line("");
@@ -254,17 +273,24 @@ std::string render_text(const Report &r)
 				 "commands of one kvblk pass in its order",
 				 r.search_mode == SearchMode::thorough ? "thorough" : "quick", r.search.points().size(), ok,
 				 r.search_seconds, r.fio_version.empty() ? "fio" : r.fio_version));
+		line(fmt::format("  fio's buffers: {}: {}",
+				 r.search.spec().hugepages ? "huge pages" : "4 KiB pages (malloc)",
+				 r.fio_hugepages_note.empty() ? "huge pages not asked for (--no-fio-hugepages)"
+							      : r.fio_hugepages_note));
 		if (ok)
 			line(fmt::format("  Search points: one run each, median {:.3f} GB/s (the stage bests below are "
 					 "the highest of several such runs)",
 					 r.search.median_point_gbps()));
+		size_t w = 44; // the names' column: as wide as the longest
+		for (const FioPoint &p : r.finals.points)
+			w = std::max(w, p.knobs.name().size());
 		for (const FioPoint &p : r.finals.points) {
 			if (p.ok)
-				line(fmt::format("  {:<44} {:8.3f} GB/s  clat p50 {:9.1f} us  p99 {:9.1f} us  CPU {:.3f} s/GB",
-						 p.knobs.name(), p.gbps, p.clat_p50_us, p.clat_p99_us, p.cpu_s_per_gb) +
+				line(fmt::format("  {:<{}} {:8.3f} GB/s  clat p50 {:9.1f} us  p99 {:9.1f} us  CPU {:.3f} s/GB",
+						 p.knobs.name(), w, p.gbps, p.clat_p50_us, p.clat_p99_us, p.cpu_s_per_gb) +
 				     runs_str(p.gbps_repeats));
 			else
-				line(fmt::format("  {:<44} failed: {}", p.knobs.name(), p.error));
+				line(fmt::format("  {:<{}} failed: {}", p.knobs.name(), w, p.error));
 		}
 		for (const StageBest &b : check_stage_bests(r.search, r.finals)) {
 			const SearchPoint &p = r.search.points()[b.point];
@@ -384,6 +410,16 @@ std::string render_text(const Report &r)
 				 setting_name(r.results[size_t(q.best_uring)]),
 				 q.psync >= 0 ? fmt::format("psync {:.3f} GB/s", gb(q.psync)) : "no psync run"));
 	}
+	if (q.bare_uring >= 0) {
+		if (q.uring_over_bare)
+			line(fmt::format("  uring / bare io_uring = {}   ({} vs bare-uring QD {} {:.3f} GB/s: kvblk's own "
+					 "cost, same commands into the same buffer)",
+					 fmt_opt(q.uring_over_bare), setting_name(r.results[size_t(q.best_uring)]),
+					 r.results[size_t(q.bare_uring)].queue_depth, gb(q.bare_uring)));
+		line(fmt::format("  bare io_uring / fio best = {}   (the destination: this run's {} MiB window "
+				 "against fio's buffers of iodepth x block size, used again and again)",
+				 vs_ceiling(q.bare_over_fio), r.host_bytes >> 20));
+	}
 	if (q.best_threadpool >= 0) {
 		line(fmt::format("  threadpool / fio best = {}", vs_ceiling(q.threadpool_over_fio)));
 		line(fmt::format("  threadpool / psync    = {}", fmt_opt(q.threadpool_over_psync)));
@@ -414,7 +450,8 @@ nlohmann::json knobs_json(const FioKnobs &k)
 {
 	return {{"engine", k.engine},	      {"iodepth", k.iodepth},	  {"numjobs", k.numjobs},
 		{"in_flight", k.in_flight()}, {"fixedbufs", k.fixedbufs}, {"registerfiles", k.registerfiles},
-		{"spread", k.spread},	      {"lean", k.lean},		  {"name", k.name()}};
+		{"spread", k.spread},	      {"lean", k.lean},		  {"hugepages", k.hugepages},
+		{"name", k.name()}};
 }
 
 nlohmann::json fio_point_json(const FioPoint &p)
@@ -488,6 +525,9 @@ nlohmann::json render_json(const Report &r)
 		{"window_batches", r.run.window_batches},
 		{"repeat", r.run.repeat},
 		{"dest", r.run.dest ? r.run.dest->name() : std::string("host")},
+		{"host_pages", r.host_huge ? "huge" : "4k"},
+		{"host_bytes", r.host_bytes},
+		{"host_thp_bytes", r.host_thp_bytes},
 		{"cuda_runtime", dynamic_cast<const CudaWindow *>(r.run.dest)
 					 ? json(static_cast<const CudaWindow *>(r.run.dest)->runtime())
 					 : json(nullptr)},
@@ -525,6 +565,8 @@ nlohmann::json render_json(const Report &r)
 		{"spread_jobs", r.search.spec().spread_jobs},
 		{"stage_bests", stage_bests},
 		{"median_point_gbps", r.search.median_point_gbps()},
+		{"hugepages", r.search.spec().hugepages},
+		{"hugepages_note", r.fio_hugepages_note.empty() ? json(nullptr) : json(r.fio_hugepages_note)},
 	};
 	j["ceiling"] = {
 		{"status", !r.fio_enabled	  ? "disabled"
@@ -619,6 +661,9 @@ nlohmann::json render_json(const Report &r)
 		{"uring_cpu_over_threadpool_cpu", opt(q.uring_cpu_over_threadpool)},
 		{"file_loop_over_fio_best", opt(q.file_loop_over_fio)},
 		{"fio_best_over_fio_qd1", opt(q.fio_best_over_qd1)},
+		{"uring_over_bare_uring", opt(q.uring_over_bare)},
+		{"bare_uring_over_fio_best", opt(q.bare_over_fio)},
+		{"bare_uring", which(q.bare_uring)},
 		{"best_uring", which(q.best_uring)},
 		{"best_threadpool", which(q.best_threadpool)},
 		{"psync", which(q.psync)},

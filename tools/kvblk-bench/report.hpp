@@ -42,9 +42,13 @@ HostInfo collect_host(const std::string &path, bool is_blockdev);
 // Ratios of the best setting of each backend (by GB/s), measured in one run.
 // Against the ceiling only when it was found (CeilingVerdict::found).
 struct Ratios {
-	int best_uring = -1, psync = -1, best_threadpool = -1, file_loop = -1; // indexes into results
+	int best_uring = -1, psync = -1, best_threadpool = -1, file_loop = -1, bare_uring = -1; // indexes into results
 	std::optional<double> uring_over_fio, uring_over_psync, threadpool_over_psync, threadpool_over_fio;
 	std::optional<double> file_loop_over_fio;
+	// The best uring setting over the bare io_uring loop (kvblk's own cost,
+	// same commands into the same buffer), and the loop over the ceiling
+	// (what the destination costs against fio's small reused buffers).
+	std::optional<double> uring_over_bare, bare_over_fio;
 	// CPU s/GB of the best uring setting over the best threadpool setting's.
 	std::optional<double> uring_cpu_over_threadpool;
 	// fio's best point at one command in flight over the ceiling: what queue
@@ -64,6 +68,13 @@ struct Report {
 	bool fio_enabled = true;
 	bool fio_available = false;
 	std::string fio_version, fio_note;
+	// Whether the search's points read into huge pages (SearchSpec::hugepages),
+	// and the pool's state or why not (HugePageReservation::note()).
+	std::string fio_hugepages_note;
+	// The host buffer: huge pages asked for (--host-pages) and how many
+	// bytes of it the kernel gave as transparent huge pages.
+	bool host_huge = false;
+	uint64_t host_bytes = 0, host_thp_bytes = 0;
 	SearchMode search_mode = SearchMode::quick;
 	CeilingSearch search{SearchSpec{}};
 	double search_seconds = 0;

@@ -44,9 +44,13 @@ struct RunConfig {
 // Setting::backend of the chunk workload's serial open+pread+close loop
 // (no libkvblk), named "file-loop" in the report.
 inline constexpr int kBackendFileLoop = -1;
+// Setting::backend of the bare io_uring loop (no libkvblk), named
+// "bare-uring": the reference for what kvblk's uring backend adds.
+inline constexpr int kBackendBareUring = -2;
+inline constexpr const char *kBareUringName = "bare-uring";
 
 struct Setting {
-	int backend = KVBLK_BACKEND_URING; // requested (enum kvblk_backend), or kBackendFileLoop
+	int backend = KVBLK_BACKEND_URING; // requested (enum kvblk_backend), kBackendFileLoop or kBackendBareUring
 	uint32_t workers = 0;		    // rings or threads; 0: library default
 	uint32_t queue_depth = 0;	    // per ring (uring); 0: library default
 };
@@ -132,6 +136,22 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 // cfg.batch_objects chunks are timed like kvblk_load_many() calls; same
 // window, CPU accounting and verification as run_pass().
 int run_file_loop_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no);
+
+// One pass of the bare io_uring loop: the simplest program that reads the
+// workload's commands (each object split into cfg.cmd_bytes commands, in the
+// load order) into the same window as run_pass(), one ring, @res.setting's
+// queue_depth commands in flight without a pause between objects or batches,
+// into the window registered as fixed buffers (plain reads where the
+// registration is refused: res.backend_reason says so). No libkvblk. Its
+// figure against kvblk's uring backend is kvblk's own cost; against fio's
+// ceiling, what the destination costs: fio reads into iodepth x block size
+// bytes of buffers used again and again, kvblk into a window of whole
+// batches, and where the host copies the data (a virtual disk) a
+// destination its cache holds is faster (2026-12-05: a loop like this read
+// 5.1-6.1 GB/s into 8 MiB and 4.2-4.6 into 2 GiB, alternating). Batches
+// are timed from their first command's submission to their last
+// completion; same window, CPU accounting and verification as run_pass().
+int run_bare_uring_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no);
 
 // Fill the median-pass fields and res.verified from res.passes.
 void summarize(RunResult &res);

@@ -18,7 +18,7 @@ import tempfile
 OBJECTS = 8
 OBJECT_BYTES = 256 * 1024
 CMD_BYTES = 128 * 1024
-BACKENDS = ["psync", "threadpool", "uring"]
+BACKENDS = ["psync", "threadpool", "uring", "bare-uring"]
 
 
 def run(bench, args, expect_rc=0):
@@ -49,8 +49,8 @@ def base_args(store):
 
 def expected_commands(backend):
     # Commands a clean pass issues (resubmissions are added on top):
-    # psync and uring split each object into cmd-size commands, the thread
-    # pool reads each whole object with one pread.
+    # psync, uring and the bare io_uring loop split each object into cmd-size
+    # commands, the thread pool reads each whole object with one pread.
     if backend == "threadpool":
         return OBJECTS
     return OBJECTS * (OBJECT_BYTES // CMD_BYTES)
@@ -89,7 +89,12 @@ def smoke(bench, tmp):
     check(doc["ceiling"]["status"] == "disabled" and doc["ceiling"]["gbps"] is None, "--no-fio still has a ceiling")
     check(doc["workload"]["objects"] == OBJECTS and doc["workload"]["order"] == "file", "workload shape")
     check_results(doc, BACKENDS, "create run")
-    check(len(doc["results"]) == 1 + 1 + 2, f"expected 4 settings, got {len(doc['results'])}")
+    # psync, threadpool W=2, uring at QD 4 and 16, bare-uring at the largest (16).
+    check(len(doc["results"]) == 1 + 1 + 2 + 1, f"expected 5 settings, got {len(doc['results'])}")
+    bare = [r for r in doc["results"] if r["backend"] == "bare-uring"]
+    check(bare[0]["queue_depth"] == 16 and bare[0]["workers"] == 1, f"bare-uring at {bare[0]['queue_depth']}")
+    check(doc["ratios"]["uring_over_bare_uring"] is not None and doc["ratios"]["bare_uring"]["queue_depth"] == 16,
+          "uring/bare-uring ratio missing")
     check(all(r["fraction_of_ceiling"] is None for r in doc["results"]), "fraction without a ceiling")
     check(doc["ratios"]["uring_over_psync"] is not None, "uring/psync ratio missing")
 
@@ -244,7 +249,8 @@ def corruption(bench, tmp):
         f.write(bytes([b[0] ^ 0x40]))
         f.flush()
         os.fsync(f.fileno())
-    doc = run_json(bench, args + ["--keep", "--backends", "psync,uring", "--qd", "8"], expect_rc=1)
+    doc = run_json(bench, args + ["--keep", "--backends", "psync,uring,bare-uring", "--qd", "8"], expect_rc=1)
+    check(len(doc["results"]) == 3, f"expected 3 settings, got {len(doc['results'])}")
     check(doc["store"]["action"] == "reused", "--keep rewrote the store")
     for r in doc["results"]:
         tag = f"{r['backend']}"

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "ceiling.hpp"
+#include "hugepages.hpp"
 #include "workload.hpp"
 
 using namespace kvblk_bench;
@@ -648,4 +649,58 @@ TEST(SearchPlan, psync_varies_its_jobs_never_its_depth)
 	ASSERT_FALSE(f.empty());
 	EXPECT_EQ(f[0].numjobs, 8u);
 	EXPECT_EQ(f[0].engine, "psync");
+}
+
+TEST(SearchPlan, huge_pages_on_every_point_and_refine_measures_the_best_without)
+{
+	SearchSpec spec = make_search_spec(SearchMode::thorough, 4);
+	spec.hugepages = true;
+	CeilingSearch s(spec);
+	// Huge pages read faster, as on the project's virtio disk.
+	auto pts = run(s, [](const FioKnobs &k) { return measure(k).gbps * (k.hugepages ? 1.5 : 1.0); });
+	size_t small = 0;
+	for (const SearchPoint &p : pts) {
+		if (p.pt.knobs.hugepages)
+			continue;
+		small++;
+		EXPECT_EQ(p.stage, "refine") << p.pt.knobs.name();
+		// The best point (io_uring QD 32, fixed buffers, huge pages) with
+		// 4 KiB pages, all else equal.
+		FioKnobs best;
+		best.iodepth = 32;
+		best.fixedbufs = true;
+		EXPECT_EQ(p.pt.knobs, best);
+	}
+	EXPECT_EQ(small, 1u);
+	// Without the spec's huge pages no point has them, and refine adds none.
+	CeilingSearch plain(make_search_spec(SearchMode::thorough, 4));
+	for (const SearchPoint &p : run(plain))
+		EXPECT_FALSE(p.pt.knobs.hugepages) << p.pt.knobs.name();
+	EXPECT_EQ(plain.points().size(), pts.size() - 1);
+}
+
+TEST(SearchPlan, huge_pages_needed_cover_the_largest_point)
+{
+	const uint64_t page = 2u << 20;
+	SearchSpec spec = make_search_spec(SearchMode::quick, 8); // depths 1..64, jobs up to 8
+	spec.spread_jobs = 16;
+	// jobs: 8 jobs x QD 64 x 128 KiB = 8 MiB each: 4 pages each, 32 in all;
+	// spread: 16 jobs x QD 4 x 128 KiB = 512 KiB each: a page each, 16.
+	EXPECT_EQ(search_hugepages(spec, 131072, page), 32u);
+	// 1 MiB commands: 8 jobs x 64 MiB = 256 pages.
+	EXPECT_EQ(search_hugepages(spec, 1u << 20, page), 256u);
+	spec.max_jobs = 1;
+	spec.spread_jobs = 0;
+	EXPECT_EQ(search_hugepages(spec, 131072, page), 4u);
+	EXPECT_EQ(search_hugepages(spec, 131072, 0), 0u);
+	// Every point the search runs fits in what it asked for.
+	spec = make_search_spec(SearchMode::thorough, 8);
+	spec.spread_jobs = 16;
+	spec.hugepages = true;
+	CeilingSearch s(spec);
+	const uint64_t budget = search_hugepages(spec, 131072, page);
+	for (const SearchPoint &p : run(s))
+		EXPECT_LE(kvblk_tools::hugepages_needed(uint64_t(p.pt.knobs.iodepth) * 131072, p.pt.knobs.numjobs, page),
+			  budget)
+			<< p.pt.knobs.name();
 }
