@@ -122,6 +122,26 @@ static blk_status_t kvblk_cmd_status(struct request *rq, blk_status_t sts)
 	return BLK_STS_IOERR;		/* also a command aborted by the host */
 }
 
+/*
+ * The object's status for a Read that failed with @sts (kvblk_cmd_status(),
+ * not BLK_STS_OK): a load's command, or the probe Read that stands for it
+ * (kvblk_prp_recheck()). Commands the nvme driver cancels because the
+ * controller is going away (host-aborted: -EIO) report the lost path, as
+ * the ones that find the queue dying do.
+ */
+static int kvblk_prp_errno(const struct kvblk_ns_info *info, blk_status_t sts,
+			   enum kvblk_err_kind *kind)
+{
+	int err = kvblk_status_errno(sts, kind);
+
+	if (err == -EIO && *kind == KVBLK_ERR_IO &&
+	    kvblk_disk_going(info->disk, info->q)) {
+		err = -ENOLINK;
+		*kind = KVBLK_ERR_TRANSPORT;
+	}
+	return err;
+}
+
 static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS)
 {
 	struct kvblk_cmd *cmd = rq->end_io_data;
@@ -138,17 +158,7 @@ static enum rq_end_io_ret kvblk_prp_end_io(KVBLK_END_IO_ARGS)
 
 	sts = kvblk_cmd_status(rq, sts);
 	if (sts)
-		err = kvblk_status_errno(sts, &kind);
-	/*
-	 * Commands the nvme driver cancels because the controller is going
-	 * away (host-aborted: -EIO) report the lost path, as the ones that
-	 * find the queue dying do.
-	 */
-	if (err == -EIO && kind == KVBLK_ERR_IO &&
-	    kvblk_disk_going(info->disk, info->q)) {
-		err = -ENOLINK;
-		kind = KVBLK_ERR_TRANSPORT;
-	}
+		err = kvblk_prp_errno(info, sts, &kind);
 	kvblk_cmd_end(cmd, err, kind, rq->mq_hctx->queue_num);
 	return RQ_END_IO_FREE;
 }
@@ -199,7 +209,8 @@ static struct request *kvblk_alloc_rq(struct kvblk_batch *b,
 }
 
 static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
-			       struct gendisk *disk, bool selfcheck, bool attach);
+			       struct gendisk *disk, bool selfcheck, bool attach,
+			       blk_status_t *sts);
 
 /*
  * The namespace's LBA format as the batch's commands need it: the one of
@@ -222,26 +233,43 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
  *
  * What is checked: the capacity (0: a format the nvme driver cannot use,
  * or removal: -ENOLINK), the logical block size and the metadata the
- * block layer sees (-ESTALE), and the device itself, with one Read of the
- * target's first LBA into a probe area with a canary behind it
- * (kvblk_probe_ext_lba(), the attach's probe, without its failing Read):
- * unless exactly the LBA's data arrives, -ESTALE. The block layer is not
- * enough: an extended-LBA format with protection information is invisible
- * to it (the nvme driver sets PRACT for its own I/O and registers no
- * integrity profile), and after a Format NVM the nvme driver unfreezes the
- * queue before its rescan updates the LBA size (nvme_passthru_end()), so
- * for a moment the device has the new format and the block layer the old
- * one. That Read costs one 1-LBA command per batch per target, and one
- * more after each drain.
+ * block layer sees (-ESTALE), and the device itself, with one Read of
+ * @slba, the first LBA of the command about to be submitted, into a probe
+ * area with a canary behind it (kvblk_probe_ext_lba(), the attach's probe,
+ * without its failing Read): unless exactly the LBA's data arrives,
+ * -ESTALE. The block layer is not enough: an extended-LBA format with
+ * protection information is invisible to it (the nvme driver sets PRACT
+ * for its own I/O and registers no integrity profile), and after a Format
+ * NVM the nvme driver unfreezes the queue before its rescan updates the
+ * LBA size (nvme_passthru_end()), so for a moment the device has the new
+ * format and the block layer the old one. That Read costs one 1-LBA
+ * command per batch per target, and one more after each drain.
+ *
+ * The probe reads the command's own first LBA, not the target's: a Read
+ * that fails there (a media error) would fail the command too, so it fails
+ * the object the command belongs to and no other, with the status that
+ * command would have had (kvblk_prp_errno(), counted in the namespace's
+ * error counters as the command's would be). A grown defect at one LBA
+ * fails only the objects that cover it. One exception: after a format to
+ * a larger LBA that the block layer does not show yet, @slba may lie past
+ * the device's new end, and that Read fails too (LBA Out of Range). So a
+ * failed probe is followed by a probe of the target's first LBA, which
+ * finds such a format (-ESTALE); when that one reads exactly its LBA, or
+ * fails as well, the first failure stands.
  *
  * Return: 0; -ESTALE (logged), -ENOLINK, -EAGAIN (no request for the probe
- * now: back off and try again), -EIO (the probe Read failed), -ENOMEM.
+ * now: back off and try again), the probe Read's failure as the command's
+ * (-EIO; -ENOLINK for a lost path), -ENOMEM.
  */
-static int kvblk_prp_recheck(struct kvblk_btgt *bt, struct blk_plug *plug)
+static int kvblk_prp_recheck(struct kvblk_btgt *bt, u64 slba,
+			     struct blk_plug *plug)
 {
 	struct block_device *bdev = I_BDEV(bt->t->file->f_mapping->host);
 	struct kvblk_ns_info info = bt->t->ns->info;
 	struct gendisk *disk = info.disk;
+	u64 first = bt->t->start_bytes >> bt->lba_shift;
+	enum kvblk_err_kind kind;
+	blk_status_t sts = BLK_STS_OK;
 	unsigned int lba, md;
 	int ret;
 
@@ -257,8 +285,20 @@ static int kvblk_prp_recheck(struct kvblk_btgt *bt, struct blk_plug *plug)
 	info.lba_shift = bt->lba_shift;
 	/* The probe waits: what the plug holds goes to the device first. */
 	blk_finish_plug(plug);
-	ret = kvblk_probe_ext_lba(&info, bt->t->start_bytes >> bt->lba_shift,
-				  disk, false, false);
+	ret = kvblk_probe_ext_lba(&info, slba, disk, false, false, &sts);
+	/*
+	 * Failed there: a defect of that LBA, or an LBA past the end of a
+	 * format with larger LBAs that the block layer does not show yet.
+	 * The target's first LBA tells them apart (it moves more than the
+	 * LBA's data after such a format).
+	 */
+	if (ret == -EIO && slba != first) {
+		int ret2 = kvblk_probe_ext_lba(&info, first, disk, false, false,
+					       NULL);
+
+		if (ret2 && ret2 != -EIO)
+			ret = ret2;
+	}
 	blk_start_plug(plug);
 	if (ret == -EBADMSG) {
 		pr_info_ratelimited("load %s: a Read of one LBA did not move exactly the LBA's data: the namespace was reformatted (with metadata the block layer does not show, or on the device before the nvme driver's rescan): the target's objects not yet submitted fail with ESTALE; attach again\n",
@@ -267,6 +307,10 @@ static int kvblk_prp_recheck(struct kvblk_btgt *bt, struct blk_plug *plug)
 	}
 	if (ret == -ENODEV)
 		return -ENOLINK;	/* the nvme driver let go of it */
+	if (ret == -EIO && sts) {
+		ret = kvblk_prp_errno(&info, sts, &kind);
+		this_cpu_inc(bt->t->ns->stats.pcpu->errors[kind]);
+	}
 	return ret;
 }
 
@@ -309,7 +353,7 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 			return PTR_ERR(rq);
 		if (atomic_inc_return(&bt->prp_rqs) > 1)
 			break;
-		ret = kvblk_prp_recheck(bt, plug);
+		ret = kvblk_prp_recheck(bt, cmd->slba, plug);
 		if (!ret)
 			break;
 		atomic_dec(&bt->prp_rqs);
@@ -723,8 +767,10 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
  * information is not visible to the block layer: the nvme driver sets PRACT
  * so that the controller strips the PI, and registers no integrity profile.
  * A passthrough Read would transfer data and metadata, lba + ms bytes per
- * LBA, past the PRPs of the object. So read the attached range's first LBA
- * into the probe area with canary bytes behind it, and refuse the namespace
+ * LBA, past the PRPs of the object. So read one LBA, @slba (attach: the
+ * attached range's first; a batch's re-check: the first of the command
+ * about to be submitted), into the probe area with canary bytes behind it,
+ * and refuse the namespace
  * if the canary changes (or, read twice with two fills, the LBA's last bytes
  * stay the fill: less than an LBA arrived, the device's LBA is smaller than
  * the block layer says). The data starts half an LBA before a page boundary,
@@ -743,6 +789,9 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
  * (kvblk_dma_map_begin()): an unmap after the device was deleted would be
  * the NULL dereference of review finding H1 (review-2 N9).
  *
+ * @sts, when not NULL, receives the status of a good Read that failed, as
+ * a load's command reads it (kvblk_cmd_status()).
+ *
  * Return: 0; -EBADMSG more or less than the LBA's data arrived (a format
  * with metadata, another LBA size; refused with a log line at attach); -EIO the good Read failed
  * (attach: -EOPNOTSUPP, logged); the self-check's -EOPNOTSUPP; -ENODEV the
@@ -752,7 +801,8 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
 #define KVBLK_PROBE_BYTES	(4 * KVBLK_CTRL_PAGE_SIZE)
 
 static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
-			       struct gendisk *disk, bool selfcheck, bool attach)
+			       struct gendisk *disk, bool selfcheck, bool attach,
+			       blk_status_t *sts)
 {
 	unsigned int order = get_order(KVBLK_PROBE_BYTES);
 	u32 lba = 1U << info->lba_shift;
@@ -809,6 +859,8 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 		if (ret)
 			break;
 		if (io.nvme_status || io.sts) {
+			if (sts)
+				*sts = io.sts ? io.sts : BLK_STS_IOERR;
 			ret = -EIO;
 			break;
 		}
@@ -889,7 +941,7 @@ int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 	if ((u64)get_start_sect(bdev) << SECTOR_SHIFT & (lba - 1))
 		return kvblk_reject(disk, "partition not aligned to the LBA size");
 	return kvblk_probe_ext_lba(info, ((u64)get_start_sect(bdev) << SECTOR_SHIFT) >>
-				   info->lba_shift, disk, true, true);
+				   info->lba_shift, disk, true, true, NULL);
 }
 
 /**

@@ -213,7 +213,7 @@ vm_load_variant() {
 	[ -f "$conf" ] || vm_die "unknown variant '$name' (have: $(vm_variant_names | tr '\n' ' '))"
 
 	VM_DESC='' VM_LBA=4096 VM_MDTS=5 VM_QPAIRS=4 VM_DISK_SIZE=256M VM_IOMMU=0
-	VM_BAD_BYTE_OFFSET='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
+	VM_BAD_BYTE_OFFSET='' VM_BAD_GROWS='' VM_APPEND='' VM_QEMU_EXTRA='' VM_NS_PROPS='' VM_NS_BYTES=''
 	VM_QEMU_PRE='' VM_NVME_BUS='' VM_NS2_OFFSET='' VM_NS2_BYTES='' VM_NS2_LBA=''
 	VM_SLICE_NS=0 VM_SCRATCH_NS=''
 
@@ -230,6 +230,7 @@ vm_load_variant() {
 			size) VM_DISK_SIZE=$v ;;
 			iommu) VM_IOMMU=$v ;;
 			bad) VM_BAD_BYTE_OFFSET=$(vm_bytes "$v") ;;
+			grow) VM_BAD_GROWS=$v ;;
 			append) VM_APPEND="$VM_APPEND $v" ;;
 			*) vm_die "variant '$spec': unknown key '$k'" ;;
 			esac
@@ -250,6 +251,11 @@ vm_load_variant() {
 			vm_die "variant '$spec': the second namespace ($VM_NS2_BYTES bytes at $VM_NS2_OFFSET) is not LBA-aligned inside the image"
 		fi
 	fi
+	case $VM_BAD_GROWS in
+	'') ;;
+	write) [ -n "$VM_BAD_BYTE_OFFSET" ] || vm_die "variant '$spec': grow needs a bad LBA (bad=)" ;;
+	*) vm_die "variant '$spec': grow must be 'write'" ;;
+	esac
 	if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 		if [ $((VM_BAD_BYTE_OFFSET % VM_LBA)) -ne 0 ] ||
 		   [ "$VM_BAD_BYTE_OFFSET" -ge "$VM_DISK_BYTES" ]; then

@@ -61,6 +61,7 @@ run_dir=$(cd "$run_dir" && pwd)
 	env_line KVBLK_VM_DISK_BYTES "${VM_NS_BYTES:-$VM_DISK_BYTES}"
 	env_line KVBLK_VM_IOMMU "$VM_IOMMU"
 	[ -n "$VM_BAD_BYTE_OFFSET" ] && env_line KVBLK_VM_BAD_BYTE_OFFSET "$VM_BAD_BYTE_OFFSET"
+	[ -n "$VM_BAD_GROWS" ] && env_line KVBLK_VM_BAD_GROWS "$VM_BAD_GROWS"
 	env_line KVBLK_VM_PATTERN_XOR 0x6b76626c6b000000
 	env_line KVBLK_VM_PATTERN_TOOL "$tool"
 	env_line KVBLK_TEST_DEVICE /dev/nvme0n1
@@ -78,8 +79,30 @@ run_dir=$(cd "$run_dir" && pwd)
 	fi
 } >"$run_dir/guest.env"
 
-drive=$img
-if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
+drive=file=$img,if=none,id=nv0,format=raw,snapshot=on
+if [ -n "$VM_BAD_BYTE_OFFSET" ] && [ "$VM_BAD_GROWS" = write ]; then
+	# A grown defect (grow=write): blkdebug starts in state 1, where reads
+	# are good; the first write that reaches the namespace moves it to
+	# state 2, where the bad LBA fails. Writes must reach blkdebug, so no
+	# snapshot=on (its overlay would sit above blkdebug and take them):
+	# the guest writes to a copy of the pattern image in the run folder,
+	# removed when QEMU exits.
+	cat >"$run_dir/blkdebug.conf" <<-EOF
+	[set-state]
+	state = "1"
+	event = "write_aio"
+	new_state = "2"
+
+	[inject-error]
+	state = "2"
+	event = "read_aio"
+	errno = "5"
+	sector = "$((VM_BAD_BYTE_OFFSET / 512))"
+	once = "off"
+	EOF
+	cp --sparse=always "$img" "$run_dir/grow.img"
+	drive="driver=raw,file.driver=blkdebug,file.config=$run_dir/blkdebug.conf,file.image.driver=file,file.image.filename=$run_dir/grow.img,if=none,id=nv0"
+elif [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 	cat >"$run_dir/blkdebug.conf" <<-EOF
 	[inject-error]
 	event = "read_aio"
@@ -87,7 +110,7 @@ if [ -n "$VM_BAD_BYTE_OFFSET" ]; then
 	sector = "$((VM_BAD_BYTE_OFFSET / 512))"
 	once = "off"
 	EOF
-	drive=blkdebug:$run_dir/blkdebug.conf:$img
+	drive=file=blkdebug:$run_dir/blkdebug.conf:$img,if=none,id=nv0,format=raw,snapshot=on
 fi
 
 # More namespaces, on a second controller (serial kvblkx, so that the data
@@ -158,7 +181,7 @@ qemu=("$QEMU" -nodefaults -machine "$machine" -accel tcg -cpu max
 	"${iommu[@]}"
 	-virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap
 	-virtfs "local,path=$run_dir,mount_tag=results,security_model=none"
-	-drive "file=$drive,if=none,id=nv0,format=raw,snapshot=on"
+	-drive "$drive"
 	"${pre[@]}"
 	-device "nvme,id=nvme0,serial=kvblk0,mdts=$VM_MDTS,max_ioqpairs=$VM_QPAIRS${VM_NVME_BUS:+,bus=$VM_NVME_BUS}"
 	-device "nvme-ns,drive=nv0,bus=nvme0,nsid=1,logical_block_size=$VM_LBA,physical_block_size=$VM_LBA${VM_NS_PROPS:+,$VM_NS_PROPS}"
@@ -253,6 +276,7 @@ if [ $rc -gt 128 ] && kill -0 $pid 2>/dev/null; then	# interrupted: reap QEMU
 fi
 kill $watcher 2>/dev/null || true
 wait $watcher 2>/dev/null || true
+rm -f "$run_dir/grow.img"
 # Seconds QEMU ran, and seconds spent waiting for another VM first.
 awk -v w="$t_wait" -v s="$t_start" -v e="$EPOCHREALTIME" \
 	'BEGIN { printf "%.1f %.1f\n", e - s, s - w }' >"$run_dir/vm.times"

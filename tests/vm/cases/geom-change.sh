@@ -27,6 +27,14 @@
 #                          gave before the batch), every later one ESTALE, at
 #                          least one of them; no byte of the buffer written
 #                          past an object (review-2 N2).
+#   geom-change.sh format-mid-up  The same from 512 B to 4 KiB, the objects
+#                          64 MiB and more into the namespace: past the end
+#                          of the new format in 512-byte LBAs, so a probe
+#                          Read of a command's own first LBA fails there
+#                          (LBA Out of Range) while the block layer still
+#                          shows 512 B; still every later object ESTALE,
+#                          none EIO (kvblk_prp_recheck() probes the target's
+#                          first LBA then).
 #   geom-change.sh shrink  a partition of a slice namespace shrunk from 40 to
 #                          20 MiB (BLKPG resize, util-linux resizepart): on
 #                          both engines, objects inside the new end are exact
@@ -112,7 +120,7 @@ format)
 	$hold -e bio "$d" 0:64K 4K:4K 1M:128K || fail "bio engine at 4 KiB again"
 	ok "bio engine: a 512-byte object EINVAL after the format to 4 KiB LBAs, aligned ones exact"
 	;;
-format-pi | format-mid)
+format-pi | format-mid | format-mid-up)
 	command -v nvme >/dev/null || skip "no nvme-cli"
 	wait_extra_ns 5
 	d=$(extra_ns 5)
@@ -157,6 +165,22 @@ format-mid)
 	dmesg | grep -Eq "LBA format changed during the batch|did not move exactly the LBA's data" ||
 		fail "no kernel log line for the format during the batch"
 	ok "PRP engine: a Format NVM during a batch: objects before it exact, every later one ESTALE, buffer untouched"
+	;;
+format-mid-up)
+	reformat "$d" "$f512" 512 || fail "format $d to 512-byte LBAs before attach"
+	echo 4096 >/sys/module/kvblk/parameters/max_cmd_bytes
+	max=/sys/kernel/kvblk/${d##*/}/max_inflight
+	slow="echo 1 >$max"
+	to4k="$0 reformat $d $f4k 4096"
+	out=$($hold -e prp -P -r "$slow" -D "$to4k" "$d" "64M:32K*4096=ok|ESTALE") ||
+		{ echo "$out" | tail -20; fail "PRP engine: a Format NVM 512 B -> 4 KiB during a batch"; }
+	echo "$out" | grep "status" | tail -5
+	echo "$out" | grep -q "status ESTALE" || fail "no object ESTALE: the format came after the batch"
+	echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ' |
+		grep -Eq "^(status ok )?status ESTALE $" ||
+		fail "statuses not ok... then ESTALE...: $(echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ')"
+	grep -c "did not move exactly the LBA's data" <<<"$(dmesg)" || true
+	ok "PRP engine: a Format NVM 512 B -> 4 KiB during a batch: objects before it exact, every later one ESTALE"
 	;;
 shrink)
 	command -v resizepart >/dev/null || skip "no resizepart (util-linux)"
