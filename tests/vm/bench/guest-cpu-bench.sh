@@ -15,7 +15,8 @@
 #   Legs: kvblk.ko's block-layer engine through the ioctl and through uring_cmd
 #   (tests/kmod-smoke/kmod_bench, module loaded with max_cmd_bytes = CMD and
 #   max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
-#   and threadpool (QD threads) through loadloop.py; fio io_uring at three points
+#   and threadpool (QD threads) through loadloop.py, and at memory_backed=0 the layer
+#   pipeline (below); fio io_uring at three points
 #   (fixedbufs and registerfiles on at all: both only remove per-I/O work): f1 no
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
 #   sqthread_poll.
@@ -56,6 +57,10 @@ lib=${KVBLK_BENCH_LIB:-build/libkvblk/libkvblk.so}
 [ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built"
 [ -f "$lib" ] || skip "$lib not built"
 legs_all="kioctl kuring luring ltp f1 f2 f3"
+# With memory_backed=0 also an engine's layer pipeline (issue 31, item 3): libkvblk uring as
+# luring, two batches (layers) outstanding through kvblk_submit(), reaped when the event fd
+# polls readable, each resubmitted at once: its cost per CPU second against luring's one
+# blocking kvblk_load_many() per batch. Not at memory_backed=1: the bytes cost both alike.
 
 set_cpus() { # n: cpu1 online (2) or offline (1)
 	local want=$(($1 == 2))
@@ -139,6 +144,7 @@ argv_of() { # leg size qd batch mb -> argv
 	kioctl) argv=("$kb" -e bio "$dev" "$store" "$2" "$4" 600) ;;
 	kuring) argv=("$kb" -e bio -u "$dev" "$store" "$2" "$4" 600) ;;
 	luring) argv=(python3 "$here"/loadloop.py "$lib" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5") ;;
+	lpipe) argv=(python3 "$here"/loadloop.py "$lib" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5" pipe:2) ;;
 	ltp) argv=(python3 "$here"/loadloop.py "$lib" "$dev" threadpool "$store" "$2" "$4" "$3" "$2" 600 "$3" "$5") ;;
 	f1) argv=("${fio[@]}") ;;
 	f2) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half") ;;
@@ -161,7 +167,9 @@ for mb in $mbs; do
 		for r in $(seq "$repeat"); do
 			for c in $cpus; do
 				set_cpus "$c"
-				read -ra l <<<"$legs_all"
+				legs=$legs_all
+				[ "$mb" = 0 ] && legs+=" lpipe"
+				read -ra l <<<"$legs"
 				n=${#l[@]}
 				for ((i = 0; i < n; i++)); do
 					lg=${l[$(((i + r) % n))]}
