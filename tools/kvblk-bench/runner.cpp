@@ -87,6 +87,47 @@ void verify_window(const RunConfig &cfg, const HostBuffer &buf, RunResult &res, 
 	}
 }
 
+// The window a pass loads back to back, then verifies: whole batches (slots) of the
+// workload's objects in load order.
+struct WindowShape {
+	uint64_t n;	    // objects of the workload
+	uint64_t per_batch; // objects per call
+	uint64_t slot;	    // bytes of the largest call
+	uint64_t slots;	    // calls per window
+	uint64_t objects;   // objects per window
+};
+
+WindowShape window_shape(const RunConfig &cfg, const RunResult &res)
+{
+	const uint64_t slots = std::max<uint64_t>(cfg.window_batches, 1);
+	return {cfg.wl->objects(), res.batch_objects, slot_bytes(cfg), slots, slots * res.batch_objects};
+}
+
+// Whether @buf holds @w; reported in @res when not.
+bool window_fits(const RunConfig &cfg, const HostBuffer &buf, RunResult &res, const WindowShape &w)
+{
+	if (buf.size() >= w.slots * w.slot)
+		return true;
+	report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
+				     w.slots * w.slot));
+	return false;
+}
+
+// One window's objects: each one's result, its byte offset in the window, and whether its
+// call succeeded (per call).
+struct WindowBook {
+	std::vector<kvblk_result> results;
+	std::vector<uint64_t> where;
+	std::vector<char> call_ok;
+	explicit WindowBook(const WindowShape &w) : results(w.objects), where(w.objects), call_ok(w.slots, 1) {}
+};
+
+// "NAME #i/N" (only with several rounds) for a pass's progress line.
+std::string pass_label(const RunConfig &cfg, const std::string &name, unsigned pass_no)
+{
+	return name + (cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : std::string());
+}
+
 struct DevGuard {
 	kvblk_dev *d = nullptr;
 	std::vector<uint32_t> ids;
@@ -191,14 +232,10 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 
 	// One registered buffer per batch slot of the window, as an engine
 	// registers its KV pool in chunks (and io_uring caps one fixed buffer at 1 GiB).
-	const uint64_t n = wl.objects(), per_batch = res.batch_objects;
-	const uint64_t slot = slot_bytes(cfg), slots = std::max<uint64_t>(cfg.window_batches, 1);
-	const uint64_t window = slots * per_batch; // objects per window
-	if (buf.size() < slots * slot) {
-		report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
-					     slots * slot));
+	const WindowShape shape = window_shape(cfg, res);
+	const auto [n, per_batch, slot, slots, window] = shape;
+	if (!window_fits(cfg, buf, res, shape))
 		return -EINVAL;
-	}
 	uint8_t *window_mem = cfg.dest ? cfg.dest->data() : reinterpret_cast<uint8_t *>(buf.data());
 	const int kind = cfg.dest ? cfg.dest->kind() : KVBLK_MEM_HOST;
 	for (uint64_t i = 0; i < slots; i++) {
@@ -221,12 +258,11 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 	}
 
 	std::vector<kvblk_desc> descs(per_batch);
-	std::vector<kvblk_result> results(window);
-	std::vector<uint64_t> where(window); // each object's byte offset in the window
-	std::vector<char> call_ok(slots);
-	std::string label = fmt::format("{} W={} QD={}{}", res.backend, res.workers, res.queue_depth,
-					cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : std::string());
-	Progress bar(cfg.progress, label, res.total_bytes);
+	WindowBook book(shape);
+	auto &[results, where, call_ok] = book;
+	Progress bar(cfg.progress,
+		     pass_label(cfg, fmt::format("{} W={} QD={}", res.backend, res.workers, res.queue_depth), pass_no),
+		     res.total_bytes);
 	reset_peak_rss();
 	kvblk_reset_stats(dev.d);
 	int first_backend = -1, first_path = -1;
@@ -314,26 +350,19 @@ int run_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pas
 int run_file_loop_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no)
 {
 	const Workload &wl = *cfg.wl;
-	const uint64_t n = wl.objects(), per_batch = res.batch_objects;
-	const uint64_t slot = slot_bytes(cfg), slots = std::max<uint64_t>(cfg.window_batches, 1);
-	const uint64_t window = slots * per_batch;
-	if (buf.size() < slots * slot) {
-		report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
-					     slots * slot));
+	const WindowShape shape = window_shape(cfg, res);
+	const auto [n, per_batch, slot, slots, window] = shape;
+	if (!window_fits(cfg, buf, res, shape))
 		return -EINVAL;
-	}
 	res.backend = res.requested_backend;
 	res.path = "host";
 	res.workers = res.queue_depth = 1;
 	res.cmd_bytes = wl.max_length(); // one pread per chunk
 
 	Pass pass;
-	std::vector<kvblk_result> results(window);
-	std::vector<uint64_t> where(window);
-	std::vector<char> call_ok(slots, 1);
-	Progress bar(cfg.progress,
-		     fmt::format("file-loop{}", cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : ""),
-		     res.total_bytes);
+	WindowBook book(shape);
+	auto &[results, where, call_ok] = book;
+	Progress bar(cfg.progress, pass_label(cfg, "file-loop", pass_no), res.total_bytes);
 	reset_peak_rss();
 	uint64_t done = 0;
 	for (uint64_t w0 = 0; w0 < n; w0 += window) {
@@ -411,16 +440,12 @@ struct BareRing {
 int run_bare_uring_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, unsigned pass_no)
 {
 	const Workload &wl = *cfg.wl;
-	const uint64_t n = wl.objects(), per_batch = res.batch_objects;
-	const uint64_t slot = slot_bytes(cfg), slots = std::max<uint64_t>(cfg.window_batches, 1);
-	const uint64_t window = slots * per_batch;
+	const WindowShape shape = window_shape(cfg, res);
+	const auto [n, per_batch, slot, slots, window] = shape;
 	const uint64_t cmd = cfg.cmd_bytes ? cfg.cmd_bytes : 131072;
 	const uint32_t qd = std::max<uint32_t>(res.setting.queue_depth, 1);
-	if (buf.size() < slots * slot) {
-		report(cfg, res, fmt::format("buffer of {} bytes is smaller than the window ({} bytes)", buf.size(),
-					     slots * slot));
+	if (!window_fits(cfg, buf, res, shape))
 		return -EINVAL;
-	}
 	res.backend = res.requested_backend;
 	res.path = "host";
 	res.workers = 1;
@@ -461,12 +486,9 @@ int run_bare_uring_pass(const RunConfig &cfg, HostBuffer &buf, RunResult &res, u
 	}
 
 	Pass pass;
-	std::vector<kvblk_result> results(window);
-	std::vector<uint64_t> where(window);
-	std::vector<char> call_ok(slots, 1);
-	Progress bar(cfg.progress,
-		     fmt::format("bare-uring{}", cfg.repeat > 1 ? fmt::format(" #{}/{}", pass_no + 1, cfg.repeat) : ""),
-		     res.total_bytes);
+	WindowBook book(shape);
+	auto &[results, where, call_ok] = book;
+	Progress bar(cfg.progress, pass_label(cfg, "bare-uring", pass_no), res.total_bytes);
 	reset_peak_rss();
 	uint64_t done = 0;
 	for (uint64_t w0 = 0; w0 < n; w0 += window) {
