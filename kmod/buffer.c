@@ -382,8 +382,6 @@ static struct kvblk_buf *kvblk_mem_create(struct device *dev,
 		return kvblk_mem_host_create(dev, r);
 	case KVBLK_MEM_CUDA:
 		return kvblk_mem_cuda_create(dev, r);
-	case KVBLK_MEM_P2PDMA:
-		return kvblk_mem_p2pdma_create(dev, r);
 	case KVBLK_MEM_DMABUF:
 		return kvblk_mem_dmabuf_create(dev, r);
 	default:
@@ -446,19 +444,27 @@ long kvblk_ioctl_register(struct kvblk_ctx *ctx, void __user *uarg)
 	 * pages (the block layer maps each I/O for whatever device serves
 	 * it).
 	 */
-	/* The function of the context's first PRP target, unless removed. */
-	ret = kvblk_dma_reg_begin(ctx, r.kind == KVBLK_MEM_HOST, &dma_dev);
-	if (ret)
-		return ret;
-	/* P2PDMA pages may also go in bios: checked per batch. */
-	if (!dma_dev && r.kind != KVBLK_MEM_HOST && r.kind != KVBLK_MEM_P2PDMA) {
-		pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only, and no target of this context has it (attach an nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO)\n",
-				    current->comm, task_pid_nr(current), r.kind);
-		return -EOPNOTSUPP;
+	/*
+	 * P2PDMA pages may also go in bios (checked per batch). Their range
+	 * is pinned before the removal's read side is taken, and only mapped
+	 * under it (kvblk_mem_p2pdma_create(): review-2 N3).
+	 */
+	if (r.kind == KVBLK_MEM_P2PDMA) {
+		buf = kvblk_mem_p2pdma_create(ctx, &r);
+	} else {
+		/* The function of the context's first PRP target, unless removed. */
+		ret = kvblk_dma_reg_begin(ctx, r.kind == KVBLK_MEM_HOST, &dma_dev);
+		if (ret)
+			return ret;
+		if (!dma_dev && r.kind != KVBLK_MEM_HOST) {
+			pr_info_ratelimited("register: %s[%d]: memory kind %u is served by the PRP engine only, and no target of this context has it (attach an nvme-pci namespace without KVBLK_ATTACH_F_ENGINE_BIO)\n",
+					    current->comm, task_pid_nr(current), r.kind);
+			return -EOPNOTSUPP;
+		}
+		buf = kvblk_mem_create(dma_dev, &r);
+		if (dma_dev)
+			kvblk_dma_reg_end(IS_ERR(buf) ? NULL : buf);
 	}
-	buf = kvblk_mem_create(dma_dev, &r);
-	if (dma_dev)
-		kvblk_dma_reg_end(IS_ERR(buf) ? NULL : buf);
 	if (IS_ERR(buf))
 		return PTR_ERR(buf);
 

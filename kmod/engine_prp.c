@@ -762,14 +762,28 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
 }
 
 /*
+ * Did the probe Read fail with a media error of its LBA: a status of the
+ * Media and Data Integrity Errors type (SCT 2h; Unrecovered Read Error is
+ * 281h), read from where the self-check just proved kvblk reads the
+ * status, reported as a load's command would report it (BLK_STS_MEDIUM, or
+ * BLK_STS_PROTECTION for 282h-284h)? That is the medium, not the driver.
+ */
+static bool kvblk_probe_media_error(const struct kvblk_probe_io *io)
+{
+	return io->nvme_status >> 8 == 0x2 &&
+	       (io->sts == BLK_STS_MEDIUM || io->sts == BLK_STS_PROTECTION);
+}
+
+/*
  * Does a Read of one LBA move exactly the LBA's data? On nvme-pci an
  * extended-LBA format (metadata interleaved with the data) with protection
  * information is not visible to the block layer: the nvme driver sets PRACT
  * so that the controller strips the PI, and registers no integrity profile.
  * A passthrough Read would transfer data and metadata, lba + ms bytes per
  * LBA, past the PRPs of the object. So read one LBA, @slba (attach: the
- * attached range's first; a batch's re-check: the first of the command
- * about to be submitted), into the probe area with canary bytes behind it,
+ * attached range's first, or a later one when that has a media error,
+ * kvblk_prp_probe(); a batch's re-check: the first of the command about to
+ * be submitted), into the probe area with canary bytes behind it,
  * and refuse the namespace
  * if the canary changes (or, read twice with two fills, the LBA's last bytes
  * stay the fill: less than an LBA arrived, the device's LBA is smaller than
@@ -794,11 +808,13 @@ static int kvblk_prp_selfcheck(const struct kvblk_ns_info *info,
  *
  * Return: 0; -EBADMSG more or less than the LBA's data arrived (a format
  * with metadata, another LBA size; refused with a log line at attach); -EIO the good Read failed
- * (attach: -EOPNOTSUPP, logged); the self-check's -EOPNOTSUPP; -ENODEV the
- * nvme driver let go of the function or the queue is dying; -EAGAIN;
- * -EINTR; -ENOMEM.
+ * (attach: -EOPNOTSUPP, logged, unless a media error: -ENODATA, logged);
+ * the self-check's -EOPNOTSUPP; -ENODEV the nvme driver let go of the
+ * function or the queue is dying; -EAGAIN; -EINTR; -ENOMEM.
  */
 #define KVBLK_PROBE_BYTES	(4 * KVBLK_CTRL_PAGE_SIZE)
+/* LBAs an attach probes at most when each fails with a media error. */
+#define KVBLK_PROBE_MEDIA_LBAS	8
 
 static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 			       struct gendisk *disk, bool selfcheck, bool attach,
@@ -874,9 +890,14 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 			break;
 	}
 	kvblk_dma_reg_end(NULL);
-	if (ret == -EIO && attach)
+	if (ret == -EIO && attach && kvblk_probe_media_error(&io)) {
+		pr_info_ratelimited("attach %s: the probe Read of LBA %llu failed with a media error (NVMe status %#05x, load status %d)\n",
+				    disk->disk_name, slba, io.nvme_status,
+				    blk_status_to_errno(io.sts));
+		ret = -ENODATA;
+	} else if (ret == -EIO && attach)
 		ret = kvblk_selfcheck_refuse(disk,
-					     "a good Read of the attached range's first LBA was reported failed (or the device failed it)",
+					     "a good Read of the attached range's first LBA (or the first without a media error) was reported failed (or the device failed it)",
 					     &io);
 	else if (ret == -EBADMSG && attach)
 		ret = kvblk_reject(disk,
@@ -899,7 +920,12 @@ out_free_page:
  * profile, and a probe Read moves exactly one LBA of data); the namespace
  * id comes from the nvme driver.
  *
- * Return: 0; -EOPNOTSUPP with a kernel log line naming the reason; -ENOMEM.
+ * The probe Read reads the attached range's first LBA; when that fails with
+ * a media error, the next one, up to KVBLK_PROBE_MEDIA_LBAS LBAs.
+ *
+ * Return: 0; -EOPNOTSUPP with a kernel log line naming the reason; -EIO
+ * (logged) when each probed LBA failed with a media error; -ENODEV;
+ * -EINTR; -ENOMEM.
  */
 int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 		    struct kvblk_ns_info *info)
@@ -907,6 +933,7 @@ int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 	struct gendisk *disk = bdev->bd_disk;
 	struct request_queue *q = bdev_get_queue(bdev);
 	unsigned int lba = bdev_logical_block_size(bdev);
+	u64 first, nr, i;
 	int ret;
 
 	memset(info, 0, sizeof(*info));
@@ -940,8 +967,27 @@ int kvblk_prp_probe(struct file *file, struct block_device *bdev,
 	info->nr_hw_queues = q->nr_hw_queues;
 	if ((u64)get_start_sect(bdev) << SECTOR_SHIFT & (lba - 1))
 		return kvblk_reject(disk, "partition not aligned to the LBA size");
-	return kvblk_probe_ext_lba(info, ((u64)get_start_sect(bdev) << SECTOR_SHIFT) >>
-				   info->lba_shift, disk, true, true, NULL);
+	first = ((u64)get_start_sect(bdev) << SECTOR_SHIFT) >> info->lba_shift;
+	nr = clamp_t(u64, bdev_nr_sectors(bdev) >> (info->lba_shift - SECTOR_SHIFT),
+		     1, KVBLK_PROBE_MEDIA_LBAS);
+	/*
+	 * The probe reads the attached range's first LBA. A media error there
+	 * proves nothing about kvblk or the nvme driver (the self-check's
+	 * failing Read, the first LBA's pass, already showed that kvblk reads
+	 * the status where the driver writes it), and a drive with one bad
+	 * sector at its start can still serve loads elsewhere (an object over
+	 * it fails with -EIO, as any PRP command with a media error does).
+	 * So the next LBAs are probed, a few at most; the range is refused
+	 * only when none of them reads.
+	 */
+	for (i = 0; i < nr; i++) {
+		ret = kvblk_probe_ext_lba(info, first + i, disk, !i, true, NULL);
+		if (ret != -ENODATA)
+			return ret;
+	}
+	pr_warn_ratelimited("attach %s: PRP engine refused: the probe Read of each of the attached range's first %llu LBAs (%llu to %llu) failed with a media error; the engine needs one of them to read (the block-layer engine, KVBLK_ATTACH_F_ENGINE_BIO, does not probe)\n",
+			    disk->disk_name, nr, first, first + nr - 1);
+	return -EIO;
 }
 
 /**

@@ -595,7 +595,7 @@ bool kvblk_mem_cuda_available(void);
 
 /* mem_p2pdma.c: PCI P2PDMA memory (KVBLK_WITH_P2PDMA) */
 #ifdef KVBLK_WITH_P2PDMA
-struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct kvblk_ctx *ctx,
 					  const struct kvblk_buf_reg *r);
 static inline bool kvblk_mem_p2pdma_supported(void)
 {
@@ -603,7 +603,7 @@ static inline bool kvblk_mem_p2pdma_supported(void)
 }
 #else
 static inline struct kvblk_buf *
-kvblk_mem_p2pdma_create(struct device *dev, const struct kvblk_buf_reg *r)
+kvblk_mem_p2pdma_create(struct kvblk_ctx *ctx, const struct kvblk_buf_reg *r)
 {
 	pr_info_ratelimited("register: %s[%d]: this kernel has no PCI P2PDMA (CONFIG_PCI_P2PDMA, FOLL_PCI_P2PDMA)\n",
 			    current->comm, task_pid_nr(current));

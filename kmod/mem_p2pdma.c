@@ -91,14 +91,19 @@ static void kvblk_p2pdma_refused(struct device *dev, unsigned long addr,
 	mmap_read_unlock(mm);
 }
 
+/* Undo kvblk_p2pdma_map(), if it mapped: under the removal's read side. */
+static void kvblk_p2pdma_unmap(struct kvblk_p2pdma_pin *p, struct device *dev)
+{
+	if (!p->sgt.sgl)
+		return;
+	dma_unmap_sgtable(dev, &p->sgt, DMA_FROM_DEVICE, DMA_ATTR_SKIP_CPU_SYNC);
+	sg_free_table(&p->sgt);		/* p->sgt.sgl = NULL */
+}
+
 /* Undo kvblk_p2pdma_pin() and kvblk_p2pdma_map(). */
 static void kvblk_p2pdma_unpin(struct kvblk_p2pdma_pin *p, struct device *dev)
 {
-	if (p->sgt.sgl) {
-		dma_unmap_sgtable(dev, &p->sgt, DMA_FROM_DEVICE,
-				  DMA_ATTR_SKIP_CPU_SYNC);
-		sg_free_table(&p->sgt);
-	}
+	kvblk_p2pdma_unmap(p, dev);
 	unpin_user_pages(p->pages, p->nr_pages);
 	kvfree(p->pages);
 }
@@ -202,14 +207,7 @@ static void kvblk_p2pdma_pin_release(struct kvblk_buf *buf)
  */
 static void kvblk_p2pdma_pin_unmap(struct kvblk_buf *buf)
 {
-	struct kvblk_p2pdma_pin *p = buf->priv;
-
-	if (!p->sgt.sgl)
-		return;
-	dma_unmap_sgtable(buf->dev, &p->sgt, DMA_FROM_DEVICE,
-			  DMA_ATTR_SKIP_CPU_SYNC);
-	sg_free_table(&p->sgt);
-	p->sgt.sgl = NULL;
+	kvblk_p2pdma_unmap(buf->priv, buf->dev);
 }
 
 static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
@@ -217,20 +215,6 @@ static const struct kvblk_mem_ops kvblk_p2pdma_pin_ops = {
 	.release = kvblk_p2pdma_pin_release,
 	.unmap = kvblk_p2pdma_pin_unmap,
 };
-
-/* Pin, and with @dev map: a registration's check (under the removal's read side). */
-static int kvblk_p2pdma_pin_map(struct kvblk_p2pdma_pin *p, struct device *dev,
-				unsigned long addr, unsigned long nr_pages)
-{
-	int ret = kvblk_p2pdma_pin(p, dev, addr, nr_pages);
-
-	if (ret || !dev)
-		return ret;
-	ret = kvblk_p2pdma_map(p, dev, addr);
-	if (ret)
-		kvblk_p2pdma_unpin(p, NULL);
-	return ret;
-}
 
 /* kvblk_mem_ops.bind: pin (and with @map, map) one window for one batch. */
 static struct kvblk_buf *kvblk_p2pdma_bind(struct kvblk_buf *parent, u64 off,
@@ -323,39 +307,76 @@ static const struct kvblk_mem_ops kvblk_mem_p2pdma_ops = {
 	.bind = kvblk_p2pdma_bind,
 };
 
+/*
+ * The NVMe PCI function @ctx maps registered memory for, or NULL, for
+ * messages only: a pin's refusal names it before the removal's read side
+ * is taken. Set once by an attach, and referenced through its namespace
+ * object for the context's lifetime.
+ */
+static struct device *kvblk_p2pdma_ctx_dev(struct kvblk_ctx *ctx)
+{
+	struct device *dev;
+
+	mutex_lock(&ctx->lock);
+	dev = ctx->dma_dev;
+	mutex_unlock(&ctx->lock);
+	return dev;
+}
+
 /**
  * kvblk_mem_p2pdma_create() - register a user range of P2PDMA pages.
- * @dev: the NVMe controller's DMA device, or NULL when the context has no
- *       target with the PRP engine (then only the block-layer engine can
- *       serve the range, on a queue that takes P2PDMA pages).
+ * @ctx: the registering context. When it has a target with the PRP engine,
+ *       the range is mapped for that target's NVMe PCI function; else only
+ *       the block-layer engine can serve the range, on a queue that takes
+ *       P2PDMA pages.
  * @r: the request; @r->addr and @r->len are page aligned.
  *
- * Checks the range now (pinned, and with @dev mapped, once, then released);
- * each load pins the window it needs and maps it for the PRP engine.
+ * Checks the range now (pinned, then mapped once when there is a function
+ * to map for, then released); each load pins the window it needs and maps
+ * it for the PRP engine. The range is pinned before the removal's read side
+ * is taken (kvblk_dma_reg_begin()) and only mapped and unmapped under it:
+ * the pin looks the pages up as an access would, and a range the caller
+ * mapped onto memory its own process serves (a userfaultfd range whose
+ * faults it handles, a FUSE file) waits in that fault before any page can
+ * be found not to be P2PDMA memory; a removal of the function must not wait
+ * for it (review-2 N3). The buffer is on the removal's list when returned
+ * (kvblk_dma_reg_end()).
  *
  * Return: the buffer, or ERR_PTR: -EFAULT (unmapped range), -EINVAL (a
- * page of the range is not P2PDMA memory), -EREMOTEIO (the kernel's P2PDMA
- * check finds no path between the provider and @dev; the kernel log names
- * both), -EOPNOTSUPP (a segment the PRP rules cannot describe), -EINTR,
- * -ENOMEM.
+ * page of the range is not P2PDMA memory, or not of the first page's
+ * provider), -ENODEV (the function to map for was removed), -EREMOTEIO
+ * (the kernel's P2PDMA check finds no path between the provider and the
+ * function; the kernel log names both), -EOPNOTSUPP (a segment the PRP
+ * rules cannot describe), -EINTR, -ENOMEM.
  */
-struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
+struct kvblk_buf *kvblk_mem_p2pdma_create(struct kvblk_ctx *ctx,
 					  const struct kvblk_buf_reg *r)
 {
 	struct kvblk_p2pdma_range *range;
 	struct kvblk_p2pdma_pin pin = { };
 	struct kvblk_buf *buf;
+	struct device *dev;
 	int ret;
 
-	ret = kvblk_p2pdma_pin_map(&pin, dev, r->addr, r->len >> PAGE_SHIFT);
+	ret = kvblk_p2pdma_pin(&pin, kvblk_p2pdma_ctx_dev(ctx), r->addr,
+			       r->len >> PAGE_SHIFT);
 	if (ret)
 		return ERR_PTR(ret);
+	/* The function of the context's first PRP target, unless removed. */
+	ret = kvblk_dma_reg_begin(ctx, false, &dev);
+	if (ret)
+		goto out_unpin;
+	if (dev) {
+		ret = kvblk_p2pdma_map(&pin, dev, r->addr);
+		if (ret)
+			goto out_end;
+	}
 	/* The PRP rules hold for every window if they hold for the whole. */
 	buf = kvblk_buf_alloc(dev, KVBLK_MEM_P2PDMA, r->len,
 			      &kvblk_mem_p2pdma_ops);
 	if (IS_ERR(buf)) {
 		ret = PTR_ERR(buf);
-		goto out_unpin;
+		goto out_unmap;
 	}
 	ret = dev ? kvblk_buf_segs_from_sgt(buf, &pin.sgt, 0) : 0;
 	kvfree(buf->segs);
@@ -373,12 +394,20 @@ struct kvblk_buf *kvblk_mem_p2pdma_create(struct device *dev,
 	range->mm = current->mm;
 	mmgrab(range->mm);
 	buf->priv = range;
-	kvblk_p2pdma_unpin(&pin, dev);
+	kvblk_p2pdma_unmap(&pin, dev);
+	if (dev)
+		kvblk_dma_reg_end(buf);
+	kvblk_p2pdma_unpin(&pin, NULL);	/* unmapped: unpins only */
 	return buf;
 
 out_abort:
 	kvblk_buf_abort(buf);
+out_unmap:
+	kvblk_p2pdma_unmap(&pin, dev);
+out_end:
+	if (dev)
+		kvblk_dma_reg_end(NULL);
 out_unpin:
-	kvblk_p2pdma_unpin(&pin, dev);
+	kvblk_p2pdma_unpin(&pin, NULL);
 	return ERR_PTR(ret);
 }

@@ -3,7 +3,7 @@
  * kvblk_fault_hold - a PRP batch held in a page fault that its own process
  * serves (review-2 N3), for tests/selftests/kvblk/vm-fault-removal.sh.
  *
- * usage: kvblk_fault_hold DEV   (stdin: a line when the fault may be served)
+ * usage: kvblk_fault_hold [-r] DEV   (stdin: a line when the fault may be served)
  *
  * Attaches DEV with the PRP engine and registers 1 MiB of anonymous memory
  * (pinned). Then the second half of that range is mapped again
@@ -20,12 +20,23 @@
  * (the function went away before the batch entered it); a second load with
  * ENODEV. Prints each
  * outcome; exit 0 pass, 1 fail, 4 skip.
+ *
+ * -r: the held call is a registration instead. After the PRP attach, 1 MiB
+ * of fresh anonymous memory is registered with userfaultfd for missing
+ * pages and a thread registers it with kvblk as KVBLK_MEM_P2PDMA. kvblk
+ * pins the range's first page to see whether it is P2PDMA memory (it pins
+ * before it can tell), which faults: the registration waits for this
+ * process. "FAULTED", a line on stdin (the caller unbinds nvme meanwhile),
+ * then the fault is served and the registration must end with EINVAL (the
+ * page is not P2PDMA memory). Skips where the module has no P2PDMA
+ * registrations (GET_FEATURES lacks KVBLK_FEAT_MEM_P2PDMA).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,12 +59,109 @@ static struct kvblk_io_desc d[2];
 static struct kvblk_desc_result res[2];
 static int load_ret, load_errno;
 
+static struct kvblk_buf_reg preg = { .size = sizeof(preg), .kind = KVBLK_MEM_P2PDMA };
+static volatile int call_done;
+
 static void *load(void *arg)
 {
 	(void)arg;
 	load_ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
 	load_errno = errno;
+	call_done = 1;
 	return NULL;
+}
+
+static void *p2pdma_register(void *arg)
+{
+	(void)arg;
+	load_ret = ioctl(kfd, KVBLK_IOC_REGISTER_BUFFER, &preg);
+	load_errno = errno;
+	call_done = 1;
+	return NULL;
+}
+
+/* Waits up to 30 s for a fault on @ufd while the call has not ended. */
+static int wait_fault(int ufd, struct uffd_msg *msg)
+{
+	struct pollfd pfd = { .fd = ufd, .events = POLLIN };
+	int i;
+
+	for (i = 0; i < 300; i++) {
+		if (poll(&pfd, 1, 100) == 1)
+			return read(ufd, msg, sizeof(*msg)) == sizeof(*msg) &&
+			       msg->event == UFFD_EVENT_PAGEFAULT ? 0 : -1;
+		if (call_done) {
+			fprintf(stderr, "FAIL: the call ended without a fault: %d (%s)\n",
+				load_ret, load_ret ? strerror(load_errno) : "ok");
+			return -1;
+		}
+	}
+	fprintf(stderr, "FAIL: the call did not fault on the userfaultfd range in 30 s\n");
+	return -1;
+}
+
+/* -r: a P2PDMA registration held in the fault of its range's first page. */
+static int hold_register(int ufd)
+{
+	struct uffdio_register reg = { 0 };
+	struct uffdio_zeropage zp = { 0 };
+	struct uffd_msg msg;
+	unsigned char *mem;
+	pthread_t th;
+	char line[16];
+	__u64 feat = 0;
+
+	if (ioctl(kfd, KVBLK_IOC_GET_FEATURES, &feat)) {
+		fprintf(stderr, "FAIL: GET_FEATURES: %s\n", strerror(errno));
+		return 1;
+	}
+	if (!(feat & KVBLK_FEAT_MEM_P2PDMA)) {
+		printf("SKIP: this module has no P2PDMA registrations (no KVBLK_FEAT_MEM_P2PDMA)\n");
+		return 4;
+	}
+	mem = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return 1;
+	reg.range.start = (uintptr_t)mem;
+	reg.range.len = LEN;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(ufd, UFFDIO_REGISTER, &reg)) {
+		fprintf(stderr, "FAIL: UFFDIO_REGISTER: %s\n", strerror(errno));
+		return 1;
+	}
+	preg.addr = (uintptr_t)mem;
+	preg.len = LEN;
+	if (pthread_create(&th, NULL, p2pdma_register, NULL))
+		return 1;
+	if (wait_fault(ufd, &msg))
+		return 1;
+	printf("FAULTED at +%llu of the range registered as P2PDMA memory\n",
+	       (unsigned long long)(msg.arg.pagefault.address - (uintptr_t)mem));
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		printf("note: stdin closed: serving the fault\n");
+	else
+		printf("serving the fault\n");
+	fflush(stdout);
+
+	zp.range.start = (uintptr_t)mem;
+	zp.range.len = LEN;
+	if (ioctl(ufd, UFFDIO_ZEROPAGE, &zp)) {
+		fprintf(stderr, "FAIL: UFFDIO_ZEROPAGE: %s\n", strerror(errno));
+		return 1;
+	}
+	pthread_join(th, NULL);
+	printf("register: %d (%s)\n", load_ret,
+	       load_ret ? strerror(load_errno) : "ok");
+	if (load_ret >= 0 || load_errno != EINVAL) {
+		fprintf(stderr, "FAIL: want EINVAL (anonymous memory is not P2PDMA memory)\n");
+		printf("FAIL\n");
+		return 1;
+	}
+	close(kfd);
+	printf("PASS\n");
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -64,20 +172,23 @@ int main(int argc, char **argv)
 	struct uffdio_register reg = { 0 };
 	struct uffdio_zeropage zp = { 0 };
 	struct uffd_msg msg;
-	struct pollfd pfd;
 	unsigned char *mem, *half;
+	const char *dev;
 	pthread_t th;
 	char line[16];
 	int bfd, ufd, i, bad = 0;
+	bool reg_mode;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: kvblk_fault_hold DEV\n");
+	reg_mode = argc == 3 && !strcmp(argv[1], "-r");
+	if (argc != 2 && !reg_mode) {
+		fprintf(stderr, "usage: kvblk_fault_hold [-r] DEV\n");
 		return 2;
 	}
+	dev = argv[argc - 1];
 	kfd = open("/dev/kvblk", O_RDWR | O_CLOEXEC);
-	bfd = open(argv[1], O_RDONLY | O_CLOEXEC);
+	bfd = open(dev, O_RDONLY | O_CLOEXEC);
 	if (kfd < 0 || bfd < 0) {
-		printf("SKIP: open /dev/kvblk or %s: %s\n", argv[1], strerror(errno));
+		printf("SKIP: open /dev/kvblk or %s: %s\n", dev, strerror(errno));
 		return 4;
 	}
 	ufd = syscall(SYS_userfaultfd, O_CLOEXEC);
@@ -87,9 +198,11 @@ int main(int argc, char **argv)
 	}
 	a.bdev_fd = bfd;
 	if (ioctl(kfd, KVBLK_IOC_ATTACH, &a)) {
-		fprintf(stderr, "FAIL: attach %s (PRP): %s\n", argv[1], strerror(errno));
+		fprintf(stderr, "FAIL: attach %s (PRP): %s\n", dev, strerror(errno));
 		return 1;
 	}
+	if (reg_mode)
+		return hold_register(ufd);
 	mem = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (mem == MAP_FAILED)
@@ -125,13 +238,8 @@ int main(int argc, char **argv)
 	if (pthread_create(&th, NULL, load, NULL))
 		return 1;
 
-	pfd.fd = ufd;
-	pfd.events = POLLIN;
-	if (poll(&pfd, 1, 30000) != 1 || read(ufd, &msg, sizeof(msg)) != sizeof(msg) ||
-	    msg.event != UFFD_EVENT_PAGEFAULT) {
-		fprintf(stderr, "FAIL: the load did not fault on the userfaultfd range in 30 s\n");
+	if (wait_fault(ufd, &msg))
 		return 1;
-	}
 	printf("FAULTED at +%llu of the registered range\n",
 	       (unsigned long long)(msg.arg.pagefault.address - (uintptr_t)mem));
 	fflush(stdout);

@@ -17,6 +17,8 @@
 #    where the batch re-checks the namespace with a probe Read: of the
 #    target's first LBA before the fix, so that object (and the first after
 #    each drain) failed with EIO although its own LBAs are good.
+# 4. A new PRP attach with LBA 0 bad succeeds (its probe reads the next
+#    LBA); its loads: 1M exact, LBA 0 EIO.
 . "$(dirname "$0")/lib.sh"
 
 [ "${KVBLK_VM_BAD_GROWS:-}" = write ] ||
@@ -58,9 +60,11 @@ cat "$log"
 grep -q "^grown: LBA 0 fails" "$log" || fail "the defect did not grow after attach"
 ok "defect grown at LBA 0 after attach: objects elsewhere exact, objects over LBA 0 EIO, 3 batches"
 
-# What a new PRP attach does now (its probe reads LBA 0): reported, not asserted.
-if out=$($hold -e prp "$dev" 1M:4K 2>&1); then
-	echo "info: a new PRP attach with LBA 0 bad succeeds"
-else
-	echo "info: a new PRP attach with LBA 0 bad fails: $(echo "$out" | tail -1)"
+# A new PRP attach now: its probe finds LBA 0's media error and reads the
+# next LBA instead (kvblk_prp_probe()): it succeeds, LBA 0 still EIO.
+if ! out=$($hold -e prp "$dev" 1M:4K "0:4K=EIO" 2>&1); then
+	echo "$out"
+	fail "a new PRP attach with LBA 0 bad failed"
 fi
+echo "$out"
+ok "a new PRP attach with LBA 0 bad succeeds: 1M exact, LBA 0 EIO"

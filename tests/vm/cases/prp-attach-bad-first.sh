@@ -1,0 +1,55 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# A PRP attach of a target whose first LBA has a media error from boot
+# (variant blkdebug:bad=0: every read of LBA 0 fails with Unrecovered Read
+# Error). The attach's probe Read (kmod/engine_prp.c, kvblk_probe_ext_lba())
+# reads the target's first LBA; a media error there says nothing about the
+# driver's status mirror, which the self-check's failing Read already
+# proved, so the probe reads the next LBA instead (a few at most) and the
+# attach succeeds with the PRP engine.
+#
+# 1. LBA 0 does not read (O_DIRECT dd): the defect is there from boot.
+# 2. PRP attach and three LOAD_MANY batches (kmod_hold -e prp): every object
+#    that does not cover LBA 0 is exact (pread(O_DIRECT)'s bytes), every
+#    object that covers it fails with EIO (a PRP command's media error).
+# 3. The kernel log of the attach names LBA 0 and the media error, and has
+#    no "self-check failed" line (before the fix: the attach was refused
+#    with EOPNOTSUPP and that line, "mirror ... does not match this kernel").
+. "$(dirname "$0")/lib.sh"
+
+[ "${KVBLK_VM_BAD_BYTE_OFFSET:-}" = 0 ] ||
+	skip "variant $KVBLK_VM_VARIANT has no bad LBA 0 (bad=0)"
+[ -z "${KVBLK_VM_BAD_GROWS:-}" ] ||
+	skip "the defect of variant $KVBLK_VM_VARIANT grows later (grow=)"
+hold=tests/kmod-smoke/kmod_hold
+[ -x "$hold" ] || skip "$hold not built"
+dev=$KVBLK_TEST_DEVICE lba=$KVBLK_VM_LBA
+
+if dd if="$dev" of=/dev/null iflag=direct bs="$lba" count=1 status=none 2>/dev/null; then
+	fail "LBA 0 reads: no defect from boot"
+fi
+ok "LBA 0 fails to read from boot"
+
+mark="kvblk-vm: prp-attach-bad-first $$"
+echo "$mark" >/dev/kmsg
+log=$KVBLK_VM_CASE_DIR/hold.log
+if ! $hold -e prp -n 3 "$dev" \
+	4K:8K 1M:64K "0:4K=EIO" 8M+4K:4K "0:64K=EIO" 64M:256K 100M:4K \
+	>"$log" 2>&1; then
+	cat "$log"
+	dmesg | sed -n "/$mark/,\$p" | grep 'kvblk:' || true
+	fail "PRP attach and loads with LBA 0 bad"
+fi
+cat "$log"
+grep -q '^attached .* engine 1 ' "$log" ||
+	fail "not attached with the PRP engine (KVBLK_ENGINE_PRP, 1)"
+ok "PRP attach with LBA 0 bad: objects elsewhere exact, objects over LBA 0 EIO, 3 batches"
+
+klog=$(dmesg | sed -n "/$mark/,\$p" | grep 'kvblk:' || true)
+echo "$klog"
+if echo "$klog" | grep -q 'self-check failed'; then
+	fail "the attach logged a self-check failure for a media error"
+fi
+echo "$klog" | grep -q 'LBA 0 .*media error' ||
+	fail "the attach did not log the media error at LBA 0"
+ok "the attach logged the media error at LBA 0, no self-check failure"
