@@ -1,14 +1,17 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# A PRP attach of a target whose first LBA has a media error from boot
-# (variant blkdebug:bad=0: every read of LBA 0 fails with Unrecovered Read
-# Error). The attach's probe Read (kmod/engine_prp.c, kvblk_probe_ext_lba())
+# A PRP attach of a target whose first LBA has a media error (variant
+# blkdebug:bad=0: every read of LBA 0 fails with Unrecovered Read Error;
+# blkdebug:bad=0:grow=write, where the suite runs it after prp-grown-defect:
+# from the first write on, which this case makes itself where none came
+# yet). The attach's probe Read (kmod/engine_prp.c, kvblk_probe_ext_lba())
 # reads the target's first LBA; a media error there says nothing about the
 # driver's status mirror, which the self-check's failing Read already
 # proved, so the probe reads the next LBA instead (a few at most) and the
 # attach succeeds with the PRP engine.
 #
-# 1. LBA 0 does not read (O_DIRECT dd): the defect is there from boot.
+# 1. LBA 0 does not read (O_DIRECT dd): the defect is there (grow=write: after
+#    a far LBA is written back with its own bytes, if it was not yet).
 # 2. PRP attach and three LOAD_MANY batches (kmod_hold -e prp): every object
 #    that does not cover LBA 0 is exact (pread(O_DIRECT)'s bytes), every
 #    object that covers it fails with EIO (a PRP command's media error).
@@ -19,16 +22,25 @@
 
 [ "${KVBLK_VM_BAD_BYTE_OFFSET:-}" = 0 ] ||
 	skip "variant $KVBLK_VM_VARIANT has no bad LBA 0 (bad=0)"
-[ -z "${KVBLK_VM_BAD_GROWS:-}" ] ||
-	skip "the defect of variant $KVBLK_VM_VARIANT grows later (grow=)"
+case ${KVBLK_VM_BAD_GROWS:-} in
+'' | write) ;;
+*) skip "variant $KVBLK_VM_VARIANT: grow=$KVBLK_VM_BAD_GROWS" ;;
+esac
 hold=tests/kmod-smoke/kmod_hold
 [ -x "$hold" ] || skip "$hold not built"
 dev=$KVBLK_TEST_DEVICE lba=$KVBLK_VM_LBA
 
-if dd if="$dev" of=/dev/null iflag=direct bs="$lba" count=1 status=none 2>/dev/null; then
-	fail "LBA 0 reads: no defect from boot"
+if [ "${KVBLK_VM_BAD_GROWS:-}" = write ] &&
+	dd if="$dev" of=/dev/null iflag=direct bs="$lba" count=1 status=none 2>/dev/null; then
+	far=$(((64 << 20) / lba))
+	dd if="$dev" of="$KVBLK_VM_CASE_DIR/far.bin" iflag=direct bs="$lba" skip=$far count=1 status=none &&
+		dd if="$KVBLK_VM_CASE_DIR/far.bin" of="$dev" oflag=direct conv=notrunc bs="$lba" seek=$far count=1 \
+			status=none || fail "writing LBA $far back to grow the defect"
 fi
-ok "LBA 0 fails to read from boot"
+if dd if="$dev" of=/dev/null iflag=direct bs="$lba" count=1 status=none 2>/dev/null; then
+	fail "LBA 0 reads: no defect"
+fi
+ok "LBA 0 fails to read"
 
 mark="kvblk-vm: prp-attach-bad-first $$"
 echo "$mark" >/dev/kmsg
