@@ -62,19 +62,14 @@ static int load_ret, load_errno;
 static struct kvblk_buf_reg preg = { .size = sizeof(preg), .kind = KVBLK_MEM_P2PDMA };
 static volatile int call_done;
 
-static void *load(void *arg)
-{
-	(void)arg;
-	load_ret = ioctl(kfd, KVBLK_IOC_LOAD_MANY, &lm);
-	load_errno = errno;
-	call_done = 1;
-	return NULL;
-}
+/* The held call: ioctl @held_req on @held_arg, from its own thread. */
+static unsigned long held_req;
+static void *held_arg;
 
-static void *p2pdma_register(void *arg)
+static void *held_call(void *arg)
 {
 	(void)arg;
-	load_ret = ioctl(kfd, KVBLK_IOC_REGISTER_BUFFER, &preg);
+	load_ret = ioctl(kfd, held_req, held_arg);
 	load_errno = errno;
 	call_done = 1;
 	return NULL;
@@ -100,15 +95,64 @@ static int wait_fault(int ufd, struct uffd_msg *msg)
 	return -1;
 }
 
+/* Registers [@addr, @addr + @len) with @ufd for missing pages: 0 or 1 (reported). */
+static int uffd_register_missing(int ufd, void *addr, size_t len)
+{
+	struct uffdio_register reg = { 0 };
+
+	reg.range.start = (uintptr_t)addr;
+	reg.range.len = len;
+	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+	if (ioctl(ufd, UFFDIO_REGISTER, &reg)) {
+		fprintf(stderr, "FAIL: UFFDIO_REGISTER: %s\n", strerror(errno));
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * Starts the held call (ioctl @req on @arg) in a thread, waits for its fault
+ * on @ufd, prints "FAULTED at +N of @what" (N from @base), waits for a line
+ * on stdin, then serves [@serve, @serve + @len) with zero pages and joins the
+ * thread: 0, or 1 (reported).
+ */
+static int hold_then_serve(int ufd, unsigned long req, void *arg, const unsigned char *base,
+			   const char *what, void *serve, size_t len)
+{
+	struct uffdio_zeropage zp = { 0 };
+	struct uffd_msg msg;
+	pthread_t th;
+	char line[16];
+
+	held_req = req;
+	held_arg = arg;
+	if (pthread_create(&th, NULL, held_call, NULL))
+		return 1;
+	if (wait_fault(ufd, &msg))
+		return 1;
+	printf("FAULTED at +%llu of %s\n",
+	       (unsigned long long)(msg.arg.pagefault.address - (uintptr_t)base), what);
+	fflush(stdout);
+	if (!fgets(line, sizeof(line), stdin))
+		printf("note: stdin closed: serving the fault\n");
+	else
+		printf("serving the fault\n");
+	fflush(stdout);
+
+	zp.range.start = (uintptr_t)serve;
+	zp.range.len = len;
+	if (ioctl(ufd, UFFDIO_ZEROPAGE, &zp)) {
+		fprintf(stderr, "FAIL: UFFDIO_ZEROPAGE: %s\n", strerror(errno));
+		return 1;
+	}
+	pthread_join(th, NULL);
+	return 0;
+}
+
 /* -r: a P2PDMA registration held in the fault of its range's first page. */
 static int hold_register(int ufd)
 {
-	struct uffdio_register reg = { 0 };
-	struct uffdio_zeropage zp = { 0 };
-	struct uffd_msg msg;
 	unsigned char *mem;
-	pthread_t th;
-	char line[16];
 	__u64 feat = 0;
 
 	if (ioctl(kfd, KVBLK_IOC_GET_FEATURES, &feat)) {
@@ -123,35 +167,13 @@ static int hold_register(int ufd)
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		return 1;
-	reg.range.start = (uintptr_t)mem;
-	reg.range.len = LEN;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	if (ioctl(ufd, UFFDIO_REGISTER, &reg)) {
-		fprintf(stderr, "FAIL: UFFDIO_REGISTER: %s\n", strerror(errno));
+	if (uffd_register_missing(ufd, mem, LEN))
 		return 1;
-	}
 	preg.addr = (uintptr_t)mem;
 	preg.len = LEN;
-	if (pthread_create(&th, NULL, p2pdma_register, NULL))
+	if (hold_then_serve(ufd, KVBLK_IOC_REGISTER_BUFFER, &preg, mem,
+			    "the range registered as P2PDMA memory", mem, LEN))
 		return 1;
-	if (wait_fault(ufd, &msg))
-		return 1;
-	printf("FAULTED at +%llu of the range registered as P2PDMA memory\n",
-	       (unsigned long long)(msg.arg.pagefault.address - (uintptr_t)mem));
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin))
-		printf("note: stdin closed: serving the fault\n");
-	else
-		printf("serving the fault\n");
-	fflush(stdout);
-
-	zp.range.start = (uintptr_t)mem;
-	zp.range.len = LEN;
-	if (ioctl(ufd, UFFDIO_ZEROPAGE, &zp)) {
-		fprintf(stderr, "FAIL: UFFDIO_ZEROPAGE: %s\n", strerror(errno));
-		return 1;
-	}
-	pthread_join(th, NULL);
 	printf("register: %d (%s)\n", load_ret,
 	       load_ret ? strerror(load_errno) : "ok");
 	if (load_ret >= 0 || load_errno != EINVAL) {
@@ -169,13 +191,8 @@ int main(int argc, char **argv)
 	struct kvblk_attach a = { .size = sizeof(a), .flags = KVBLK_ATTACH_F_ENGINE_PRP };
 	struct kvblk_buf_reg r = { .size = sizeof(r), .kind = KVBLK_MEM_HOST };
 	struct uffdio_api api = { .api = UFFD_API };
-	struct uffdio_register reg = { 0 };
-	struct uffdio_zeropage zp = { 0 };
-	struct uffd_msg msg;
 	unsigned char *mem, *half;
 	const char *dev;
-	pthread_t th;
-	char line[16];
 	int bfd, ufd, i, bad = 0;
 	bool reg_mode;
 
@@ -220,13 +237,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: mmap MAP_FIXED: %s\n", strerror(errno));
 		return 1;
 	}
-	reg.range.start = (uintptr_t)half;
-	reg.range.len = LEN / 2;
-	reg.mode = UFFDIO_REGISTER_MODE_MISSING;
-	if (ioctl(ufd, UFFDIO_REGISTER, &reg)) {
-		fprintf(stderr, "FAIL: UFFDIO_REGISTER: %s\n", strerror(errno));
+	if (uffd_register_missing(ufd, half, LEN / 2))
 		return 1;
-	}
 
 	for (i = 0; i < 2; i++) {
 		d[i].offset = (__u64)i * OBJ;
@@ -235,27 +247,8 @@ int main(int argc, char **argv)
 		d[i].buf_id = r.buf_id;
 	}
 	lm_init(&lm, d, res, 2);
-	if (pthread_create(&th, NULL, load, NULL))
+	if (hold_then_serve(ufd, KVBLK_IOC_LOAD_MANY, &lm, mem, "the registered range", half, LEN / 2))
 		return 1;
-
-	if (wait_fault(ufd, &msg))
-		return 1;
-	printf("FAULTED at +%llu of the registered range\n",
-	       (unsigned long long)(msg.arg.pagefault.address - (uintptr_t)mem));
-	fflush(stdout);
-	if (!fgets(line, sizeof(line), stdin))
-		printf("note: stdin closed: serving the fault\n");
-	else
-		printf("serving the fault\n");
-	fflush(stdout);
-
-	zp.range.start = (uintptr_t)half;
-	zp.range.len = LEN / 2;
-	if (ioctl(ufd, UFFDIO_ZEROPAGE, &zp)) {
-		fprintf(stderr, "FAIL: UFFDIO_ZEROPAGE: %s\n", strerror(errno));
-		return 1;
-	}
-	pthread_join(th, NULL);
 	printf("load: %d (%s), bad_index %d\n", load_ret,
 	       load_ret ? strerror(load_errno) : "ok", lm.bad_index);
 	if (!(load_ret < 0 && ((load_errno == ESTALE && lm.bad_index == 0) ||
