@@ -68,6 +68,24 @@ reformat() {
 	return 1
 }
 
+# mid_format LBAF BYTES OFFSET WHAT: a PRP batch of 4,096 objects of 32 KiB from OFFSET on $d
+# during which kmod_hold formats $d to LBAF (BYTES-byte LBAs). Long enough for nvme-cli to
+# start (seconds under TCG): 4 KiB commands (the module's default for disks attached later),
+# one in flight; 32,768 commands, most of which the format turns into ESTALE without one.
+# Every object ok or ESTALE, at least one ESTALE, and once one object found the new format
+# every later one ESTALE.
+mid_format() {
+	local out st
+	echo 4096 >/sys/module/kvblk/parameters/max_cmd_bytes
+	out=$($hold -e prp -P -r "echo 1 >/sys/kernel/kvblk/${d##*/}/max_inflight" \
+		-D "$0 reformat $d $1 $2" "$d" "$3:32K*4096=ok|ESTALE") ||
+		{ echo "$out" | tail -20; fail "PRP engine: $4"; }
+	echo "$out" | grep "status" | tail -5
+	echo "$out" | grep -q "status ESTALE" || fail "no object ESTALE: the format came after the batch"
+	st=$(echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ')
+	grep -Eq "^(status ok )?status ESTALE $" <<<"$st" || fail "statuses not ok... then ESTALE...: $st"
+}
+
 # geom-change.sh reformat DEV LBAF BYTES [OPTIONS]: what kmod_hold runs while attached.
 if [ "$what" = reformat ]; then
 	reformat "$2" "$3" "$4" "${@:5}" || exit 1
@@ -145,21 +163,7 @@ format-pi)
 	ok "PRP engine: every object ESTALE after a format to 4 KiB + 8 bytes PI extended LBAs, buffer untouched"
 	;;
 format-mid)
-	# Long enough for nvme-cli to start (seconds under TCG): 4 KiB commands
-	# (the module's default for disks attached later), one in flight; 32,768
-	# commands, most of which the format turns into ESTALE without one.
-	echo 4096 >/sys/module/kvblk/parameters/max_cmd_bytes
-	max=/sys/kernel/kvblk/${d##*/}/max_inflight
-	slow="echo 1 >$max"
-	to512="$0 reformat $d $f512 512"
-	out=$($hold -e prp -P -r "$slow" -D "$to512" "$d" "0:32K*4096=ok|ESTALE") ||
-		{ echo "$out" | tail -20; fail "PRP engine: a Format NVM during a batch"; }
-	echo "$out" | grep "status" | tail -5
-	echo "$out" | grep -q "status ESTALE" || fail "no object ESTALE: the format came after the batch"
-	# Once one object found the new format, every later one is ESTALE.
-	echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ' |
-		grep -Eq "^(status ok )?status ESTALE $" ||
-		fail "statuses not ok... then ESTALE...: $(echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ')"
+	mid_format "$f512" 512 0 "a Format NVM during a batch"
 	# The device's new format is found by the probe Read, or, after the nvme
 	# driver's rescan, by the block layer's LBA size: either line.
 	dmesg | grep -Eq "LBA format changed during the batch|did not move exactly the LBA's data" ||
@@ -168,17 +172,7 @@ format-mid)
 	;;
 format-mid-up)
 	reformat "$d" "$f512" 512 || fail "format $d to 512-byte LBAs before attach"
-	echo 4096 >/sys/module/kvblk/parameters/max_cmd_bytes
-	max=/sys/kernel/kvblk/${d##*/}/max_inflight
-	slow="echo 1 >$max"
-	to4k="$0 reformat $d $f4k 4096"
-	out=$($hold -e prp -P -r "$slow" -D "$to4k" "$d" "64M:32K*4096=ok|ESTALE") ||
-		{ echo "$out" | tail -20; fail "PRP engine: a Format NVM 512 B -> 4 KiB during a batch"; }
-	echo "$out" | grep "status" | tail -5
-	echo "$out" | grep -q "status ESTALE" || fail "no object ESTALE: the format came after the batch"
-	echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ' |
-		grep -Eq "^(status ok )?status ESTALE $" ||
-		fail "statuses not ok... then ESTALE...: $(echo "$out" | grep -o "status [A-Za-z0-9]*" | uniq | tr '\n' ' ')"
+	mid_format "$f4k" 4096 64M "a Format NVM 512 B -> 4 KiB during a batch"
 	grep -c "did not move exactly the LBA's data" <<<"$(dmesg)" || true
 	ok "PRP engine: a Format NVM 512 B -> 4 KiB during a batch: objects before it exact, every later one ESTALE"
 	;;
