@@ -200,7 +200,7 @@ vmbench-engines: deps-vm
 VMBENCH_CPU_KERNELS = 6.1 7.2
 .PHONY: vmbench-cpu
 vmbench-cpu: deps-vm $(BUILD)/build.ninja
-	$(CMAKE) --build $(BUILD) -j $(JOBS) --target kvblk
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target kvblk kvblk_loadloop
 	$(MAKE) -C tests/kmod-smoke kmod_bench
 	for k in $(or $(KERNEL),$(VMBENCH_CPU_KERNELS)); do \
 		KVBLK_VM_KERNEL=$$k tests/vm/bench/run.sh --cpu || exit 1; done

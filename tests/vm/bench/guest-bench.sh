@@ -15,7 +15,8 @@
 # (131072 bytes), KVBLK_BENCH_OBJECTS (48), KVBLK_BENCH_OBJECT_MIB (16), KVBLK_BENCH_BATCH
 # (objects per load_many call, 16), KVBLK_BENCH_REPEAT (rounds, 3), KVBLK_BENCH_FIO_QDS
 # (fio iodepths, "8 16 32 64 128"; QD is added), KVBLK_BENCH_PERF (1: also the load path
-# alone per backend with loadloop.py, whole-guest CPU, and perf profiles). Output:
+# alone per backend with build/kvblk_loadloop (tests/vm/bench/loadloop.c), whole-guest CPU,
+# and perf profiles). Output:
 # table.txt and the raw JSON in $KVBLK_VM_CASE_DIR.
 . "$(dirname "$0")/../cases/lib.sh"
 set +e
@@ -99,14 +100,14 @@ counters() {
 delta() { echo "$1 $2" | awk '{ print $4 - $1, $5 - $2, $6 - $3 }'; }
 
 if [ "${KVBLK_BENCH_PERF:-1}" = 1 ]; then
-	# The load path alone (loadloop.py: no store writes, no verification) and fio
+	# The load path alone (kvblk_loadloop: no store writes, no verification) and fio
 	# io_uring_cmd, 3 s each, legs alternating, KVBLK_BENCH_REPEAT rounds: GB/s, busy guest
 	# CPU per GB, context switches and NVMe interrupts per MiB; then one perf profile per
 	# backend (where that CPU goes).
-	echo "== load path alone (loadloop.py)"
-	lib=$(dirname "$bench")/../../libkvblk/libkvblk.so
+	echo "== load path alone (kvblk_loadloop)"
+	loadloop=$(dirname "$bench")/../../kvblk_loadloop
 	loop() { # backend seconds
-		python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$1" "$store" \
+		"$loadloop" "$dev" "$1" "$store" \
 			$((obj_mib << 20)) "$batch" "$qd" "$cmd" "$2"
 	}
 	for r in $(seq "$repeat"); do
@@ -124,12 +125,12 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ]; then
 	done
 	if command -v perf >/dev/null; then
 		for b in kmod uring uring_cmd; do
-			# The whole loadloop.py run, its start (interpreter, buffer memset,
+			# The whole kvblk_loadloop run, its start (buffer memset,
 			# registration) included: a 2 s window of `perf record -a -- sleep 2`
 			# beside a running loop caught a mostly idle guest (58% and 86% in the halt loop, no
 			# sample of the loop) in two runs on 2026-12-01.
 			perf record -q -a -g -o "$out/perf-$b.data" -- \
-				python3 "$(dirname "$0")/loadloop.py" "$lib" "$dev" "$b" "$store" \
+				"$loadloop" "$dev" "$b" "$store" \
 				$((obj_mib << 20)) "$batch" "$qd" "$cmd" 3 >/dev/null 2>&1
 			perf report -i "$out/perf-$b.data" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 40 >"$out/perf-$b-top.txt"

@@ -15,9 +15,12 @@
 #   Legs: kvblk.ko's block-layer engine through the ioctl and through uring_cmd
 #   (tests/kmod-smoke/kmod_bench, module loaded with max_cmd_bytes = CMD and
 #   max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
-#   and threadpool (QD threads) through loadloop.py, and at memory_backed=0 the layer
+#   and threadpool (QD threads) through build/kvblk_loadloop (tests/vm/bench/loadloop.c,
+#   C: no interpreter in the legs' CPU time), and at memory_backed=0 the layer
 #   pipeline (below); fio io_uring at three points
-#   (fixedbufs and registerfiles on at all: both only remove per-I/O work): f1 no
+#   (fixedbufs, registerfiles and gtod_reduce on at all: each only removes per-I/O work;
+#   gtod_reduce drops fio's clock reads and latency statistics per I/O, which no kvblk leg
+#   keeps: without it several kvblk figures were above 1.05x fio's best): f1 no
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
 #   sqthread_poll.
 #   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
@@ -52,10 +55,10 @@ store=$((64 << 20))
 out=${KVBLK_VM_CASE_DIR:?}
 here=tests/vm/bench
 kb=tests/kmod-smoke/kmod_bench
-lib=${KVBLK_BENCH_LIB:-build/libkvblk/libkvblk.so}
+loadloop=${KVBLK_BENCH_LOADLOOP:-build/kvblk_loadloop}
 [ -x "$kb" ] || skip "$kb not built"
 [ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built"
-[ -f "$lib" ] || skip "$lib not built"
+[ -x "$loadloop" ] || skip "$loadloop not built"
 legs_all="kioctl kuring luring ltp f1 f2 f3"
 # With memory_backed=0 also an engine's layer pipeline (issue 31, item 3): libkvblk uring as
 # luring, two batches (layers) outstanding through kvblk_submit(), reaped when the event fd
@@ -139,13 +142,13 @@ argv_of() { # leg size qd batch mb -> argv
 	local half=$(($3 / 2 > 0 ? $3 / 2 : 1)) fio
 	fio=(fio --name=c --filename="$dev" --readonly --rw=read --ioengine=io_uring --direct=1
 	     --bs="$2" --iodepth="$3" --size="$store" --time_based --runtime=600
-	     --fixedbufs=1 --registerfiles=1)
+	     --fixedbufs=1 --registerfiles=1 --gtod_reduce=1)
 	case $1 in
 	kioctl) argv=("$kb" -e bio "$dev" "$store" "$2" "$4" 600) ;;
 	kuring) argv=("$kb" -e bio -u "$dev" "$store" "$2" "$4" 600) ;;
-	luring) argv=(python3 "$here"/loadloop.py "$lib" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5") ;;
-	lpipe) argv=(python3 "$here"/loadloop.py "$lib" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5" pipe:2) ;;
-	ltp) argv=(python3 "$here"/loadloop.py "$lib" "$dev" threadpool "$store" "$2" "$4" "$3" "$2" 600 "$3" "$5") ;;
+	luring) argv=("$loadloop" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5") ;;
+	lpipe) argv=("$loadloop" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5" pipe:2) ;;
+	ltp) argv=("$loadloop" "$dev" threadpool "$store" "$2" "$4" "$3" "$2" 600 "$3" "$5") ;;
 	f1) argv=("${fio[@]}") ;;
 	f2) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half") ;;
 	f3) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half"

@@ -225,7 +225,7 @@ def idle_share(d, backend):
 
 
 def profile(d):
-    """The load path alone (loadloop.py, fio time_based): median GB/s, busy guest CPU per GB."""
+    """The load path alone (kvblk_loadloop, fio time_based): median GB/s, busy guest CPU per GB."""
     lines = []
     for b in ('kmod', 'uring', 'uring_cmd', 'fio io_uring_cmd'):
         pts = []
@@ -263,7 +263,7 @@ def profile(d):
                          f'= {busy_share * m.vals[0]:.3f} s/GB')
         lines.append(f'  {name:<26} {m.gbps:8.3f} {cols}  runs {runs(pts)}{extra}')
     if lines:
-        print('Load path alone, 3 s per run, legs alternating (loadloop.py; fio time_based), no '
+        print('Load path alone, 3 s per run, legs alternating (kvblk_loadloop; fio time_based), no '
               'verification; whole guest (2 vCPUs): busy CPU (user+system+irq) per GB, context '
               'switches and NVMe interrupts per MiB; kvblk.ko\'s own share from perf (--sort dso):')
         print(f'  {"leg":<26} {"GB/s":>8} {"CPU s/GB":>9} {"ctxsw/MiB":>9} {"irq/MiB":>9}')
