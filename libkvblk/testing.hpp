@@ -88,6 +88,9 @@ struct CommandInfo {
  *                     queued for the device's dispatch thread.
  * @on_wait_sleep:     called (with the scheduler's lock held) with the ticket each time a
  *                     kvblk_wait() (or a synchronous call's wait) is about to sleep.
+ * @on_ring_queued:    called (no lock held) after a batch is put on the io_uring core's queue
+ *                     for the rings' threads (uring, uring_cmd; uring_core.hpp), with true for
+ *                     a synchronous call's batch that could not be driven on its own thread.
  */
 struct Seams {
 	std::function<int64_t(const CommandInfo &, int64_t)> on_complete;
@@ -106,6 +109,7 @@ struct Seams {
 	std::function<int()> on_slot_taken;
 	std::function<void(uint64_t ticket)> on_queued;
 	std::function<void(uint64_t ticket)> on_wait_sleep;
+	std::function<void(bool sync)> on_ring_queued;
 };
 
 namespace internal {

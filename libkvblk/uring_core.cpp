@@ -64,8 +64,13 @@ struct RingBatch {
 	}
 };
 
-/* One ring and the commands it has in flight; used by its own thread only (and the fixed table under fixed_mu_). */
+/*
+ * One ring and the commands it has in flight. Used by whoever holds @drive: its own thread,
+ * which lets go of it only while it sleeps idle in grab(), or a synchronous caller that
+ * found it idle (UringCore::drive_inline()); the fixed table also under fixed_mu_.
+ */
 struct Ring {
+	std::mutex drive;
 	io_uring ring{};
 	bool live = false;
 	bool broken = false;
@@ -211,6 +216,7 @@ RingBatch *UringCore::make_batch(Batch &b)
 
 void UringCore::enqueue(RingBatch *rb)
 {
+	const bool rb_sync = rb->waiter != nullptr; /* @rb may be over once queued */
 	{
 		std::lock_guard<std::mutex> g(qmu_);
 		if (rb->priority)
@@ -219,6 +225,9 @@ void UringCore::enqueue(RingBatch *rb)
 			queue_.push_back(rb);
 	}
 	qcv_.notify_all();
+	const testing::Seams *seams = testing::active();
+	if (seams && seams->on_ring_queued)
+		seams->on_ring_queued(rb_sync);
 }
 
 int UringCore::run(Batch &b) noexcept
@@ -227,6 +236,8 @@ int UringCore::run(Batch &b) noexcept
 	try {
 		RingBatch *rb = make_batch(b);
 		rb->waiter = &w;
+		if (drive_inline(rb))
+			return 0;
 		enqueue(rb);
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "%s: out of memory for a batch of %u objects", kvblk_backend_name(setup_.kind),
@@ -495,11 +506,108 @@ int UringCore::rebuild(Ring &r) noexcept
 	return 0;
 }
 
+void UringCore::load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept
+{
+	const uint32_t obj = rb->object_of(cmd);
+	const uint64_t off = (cmd - rb->first_cmd[obj]) * setup_.max_cmd_bytes;
+	const uint32_t id = r.free.back();
+	r.free.pop_back();
+	RingCmd &c = r.slots[id];
+	c = RingCmd{rb, obj, 0, 0, true, off, std::min(setup_.max_cmd_bytes, rb->b->objects[obj].length - off), 0, 0};
+	r.used++;
+	const uint64_t now = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
+	uint64_t p = rb->peak.load(std::memory_order_relaxed);
+	while (now > p && !rb->peak.compare_exchange_weak(p, now, std::memory_order_relaxed))
+		;
+	if (sq_room(r, in_kernel))
+		issue(r, id);
+	else
+		r.pending.push_back(id);
+}
+
+int UringCore::submit_and_reap(Ring &r, uint64_t *in_kernel, unsigned *refusals) noexcept
+{
+	unsigned want = 1;
+	if (r.overcommit)
+		want = unsigned(std::min<uint64_t>(r.cq_entries, *in_kernel + io_uring_sq_ready(&r.ring)));
+	const int ret = io_uring_submit_and_wait(&r.ring, want);
+	if (ret >= 0) {
+		*in_kernel += unsigned(ret);
+		*refusals = 0;
+	} else if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY || ret == -ENOMEM) {
+		if (++*refusals > kMaxTransientRefusals) {
+			abandon(r, ret, in_kernel);
+			*refusals = 0;
+			return ret;
+		}
+		if (*in_kernel == 0)
+			usleep(1000);
+	} else {
+		abandon(r, ret, in_kernel);
+		return ret;
+	}
+	if (r.overcommit)
+		wait_for_overflow(r, *in_kernel);
+	reap(r, in_kernel);
+	return 0;
+}
+
+bool UringCore::drive_inline(RingBatch *rb) noexcept
+{
+	const uint64_t end = rb->end_cmd;
+	if (end == 0)
+		return false;
+	for (auto &rp : rings_) {
+		Ring &r = *rp;
+		/* Several rings share a batch larger than one ring's depth: the queue spreads it. */
+		if (rings_.size() > 1 && end > r.cap)
+			return false;
+		std::unique_lock<std::mutex> drive(r.drive, std::try_to_lock);
+		if (!drive.owns_lock() || r.broken || r.used || !r.pending.empty())
+			continue;
+		{
+			/* Queued batches are older: they go first, through the rings' threads. */
+			std::lock_guard<std::mutex> g(qmu_);
+			if (stop_ || !queue_.empty())
+				return false;
+		}
+		uint64_t next = 0, in_kernel = 0;
+		unsigned refusals = 0;
+		for (;;) {
+			while (!r.pending.empty() && sq_room(r, &in_kernel)) {
+				issue(r, r.pending.back());
+				r.pending.pop_back();
+			}
+			while (r.pending.empty() && r.used < r.cap && next < end)
+				load(r, rb, next++, &in_kernel);
+			if (r.used == 0)
+				break; /* every command completed: the batch is over, @rb is gone */
+			const int err = submit_and_reap(r, &in_kernel, &refusals);
+			if (err) {
+				/* abandon() failed what was in flight; the rest fails alike (the ring thread rebuilds). */
+				while (next < end)
+					finish_command(rb, rb->object_of(next++), err);
+				break;
+			}
+		}
+		return true;
+	}
+	return false;
+}
+
+/* Grabbed commands that will not be issued: fail them (every batch still completes). */
+void UringCore::fail_grabbed(const Grab *g, size_t k, int err) noexcept
+{
+	for (size_t i = 0; i < k; i++)
+		finish_command(g[i].batch, g[i].batch->object_of(g[i].cmd), err);
+}
+
 void UringCore::ring_main(Ring &r) noexcept
 {
 	std::vector<Grab> grabbed(r.cap);
 	uint64_t in_kernel = 0; /* submitted and not yet reaped */
 	unsigned refusals = 0;
+	std::unique_lock<std::mutex> drive(r.drive);
 	for (;;) {
 		if (r.broken) {
 			const int err = rebuild(r);
@@ -508,8 +616,7 @@ void UringCore::ring_main(Ring &r) noexcept
 				const size_t k = grab(grabbed.data(), grabbed.size(), true);
 				if (k == 0)
 					return;
-				for (size_t i = 0; i < k; i++)
-					finish_command(grabbed[i].batch, grabbed[i].batch->object_of(grabbed[i].cmd), err);
+				fail_grabbed(grabbed.data(), k, err);
 				continue;
 			}
 			grabbed.resize(r.cap);
@@ -520,54 +627,32 @@ void UringCore::ring_main(Ring &r) noexcept
 			r.pending.pop_back();
 		}
 		if (r.pending.empty() && r.used < r.cap) {
-			/* Idle: sleep until a batch is queued. Busy: take what is there and go on. */
-			const size_t k = grab(grabbed.data(), r.cap - r.used, r.used == 0);
-			for (size_t i = 0; i < k; i++) {
-				RingBatch *rb = grabbed[i].batch;
-				const uint64_t cmd = grabbed[i].cmd;
-				const uint32_t obj = rb->object_of(cmd);
-				const uint64_t off = (cmd - rb->first_cmd[obj]) * setup_.max_cmd_bytes;
-				const uint32_t id = r.free.back();
-				r.free.pop_back();
-				RingCmd &c = r.slots[id];
-				c = RingCmd{rb, obj, 0, 0, true, off,
-					    std::min(setup_.max_cmd_bytes, rb->b->objects[obj].length - off), 0, 0};
-				r.used++;
-				const uint64_t now = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
-				uint64_t p = rb->peak.load(std::memory_order_relaxed);
-				while (now > p && !rb->peak.compare_exchange_weak(p, now, std::memory_order_relaxed))
-					;
-				if (sq_room(r, &in_kernel))
-					issue(r, id);
-				else
-					r.pending.push_back(id);
+			/*
+			 * Idle: sleep until a batch is queued, the ring free for a synchronous caller
+			 * meanwhile (drive_inline(), which leaves it idle again or broken). Busy: take
+			 * what is there and go on.
+			 */
+			const bool idle = r.used == 0;
+			if (idle)
+				drive.unlock();
+			size_t k = grab(grabbed.data(), r.cap - r.used, idle);
+			if (idle) {
+				drive.lock();
+				if (r.broken && k) {
+					const int err = rebuild(r);
+					if (err) {
+						fail_grabbed(grabbed.data(), k, err);
+						continue;
+					}
+					in_kernel = 0;
+				}
 			}
+			for (size_t i = 0; i < k; i++)
+				load(r, grabbed[i].batch, grabbed[i].cmd, &in_kernel);
 		}
 		if (r.used == 0)
 			return; /* grab() came back empty: stop_ */
-
-		unsigned want = 1;
-		if (r.overcommit)
-			want = unsigned(std::min<uint64_t>(r.cq_entries, in_kernel + io_uring_sq_ready(&r.ring)));
-		const int ret = io_uring_submit_and_wait(&r.ring, want);
-		if (ret >= 0) {
-			in_kernel += unsigned(ret);
-			refusals = 0;
-		} else if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY || ret == -ENOMEM) {
-			if (++refusals > kMaxTransientRefusals) {
-				abandon(r, ret, &in_kernel);
-				refusals = 0;
-				continue;
-			}
-			if (in_kernel == 0)
-				usleep(1000);
-		} else {
-			abandon(r, ret, &in_kernel);
-			continue;
-		}
-		if (r.overcommit)
-			wait_for_overflow(r, in_kernel);
-		reap(r, &in_kernel);
+		(void)submit_and_reap(r, &in_kernel, &refusals);
 	}
 }
 

@@ -12,7 +12,12 @@
 // batch is queued ahead of every normal one, so its commands are taken before the rest of
 // theirs. An object's result is written once, when the last of its commands completes;
 // when the last object of a batch is over, the batch is done (BatchSink::batch_done(), or
-// run() returns). cancel() lowers a queued batch's end to the first object none of whose
+// run() returns). A synchronous batch (run(): kvblk_load_many() with nothing queued) is
+// driven on the caller's thread instead when a ring is idle and the queue empty
+// (drive_inline(): the ring's drive lock, which its thread lets go of only while it sleeps
+// idle; with several rings only a batch that fits one ring's depth), saving the hand-over to
+// the ring's thread and back; batches queued meanwhile wait for it, as behind any batch on
+// that ring. cancel() lowers a queued batch's end to the first object none of whose
 // commands was taken: those objects end with -ECANCELED at once, the others finish.
 //
 // Per command: a short transfer resubmits the rest (counted); -EAGAIN resubmits, at most
@@ -100,6 +105,11 @@ public:
 	[[nodiscard]] kvblk_async async_mode() const noexcept override { return KVBLK_ASYNC_NATIVE; }
 	/* finish_batch() calls batch_done() holding nothing, its batch already forgotten. */
 	[[nodiscard]] bool starts_from_batch_done() const noexcept override { return true; }
+	/*
+	 * A synchronous batch runs on the caller's thread when it can (drive_inline()): no
+	 * hand-over to a ring's thread and back (two wake-ups and two context switches a call).
+	 */
+	[[nodiscard]] bool run_sync_inline() const noexcept override { return true; }
 	int run(Batch &b) noexcept override;
 	void start(Batch &b) noexcept override;
 	void cancel(uint64_t id) noexcept override;
@@ -140,6 +150,10 @@ private:
 	RingBatch *make_batch(Batch &b);
 	void enqueue(RingBatch *rb);
 	size_t grab(Grab *out, size_t max, bool block);
+	bool drive_inline(RingBatch *rb) noexcept;
+	void load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept;
+	int submit_and_reap(Ring &r, uint64_t *in_kernel, unsigned *refusals) noexcept;
+	void fail_grabbed(const Grab *g, size_t k, int err) noexcept;
 	void ring_main(Ring &r) noexcept;
 	bool sq_room(Ring &r, uint64_t *in_kernel) noexcept;
 	void issue(Ring &r, uint32_t id) noexcept;

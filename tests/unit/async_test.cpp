@@ -495,6 +495,91 @@ TEST_F(AsyncTest, idle_sync_call_runs_on_the_caller_thread_busy_one_waits_its_tu
 	EXPECT_EQ(most.load(), 1) << "two batches ran at once on a psync device";
 }
 
+/*
+ * uring: an idle synchronous call drives a ring on the caller's thread (no hand-over to the
+ * ring's thread); one that finds the ring busy goes through the queue to the ring's thread;
+ * with two rings, a batch deeper than one ring is spread over their threads.
+ */
+TEST_F(AsyncTest, uring_idle_sync_call_drives_the_ring_on_the_caller_thread)
+{
+	Gate gate;
+	std::mutex mu;
+	std::map<uint64_t, std::set<std::thread::id>> threads; /* by object offset */
+	Seams s;
+	s.on_complete = [&](const CommandInfo &c, int64_t res) {
+		{
+			std::lock_guard<std::mutex> g(mu);
+			threads[c.obj_offset].insert(std::this_thread::get_id());
+		}
+		if (c.obj_offset == 8 * kObj && c.attempt == 0)
+			gate.wait();
+		return res;
+	};
+	std::atomic<int> sync_queued{0};
+	s.on_ring_queued = [&](bool sync) { sync_queued += sync; };
+	SeamGuard sg(s);
+	const auto seen = [&](uint64_t off) {
+		std::lock_guard<std::mutex> g(mu);
+		return threads[off];
+	};
+	const std::set<std::thread::id> me{std::this_thread::get_id()};
+	{
+		DevPtr dev = open(KVBLK_BACKEND_URING, 0, 1, 4);
+		GateOpener go{gate};
+		AlignedBuf mem(4 * kObj);
+		std::vector<kvblk_result> r(4);
+		ASSERT_EQ(kvblk_load_many(dev.get(), descs_at(0, 4, mem).data(), 4, r.data(), nullptr), 4);
+		EXPECT_TRUE(exact(mem.data(), 0, 4 * kObj));
+		for (uint64_t i = 0; i < 4; i++)
+			EXPECT_EQ(seen(i * kObj), me) << "object " << i;
+
+		/* An asynchronous batch held at the gate on the ring's thread; a load_many meanwhile. */
+		AlignedBuf held(kObj);
+		const uint64_t t = submit(dev.get(), descs_at(8 * kObj, 1, held), submit_opts());
+		ASSERT_TRUE(gate.wait_arrived());
+		std::thread::id caller;
+		std::thread other([&] {
+			caller = std::this_thread::get_id();
+			kvblk_result rr{};
+			const kvblk_desc d = plain_desc(2 * kObj, kObj, mem.data() + 2 * kObj, 9);
+			EXPECT_EQ(kvblk_load_many(dev.get(), &d, 1, &rr, nullptr), 1) << kvblk_last_error();
+		});
+		/* Its batch is on the ring's queue (the ring busy) before the gate opens. */
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+		while (sync_queued.load() == 0 && std::chrono::steady_clock::now() < end)
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		EXPECT_EQ(sync_queued.load(), 1);
+		gate.open();
+		other.join();
+		EXPECT_EQ(kvblk_wait(dev.get(), t, -1, nullptr), 1);
+		EXPECT_TRUE(exact(mem.data() + 2 * kObj, 2 * kObj, kObj));
+		EXPECT_TRUE(exact(held.data(), 8 * kObj, kObj));
+		const auto ring = seen(8 * kObj);
+		ASSERT_EQ(ring.size(), 1u);
+		EXPECT_NE(*ring.begin(), std::this_thread::get_id());
+		/* The ring was busy: the call went to the ring's thread (this object's second load). */
+		const auto second = seen(2 * kObj);
+		EXPECT_EQ(second.count(caller), 0u);
+		EXPECT_EQ(second.count(*ring.begin()), 1u);
+		EXPECT_EQ(sync_queued.load(), 1) << "the idle calls were queued, not driven on their thread";
+	}
+	{
+		std::lock_guard<std::mutex> g(mu);
+		threads.clear();
+	}
+	{
+		/* Two rings of depth 2: 8 commands are more than one ring takes, so both rings' threads run them. */
+		DevPtr dev = open(KVBLK_BACKEND_URING, 0, 2, 2);
+		AlignedBuf mem(8 * kObj);
+		std::vector<kvblk_result> r(8);
+		ASSERT_EQ(kvblk_load_many(dev.get(), descs_at(16 * kObj, 8, mem).data(), 8, r.data(), nullptr), 8);
+		EXPECT_TRUE(exact(mem.data(), 16 * kObj, 8 * kObj));
+		for (uint64_t i = 0; i < 8; i++)
+			EXPECT_EQ(seen((16 + i) * kObj).count(std::this_thread::get_id()), 0u) << "object " << i;
+		EXPECT_EQ(sync_queued.load(), 2);
+	}
+}
+
 /* Backends held on a first batch (serial: psync; uring with one ring of depth 1). */
 class HeldTest : public AsyncTest, public ::testing::WithParamInterface<BackendCase> {
 protected:
