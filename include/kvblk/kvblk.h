@@ -115,7 +115,12 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  *                            flight together up to the queue depth, objects
  *                            split into commands of max_cmd_bytes; fixed
  *                            buffers for registered destinations; @workers rings
- *                            on @workers threads.
+ *                            on @workers threads. A kvblk_load_many() or
+ *                            kvblk_store_many() that finds a ring idle and nothing
+ *                            queued submits and reaps on the calling thread (no
+ *                            wake-up of the ring's thread and back; with
+ *                            several rings only a batch of at most queue_depth
+ *                            commands, a deeper one is spread over the rings).
  * @KVBLK_BACKEND_THREADPOOL: @workers threads each reading whole objects with
  *                            pread(2) (O_DIRECT).
  * @KVBLK_BACKEND_PSYNC:      one object at a time, one pread(2) of at most
@@ -156,7 +161,8 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  *                            /dev/ngXnY (backend_reason names it). A partition,
  *                            another block device or a file: -EOPNOTSUPP.
  *                            Commands of max_cmd_bytes, @queue_depth in flight per
- *                            ring, @workers rings; no fixed buffers. Needs what
+ *                            ring, @workers rings; no fixed buffers; synchronous
+ *                            calls on the calling thread as with URING. Needs what
  *                            the kernel requires for NVMe passthrough
  *                            (CAP_SYS_ADMIN on Linux 6.1).
  */
