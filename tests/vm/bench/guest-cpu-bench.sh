@@ -17,12 +17,14 @@
 #   max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
 #   and threadpool (QD threads) through build/kvblk_loadloop (tests/vm/bench/loadloop.c,
 #   C: no interpreter in the legs' CPU time), and at memory_backed=0 the layer
-#   pipeline (below); fio io_uring at three points
+#   pipeline (below); fio io_uring at four points
 #   (fixedbufs, registerfiles and gtod_reduce on at all: each only removes per-I/O work;
 #   gtod_reduce drops fio's clock reads and latency statistics per I/O, which no kvblk leg
 #   keeps: without it several kvblk figures were above 1.05x fio's best): f1 no
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
-#   sqthread_poll.
+#   sqthread_poll, f4 both = QD (the whole depth submitted and reaped at once, as a libkvblk
+#   batch is: without it libkvblk uring read above 1.05x fio's best per CPU in most
+#   configurations of 2026-12-05 15:18 UTC).
 #   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
 #   (hotplug: the kernel's own threads, io-wq workers, the SQPOLL thread and softirq
 #   then share the one CPU too, as in a 1-vCPU boot; taskset would leave them the
@@ -59,7 +61,7 @@ loadloop=${KVBLK_BENCH_LOADLOOP:-build/kvblk_loadloop}
 [ -x "$kb" ] || skip "$kb not built"
 [ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built"
 [ -x "$loadloop" ] || skip "$loadloop not built"
-legs_all="kioctl kuring luring ltp f1 f2 f3"
+legs_all="kioctl kuring luring ltp f1 f2 f3 f4"
 # With memory_backed=0 also an engine's layer pipeline (issue 31, item 3): libkvblk uring as
 # luring, two batches (layers) outstanding through kvblk_submit(), reaped when the event fd
 # polls readable, each resubmitted at once: its cost per CPU second against luring's one
@@ -153,6 +155,7 @@ argv_of() { # leg size qd batch mb -> argv
 	f2) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half") ;;
 	f3) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half"
 		  --sqthread_poll=1) ;;
+	f4) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3") ;;
 	esac
 }
 
