@@ -73,8 +73,16 @@ perm)
 	cleanup+=("ext4_scratch_undo $dir")
 	f=$dir/mnt/obj
 	dd if=/dev/urandom of="$f" bs=1M count=1 status=none && sync
-	$checks perm "$f" || fail "fanotify on a file target"
-	ok "file target: a fanotify listener's deny fails the load with EPERM, nothing written; allow: exact"
+	# kmod_checks exits 4 where the kernel has no fanotify permission events
+	# (CONFIG_FANOTIFY_ACCESS_PERMISSIONS; the debug kernel's defconfig): that
+	# half is skipped, said so, and the inotify half below still runs.
+	rc=0
+	$checks perm "$f" || rc=$?
+	case $rc in
+	0) ok "file target: a fanotify listener's deny fails the load with EPERM, nothing written; allow: exact" ;;
+	4) echo "skipped: fanotify permission events (this kernel has none); the inotify half runs" ;;
+	*) fail "fanotify on a file target" ;;
+	esac
 	# fanotify reports events of regular files and directories only
 	# (fanotify_group_event_mask()): read(2) of a block device is never
 	# held by a listener, and neither is a load from one.
