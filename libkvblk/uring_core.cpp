@@ -506,6 +506,14 @@ int UringCore::rebuild(Ring &r) noexcept
 	return 0;
 }
 
+void UringCore::issue_pending(Ring &r, uint64_t *in_kernel) noexcept
+{
+	while (!r.pending.empty() && sq_room(r, in_kernel)) {
+		issue(r, r.pending.back());
+		r.pending.pop_back();
+	}
+}
+
 void UringCore::load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept
 {
 	const uint32_t obj = rb->object_of(cmd);
@@ -574,10 +582,7 @@ bool UringCore::drive_inline(RingBatch *rb) noexcept
 		uint64_t next = 0, in_kernel = 0;
 		unsigned refusals = 0;
 		for (;;) {
-			while (!r.pending.empty() && sq_room(r, &in_kernel)) {
-				issue(r, r.pending.back());
-				r.pending.pop_back();
-			}
+			issue_pending(r, &in_kernel);
 			while (r.pending.empty() && r.used < r.cap && next < end)
 				load(r, rb, next++, &in_kernel);
 			if (r.used == 0)
@@ -622,10 +627,7 @@ void UringCore::ring_main(Ring &r) noexcept
 			grabbed.resize(r.cap);
 			in_kernel = 0;
 		}
-		while (!r.pending.empty() && sq_room(r, &in_kernel)) {
-			issue(r, r.pending.back());
-			r.pending.pop_back();
-		}
+		issue_pending(r, &in_kernel);
 		if (r.pending.empty() && r.used < r.cap) {
 			/*
 			 * Idle: sleep until a batch is queued, the ring free for a synchronous caller

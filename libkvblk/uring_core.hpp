@@ -151,6 +151,7 @@ private:
 	void enqueue(RingBatch *rb);
 	size_t grab(Grab *out, size_t max, bool block);
 	bool drive_inline(RingBatch *rb) noexcept;
+	void issue_pending(Ring &r, uint64_t *in_kernel) noexcept;
 	void load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept;
 	int submit_and_reap(Ring &r, uint64_t *in_kernel, unsigned *refusals) noexcept;
 	void fail_grabbed(const Grab *g, size_t k, int err) noexcept;
