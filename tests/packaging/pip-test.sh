@@ -99,7 +99,10 @@ tree)
 	"$work/A/bin/pip" wheel -q --no-build-isolation --no-deps -w "$work/dist" "$work/src" \
 		>"$work/wheel.log" 2>&1 || { tail -n 60 "$work/wheel.log" >&2; fail "pip wheel"; }
 	whl=$(ls "$work"/dist/kvblk-*.whl)
-	"$py" -m zipfile -l "$whl" | grep -q 'kvblk/libkvblk.so.0' || fail "the wheel bundles no libkvblk.so.0"
+	# Listed into a file first: under pipefail, grep -q closing the pipe at its first match
+	# kills zipfile with SIGPIPE (BrokenPipeError) and fails the check (CI, stop 37).
+	"$py" -m zipfile -l "$whl" >"$work/wheel-list.txt" || fail "zipfile -l $whl"
+	grep -q 'kvblk/libkvblk.so.0' "$work/wheel-list.txt" || fail "the wheel bundles no libkvblk.so.0"
 	step "venv B; pip install $(basename "$whl")"
 	"$py" -m venv --system-site-packages "$work/B"
 	"$work/B/bin/pip" install -q "$whl" >"$work/install-b.log" 2>&1 ||

@@ -467,8 +467,11 @@ check "schema: trace file object args" "$(jq -r '[.traceEvents[] | select(.cat =
 check "-o yaml refused (exit)" "$?" 2
 "$K" >/dev/null 2>&1
 check "no subcommand (exit)" "$?" 2
-"$K" docs tunables | grep -q '^| `max_inflight` | 1..65536 | 256 | commands |' && ok "docs tunables row" || bad "docs tunables"
-"$K" --help | grep -q docs && bad "docs subcommand shown in --help" || ok "docs subcommand hidden"
+# Output captured before grep -q: under pipefail its early exit would SIGPIPE the writer.
+out=$("$K" docs tunables)
+grep -q '^| `max_inflight` | 1..65536 | 256 | commands |' <<<"$out" && ok "docs tunables row" || bad "docs tunables"
+out=$("$K" --help)
+grep -q docs <<<"$out" && bad "docs subcommand shown in --help" || ok "docs subcommand hidden"
 
 echo "kvblkctl host tests: $pass passed, $fails failed"
 [ "$fails" -eq 0 ]
