@@ -590,6 +590,8 @@ struct kvblk_probe_io {
 	struct completion done;
 	blk_status_t sts;	/* what a load's command would report */
 	u16 nvme_status;	/* the NVMe status as kvblk reads it */
+	/* the head of the request data, logged when the self-check fails */
+	u8 pdu_head[sizeof(struct kvblk_nvme_request_head)];
 };
 
 static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS)
@@ -598,6 +600,7 @@ static enum rq_end_io_ret kvblk_probe_end_io(KVBLK_END_IO_ARGS)
 
 	io->nvme_status = kvblk_nvme_status(rq);
 	io->sts = kvblk_cmd_status(rq, sts);
+	memcpy(io->pdu_head, blk_mq_rq_to_pdu(rq), sizeof(io->pdu_head));
 	complete(&io->done);
 	return RQ_END_IO_FREE;
 }
@@ -653,6 +656,11 @@ static int kvblk_selfcheck_refuse(struct gendisk *disk, const char *what,
 	pr_warn_ratelimited("attach %s: PRP engine self-check failed: %s (NVMe status as kvblk reads it %#05x, load status %d); kvblk's mirror of the nvme driver's private struct nvme_request does not match this kernel, so a failed load could complete as success: PRP engine refused (the block-layer engine, KVBLK_ATTACH_F_ENGINE_BIO, does not read it)\n",
 			    disk->disk_name, what, io->nvme_status,
 			    blk_status_to_errno(io->sts));
+	/* where the status really is: the request data's first bytes */
+	pr_warn_ratelimited("attach %s: request data at completion: %*ph (the status is at byte %zu of kvblk's mirror)\n",
+			    disk->disk_name, (int)sizeof(io->pdu_head),
+			    io->pdu_head,
+			    offsetof(struct kvblk_nvme_request_head, status));
 	return -EOPNOTSUPP;
 }
 

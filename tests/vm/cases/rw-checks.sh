@@ -74,7 +74,7 @@ perm)
 	f=$dir/mnt/obj
 	dd if=/dev/urandom of="$f" bs=1M count=1 status=none && sync
 	# kmod_checks exits 4 where the kernel has no fanotify permission events
-	# (CONFIG_FANOTIFY_ACCESS_PERMISSIONS; the debug kernel's defconfig): that
+	# (CONFIG_FANOTIFY_ACCESS_PERMISSIONS): that
 	# half is skipped, said so, and the inotify half below still runs.
 	rc=0
 	$checks perm "$f" || rc=$?
