@@ -18,6 +18,12 @@
 # 3. The kernel log of the attach names LBA 0 and the media error, and has
 #    no "self-check failed" line (before the fix: the attach was refused
 #    with EOPNOTSUPP and that line, "mirror ... does not match this kernel").
+# 4. Every LBA the probe may read is bad: a partition (BLKPG, addpart) of the
+#    bad LBA alone, so the probe has that one LBA to read. A PRP attach of it
+#    fails with EIO and the log says the probe Read of each LBA (0 to 0)
+#    failed with a media error; an attach without a flag gets the
+#    block-layer engine alone (engines 0x4), whose load of the LBA fails
+#    with EIO.
 . "$(dirname "$0")/lib.sh"
 
 [ "${KVBLK_VM_BAD_BYTE_OFFSET:-}" = 0 ] ||
@@ -65,3 +71,23 @@ fi
 echo "$klog" | grep -q 'LBA 0 .*media error' ||
 	fail "the attach did not log the media error at LBA 0"
 ok "the attach logged the media error at LBA 0, no self-check failure"
+
+# 4. The probe runs out of LBAs: all it may read (here one) are bad.
+part=${dev}p1
+addpart "$dev" 1 0 $((lba / 512)) || fail "addpart: a partition of LBA 0"
+trap 'delpart "$dev" 1 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -b "$part" ] && break; sleep 0.1; done
+[ -b "$part" ] || fail "$part did not appear"
+mark="kvblk-vm: prp-attach-bad-first partition $$"
+echo "$mark" >/dev/kmsg
+$hold -e prp -A EIO "$part" || fail "a PRP attach of a partition whose every LBA is bad: not EIO"
+klog=$(dmesg | sed -n "/$mark/,\$p" | grep 'kvblk:' || true)
+echo "$klog"
+echo "$klog" | grep -q "PRP engine refused: the probe Read of each of the attached range's first 1 LBAs (0 to 0) failed with a media error" ||
+	fail "the refusal of a range with no good LBA is not logged"
+ok "PRP attach of a partition of the bad LBA alone: EIO, logged"
+$hold "$part" "0:${lba}=EIO" >"$log" 2>&1 || { cat "$log"; fail "attach without a flag, load of the bad LBA"; }
+cat "$log"
+grep -q '^attached .* engine 2 engines 0x4 ' "$log" ||
+	fail "not attached with the block-layer engine alone (engine 2, engines 0x4)"
+ok "attach without a flag: the block-layer engine alone, the bad LBA's object fails alone"
