@@ -19,6 +19,7 @@
  */
 #include <linux/blk-mq.h>
 #include <linux/blkdev.h>
+#include <linux/delay.h>
 #include <linux/device.h>
 #include <linux/dma-mapping.h>
 #include <linux/log2.h>
@@ -78,6 +79,50 @@ module_param_cb(test_status_offset, &kvblk_test_status_offset_ops,
 		&kvblk_test_status_offset, 0644);
 MODULE_PARM_DESC(test_status_offset,
 		 "tests only: byte offset (even, 0..30) of the request data read as the NVMe status instead of struct nvme_request's (-1, default); PRP attaches are then refused by the self-check");
+
+/*
+ * Test hook, for the VM test of the attach probe's removal ordering only
+ * (kmod/README.md, "Test hooks"; review-2 N9a): an attach's probe sleeps
+ * this many milliseconds with its page mapped for the PCI function, before
+ * its Read, so that a test can remove the function meanwhile. The removal
+ * must wait for the probe's unmap (kvblk_dma_map_begin()). 0, the default,
+ * does not sleep.
+ */
+#define KVBLK_TEST_PROBE_HOLD_MS_MAX	10000
+static unsigned int kvblk_test_probe_hold_ms;
+
+static int kvblk_test_probe_hold_ms_set(const char *val,
+					const struct kernel_param *kp)
+{
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || v > KVBLK_TEST_PROBE_HOLD_MS_MAX)
+		return -EINVAL;
+	WRITE_ONCE(kvblk_test_probe_hold_ms, v);
+	return 0;
+}
+
+static const struct kernel_param_ops kvblk_test_probe_hold_ms_ops = {
+	.set	= kvblk_test_probe_hold_ms_set,
+	.get	= param_get_uint,
+};
+module_param_cb(test_probe_hold_ms, &kvblk_test_probe_hold_ms_ops,
+		&kvblk_test_probe_hold_ms, 0644);
+MODULE_PARM_DESC(test_probe_hold_ms,
+		 "tests only: an attach's probe sleeps this long (ms, 0..10000) with its page mapped, before its Read (0, default: no sleep)");
+
+/* The test hook above: log, sleep with the probe page mapped, log. */
+static void kvblk_test_probe_hold(struct gendisk *disk)
+{
+	unsigned int ms = READ_ONCE(kvblk_test_probe_hold_ms);
+
+	if (likely(!ms))
+		return;
+	pr_info("attach %s: test hook: probe page mapped, holding it %u ms\n",
+		disk->disk_name, ms);
+	msleep(ms);
+	pr_info("attach %s: test hook: probe hold over\n", disk->disk_name);
+}
 
 /* The NVMe status (SCT 10:8, SC 7:0) of a completed request, as kvblk reads it. */
 static u16 kvblk_nvme_status(struct request *rq)
@@ -864,6 +909,8 @@ static int kvblk_probe_ext_lba(const struct kvblk_ns_info *info, u64 slba,
 			ret = -ENOMEM;
 			break;
 		}
+		if (attach && !pass)
+			kvblk_test_probe_hold(disk);
 		ret = selfcheck && !pass ? kvblk_prp_selfcheck(info, dma, disk) : 0;
 		if (!ret) {
 			memset(&c, 0, sizeof(c));

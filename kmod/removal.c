@@ -195,8 +195,20 @@ static void kvblk_removal_teardown(struct device *dev)
 	LIST_HEAD(dead);
 	unsigned int nr_bufs;
 
-	if (!kvblk_ns_kill_dev(dev, &dead))
-		return;		/* no namespace: no buffer is mapped for it */
+	if (!kvblk_ns_kill_dev(dev, &dead)) {
+		/*
+		 * No namespace, so no registered buffer is mapped for @dev;
+		 * but an attach's probe may have its page mapped for it
+		 * (kvblk_probe_ext_lba(): mapped and unmapped under the read
+		 * side, taken while the driver was bound). Wait for that
+		 * unmap: after device_del() it would be review H1's NULL
+		 * dereference (review-2 N9a; VM case probe-removal). Probes
+		 * after this see dev->driver cleared and map nothing.
+		 */
+		down_write(&kvblk_dma_rwsem);
+		up_write(&kvblk_dma_rwsem);
+		return;
+	}
 	list_for_each_entry(ns, &dead, dead_node)
 		kvblk_ns_drain(ns);
 	nr_bufs = kvblk_dma_unmap_dev(dev);
