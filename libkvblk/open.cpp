@@ -146,6 +146,27 @@ int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t dflt, 
 	return 0;
 }
 
+/*
+ * uring on a block device: no command larger than the block layer takes from a fixed buffer
+ * without a split (bio_split.hpp): io_uring would issue each such command again from an
+ * io-wq thread, at several times the CPU per byte. Lowers cfg.max_cmd_bytes (to a multiple of
+ * the block size) and says so in cfg.note (kvblk_dev_info.backend_reason).
+ */
+void clamp_to_unsplit(kvblk_backend b, const Target &t, BackendConfig &cfg)
+{
+	const uint32_t lbs = t.logical_block_size;
+	if (b != KVBLK_BACKEND_URING || !t.blockdev || !t.unsplit_bytes || !lbs)
+		return;
+	const uint64_t lim = t.unsplit_bytes - t.unsplit_bytes % lbs;
+	if (lim < lbs || cfg.max_cmd_bytes <= lim)
+		return;
+	cfg.note = "max_cmd_bytes " + std::to_string(cfg.max_cmd_bytes) + " lowered to " +
+		   std::to_string(lim) + ": the block layer would split larger reads from a fixed buffer "
+		   "(queue/max_sectors_kb, queue/max_segments), and io_uring would issue each split one "
+		   "again from a worker thread";
+	cfg.max_cmd_bytes = lim;
+}
+
 std::unique_ptr<Backend> create_backend(kvblk_backend b, BackendConfig &cfg, int *err)
 {
 	switch (b) {
@@ -234,6 +255,7 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 	const uint64_t dflt_cmd =
 		choice.backend == KVBLK_BACKEND_KMOD && !dfl.max_cmd_bytes_set ? 0 : dfl.max_cmd_bytes;
 	ret = effective_max_cmd(o, t, dflt_cmd, &cfg.max_cmd_bytes);
+	clamp_to_unsplit(choice.backend, t, cfg);
 	if (!ret)
 		dev->backend = create_backend(choice.backend, cfg, &ret);
 	if (ret && automatic && choice.backend == KVBLK_BACKEND_KMOD) {
@@ -243,6 +265,7 @@ int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **
 		cfg.note.clear();
 		cfg.queue_depth = o.queue_depth ? o.queue_depth : dfl.queue_depth;
 		ret = effective_max_cmd(o, t, dfl.max_cmd_bytes, &cfg.max_cmd_bytes);
+		clamp_to_unsplit(choice.backend, t, cfg);
 		if (!ret)
 			dev->backend = create_backend(choice.backend, cfg, &ret);
 	}

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "target.hpp"
+#include "bio_split.hpp"
 #include "sysfs.hpp"
 
 #include "last_error.hpp"
@@ -183,6 +184,7 @@ int describe_blockdev(Target *t)
 	    sx.stx_dio_mem_align)
 		t->mem_align = sx.stx_dio_mem_align;
 	t->device_max_cmd_bytes = max_hw_bytes(t->rdev);
+	t->unsplit_bytes = blockdev_unsplit_bytes(t->rdev);
 	classify_blockdev(t);
 	return 0;
 }

@@ -19,6 +19,9 @@ namespace kvblk::detail {
  * @mem_align:            statx dio_mem_align, else @logical_block_size.
  * @capacity:             BLKGETSIZE64 or st_size, bytes.
  * @device_max_cmd_bytes: queue/max_hw_sectors_kb of a block device in bytes; 0 = unknown.
+ * @unsplit_bytes:        a block device's largest io_uring read or write from a fixed buffer
+ *                        that the block layer issues unsplit (blockdev_unsplit_bytes(),
+ *                        bio_split.hpp); 0 = unknown or not a block device.
  * @nvme_pcie_namespace:  a whole NVMe namespace on a PCIe controller (kmod candidate).
  * @not_nvme_pcie:        when not @nvme_pcie_namespace: why, as words that follow the path
  *                        ("is a regular file, not a PCIe NVMe namespace").
@@ -46,6 +49,7 @@ struct Target {
 	uint32_t mem_align = 0;
 	uint64_t capacity = 0;
 	uint64_t device_max_cmd_bytes = 0;
+	uint64_t unsplit_bytes = 0;
 	bool nvme_pcie_namespace = false;
 	std::string not_nvme_pcie;
 	bool nvme_generic = false;

@@ -4,10 +4,12 @@
 // with 4 KiB logical blocks) for BLKSSZGET, BLKGETSIZE64 and the max_hw_sectors_kb clamp.
 #include "test_util.hpp"
 
+#include <cstdio>
 #include <fstream>
 #include <linux/loop.h>
 #include <sys/ioctl.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 
 using namespace kvblk_test;
 using kvblk::testing::Seams;
@@ -256,17 +258,46 @@ protected:
 		}
 	}
 
-	/* queue/max_hw_sectors_kb of the loop device in bytes, 0 if unknown. */
-	uint64_t max_hw_bytes() const
+	/* The loop device's queue/@attr (a number), 0 if unknown. */
+	uint64_t queue_attr(const char *attr) const
+	{
+		std::ifstream f(queue_path(attr));
+		uint64_t v = 0;
+		f >> v;
+		return v;
+	}
+
+	std::string queue_path(const char *attr) const
 	{
 		struct stat st {};
 		if (stat(loop_path_.c_str(), &st) != 0)
-			return 0;
-		std::ifstream f("/sys/dev/block/" + std::to_string(major(st.st_rdev)) + ":" +
-				std::to_string(minor(st.st_rdev)) + "/queue/max_hw_sectors_kb");
-		uint64_t kb = 0;
-		f >> kb;
-		return kb * 1024;
+			return "";
+		return "/sys/dev/block/" + std::to_string(major(st.st_rdev)) + ":" +
+		       std::to_string(minor(st.st_rdev)) + "/queue/" + attr;
+	}
+
+	/* queue/max_hw_sectors_kb of the loop device in bytes, 0 if unknown. */
+	uint64_t max_hw_bytes() const { return queue_attr("max_hw_sectors_kb") * 1024; }
+
+	/*
+	 * What uring's commands are cut at when @asked is asked for: the hardware limit, the soft
+	 * limit (max_sectors_kb), and before 6.11 (no coalescing of fixed buffers) max_segments - 1
+	 * pages of 4 KiB (libkvblk/bio_split.hpp), in 4 KiB blocks.
+	 */
+	uint64_t expected_cmd(uint64_t asked) const
+	{
+		uint64_t v = asked;
+		if (uint64_t hw = max_hw_bytes())
+			v = std::min(v, hw);
+		if (uint64_t soft = queue_attr("max_sectors_kb"))
+			v = std::min(v, soft * 1024);
+		struct utsname u {};
+		unsigned maj = 0, min = 0;
+		const bool coalesces = uname(&u) == 0 && std::sscanf(u.release, "%u.%u", &maj, &min) == 2 &&
+				       (maj > 6 || (maj == 6 && min >= 11));
+		if (uint64_t segs = queue_attr("max_segments"); segs > 1 && !coalesces)
+			v = std::min(v, (segs - 1) * 4096);
+		return v / 4096 * 4096;
 	}
 
 	int loop_fd_ = -1;
@@ -284,7 +315,8 @@ TEST_F(BlockDeviceTest, info_and_exact_bytes)
 	EXPECT_EQ(info.capacity, kObjects * kObjectBytes);
 	EXPECT_EQ(info.mem_align % 4, 0u);
 	if (hw) {
-		EXPECT_EQ(info.max_cmd_bytes, std::min<uint64_t>(8 * MiB, hw / 4096 * 4096)) << "max_hw_sectors_kb clamp";
+		EXPECT_EQ(info.max_cmd_bytes, expected_cmd(8 * MiB))
+			<< "max_hw_sectors_kb, max_sectors_kb, max_segments clamp";
 	}
 
 	/* 512-byte granularity is refused: the device's blocks are 4 KiB. */
@@ -304,6 +336,44 @@ TEST_F(BlockDeviceTest, info_and_exact_bytes)
 	EXPECT_EQ(std::memcmp(dst.data(), want.data(), want.size()), 0);
 	const kvblk_stats st = get_stats(dev.get());
 	EXPECT_EQ(st.commands, kObjects * ((kObjectBytes + info.max_cmd_bytes - 1) / info.max_cmd_bytes));
+}
+
+/*
+ * A soft limit (queue/max_sectors_kb) below what is asked: uring's commands are cut at it, so
+ * that the block layer never splits one (io_uring would issue the split command again from a
+ * worker thread), and backend_reason says so. Bytes exact across the cuts.
+ */
+TEST_F(BlockDeviceTest, uring_commands_never_exceed_what_the_block_layer_takes_unsplit)
+{
+	const std::string soft = queue_path("max_sectors_kb");
+	const uint64_t old_kb = queue_attr("max_sectors_kb");
+	if (soft.empty() || !old_kb)
+		GTEST_SKIP() << "no queue/max_sectors_kb for " << loop_path_;
+	{
+		std::ofstream f(soft);
+		f << 64;
+		f.flush();
+		if (!f || queue_attr("max_sectors_kb") != 64)
+			GTEST_SKIP() << "cannot lower " << soft << " (not root?)";
+	}
+	DevPtr dev = open_dev(loop_path_, make_opts(KVBLK_BACKEND_URING, 1, 8, 1 * MiB));
+	std::ofstream(soft) << old_kb;
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	const kvblk_dev_info info = get_info(dev.get());
+	EXPECT_EQ(info.max_cmd_bytes, 64u * 1024);
+	EXPECT_NE(std::string(info.backend_reason).find("max_cmd_bytes 1048576 lowered to 65536"), std::string::npos)
+		<< info.backend_reason;
+
+	AlignedBuf dst(kObjects * kObjectBytes);
+	std::vector<kvblk_desc> descs;
+	for (uint64_t i = 0; i < kObjects; i++)
+		descs.push_back(plain_desc(i * kObjectBytes, kObjectBytes, dst.data() + i * kObjectBytes, i));
+	std::vector<kvblk_result> res(kObjects);
+	ASSERT_EQ(kvblk_load_many(dev.get(), descs.data(), uint32_t(kObjects), res.data(), nullptr), int(kObjects))
+		<< kvblk_last_error();
+	const auto want = expected_bytes(0, kObjects * kObjectBytes, kObjectBytes);
+	EXPECT_EQ(std::memcmp(dst.data(), want.data(), want.size()), 0);
+	EXPECT_EQ(get_stats(dev.get()).commands, kObjects * ((kObjectBytes + 65535) / 65536));
 }
 
 } // namespace
