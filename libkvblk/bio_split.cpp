@@ -24,8 +24,8 @@ uint64_t fixed_read_unsplit_bytes(uint64_t max_sectors_kb, uint64_t max_segments
 	uint64_t limit = 0;
 	if (max_sectors_kb && max_sectors_kb <= (UINT64_MAX >> 10))
 		limit = max_sectors_kb << 10;
-	if (!coalesces && max_segments >= 2) {
-		const uint64_t seg = std::min<uint64_t>(max_segments - 1, UINT64_MAX / kPage) * kPage;
+	if (!coalesces && max_segments) {
+		const uint64_t seg = std::min<uint64_t>(max_segments, UINT64_MAX / kPage) * kPage;
 		limit = limit ? std::min(limit, seg) : seg;
 	}
 	return limit;

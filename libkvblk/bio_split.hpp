@@ -33,9 +33,11 @@ bool kernel_coalesces_fixed_buffers(const char *release) noexcept;
 /*
  * The largest command, in bytes, that a block device with queue/max_sectors_kb
  * @max_sectors_kb and queue/max_segments @max_segments takes from an io_uring fixed buffer
- * without a split: max_sectors_kb KiB, and where @coalesces is false, also max_segments - 1
- * pages of 4 KiB (a buffer not aligned to a page spans one page more). Either input 0
- * (unknown) leaves its limit out; 0 when both are unknown.
+ * without a split: max_sectors_kb KiB, and where @coalesces is false, also max_segments
+ * pages of 4 KiB: exact for a destination aligned to a page, as large objects' buffers are
+ * (one not aligned to a page spans one page more, and that command is split and issued
+ * again from a worker thread: slower, never wrong). Either input 0 (unknown) leaves its
+ * limit out; 0 when both are unknown.
  */
 uint64_t fixed_read_unsplit_bytes(uint64_t max_sectors_kb, uint64_t max_segments, bool coalesces) noexcept;
 

@@ -222,10 +222,11 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
  *                  kmod: to the module's limit; uring_cmd: also to 65536
  *                  LBAs and (queue/max_segments - 1) pages; uring on a block
  *                  device: also to queue/max_sectors_kb and, on kernels before
- *                  6.11, to (queue/max_segments - 1) pages of 4 KiB, the largest
- *                  read from a fixed buffer the block layer takes without a
- *                  split (a split one io_uring issues again from a worker
- *                  thread: block/blk-merge.c, bio_split_rw(), REQ_NOWAIT);
+ *                  6.11, to queue/max_segments pages of 4 KiB: the largest
+ *                  read into a page-aligned fixed buffer that the block layer
+ *                  takes without a split (a split one io_uring issues again
+ *                  from a worker thread: block/blk-merge.c, bio_split_rw(),
+ *                  REQ_NOWAIT);
  *                  kvblk_dev_info.backend_reason then says so.
  * @max_descs:      descriptors accepted per call, 1..2^20; default 65536.
  * @eagain_retries: resubmissions of a command that completes with -EAGAIN

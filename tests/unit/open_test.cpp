@@ -281,7 +281,7 @@ protected:
 
 	/*
 	 * What uring's commands are cut at when @asked is asked for: the hardware limit, the soft
-	 * limit (max_sectors_kb), and before 6.11 (no coalescing of fixed buffers) max_segments - 1
+	 * limit (max_sectors_kb), and before 6.11 (no coalescing of fixed buffers) max_segments
 	 * pages of 4 KiB (libkvblk/bio_split.hpp), in 4 KiB blocks.
 	 */
 	uint64_t expected_cmd(uint64_t asked) const
@@ -295,8 +295,8 @@ protected:
 		unsigned maj = 0, min = 0;
 		const bool coalesces = uname(&u) == 0 && std::sscanf(u.release, "%u.%u", &maj, &min) == 2 &&
 				       (maj > 6 || (maj == 6 && min >= 11));
-		if (uint64_t segs = queue_attr("max_segments"); segs > 1 && !coalesces)
-			v = std::min(v, (segs - 1) * 4096);
+		if (uint64_t segs = queue_attr("max_segments"); segs && !coalesces)
+			v = std::min(v, segs * 4096);
 		return v / 4096 * 4096;
 	}
 
