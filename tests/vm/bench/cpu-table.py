@@ -25,8 +25,8 @@ import sys
 NAMES = {'kioctl': 'kvblk.ko ioctl', 'kuring': 'kvblk.ko uring_cmd', 'luring': 'libkvblk uring',
          'lpipe': 'libkvblk pipeline', 'ltp': 'libkvblk threadpool', 'f1': 'fio f1 (no batching)',
          'f2': 'fio f2 (batch QD/2)', 'f3': 'fio f3 (f2 + sqpoll)',
-         'f4': 'fio f4 (batch QD)'}
-ORDER = ['kioctl', 'kuring', 'luring', 'lpipe', 'ltp', 'f1', 'f2', 'f3', 'f4']
+         'f4': 'fio f4 (batch QD)', 'f5': 'fio f5 (f4, unsplit)'}
+ORDER = ['kioctl', 'kuring', 'luring', 'lpipe', 'ltp', 'f1', 'f2', 'f3', 'f4', 'f5']
 GOALS = [('kioctl', 1.0), ('luring', 0.95)]
 # The layer pipeline (two batches outstanding, reaped on the event fd) against one blocking
 # call per batch of the same bytes (libkvblk uring): what the asynchronous API costs per CPU.
@@ -80,7 +80,7 @@ def main():
                 ' (%d failed)' % failed[key] if key in failed else '',
                 ' (pruned after round 1)' if key in pruned else ''))
         # A point pruned after round 1 has one round's figure: it does not compete.
-        fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3', 'f4')
+        fio = [(med[k][0], k) for k in ('f1', 'f2', 'f3', 'f4', 'f5')
                if k in med and (mb, cmd, qd, cpus, k) not in pruned]
         if not fio:
             print('     goals: no fio figure')

@@ -24,7 +24,13 @@
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
 #   sqthread_poll, f4 both = QD (the whole depth submitted and reaped at once, as a libkvblk
 #   batch is: without it libkvblk uring read above 1.05x fio's best per CPU in most
-#   configurations of 2026-12-05 15:18 UTC).
+#   configurations of 2026-12-05 15:18 UTC), and where CMD is larger than the largest read
+#   null_blk takes from a fixed buffer without a split (max_sectors_kb; before 6.11 also
+#   max_segments pages: libkvblk/bio_split.hpp), f5: f4 in reads of that size. io_uring
+#   issues a read that must be split again from an io-wq thread, so fio's own points at
+#   1 MiB on 6.1 paid that (2026-12-05: 11.8k IOPS at 1 MiB, 46.6k at 512 KiB, 4 iou-wrk
+#   threads), and libkvblk uring, which cuts its commands there, was not compared with
+#   fio's best. An I/O is still CMD bytes (cpu-table.py counts bytes).
 #   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
 #   (hotplug: the kernel's own threads, io-wq workers, the SQPOLL thread and softirq
 #   then share the one CPU too, as in a 1-vCPU boot; taskset would leave them the
@@ -140,6 +146,18 @@ leg() { # name log argv...
 	awk -v b="$((b1 - b0))" -v r="$((rd1 - rd0))" -v s="$((s1 - s0))" -v t0="$t0" -v t1="$t1" \
 		'BEGIN { printf "%d %.0f %.2f %.3f\n", r, s * 512, b / 100, t1 - t0 }'
 }
+# The largest read null_blk takes from an io_uring fixed buffer without a split (as
+# libkvblk/bio_split.hpp computes it for libkvblk's uring commands).
+unsplit_bytes() {
+	local q=/sys/block/nullb0/queue lim segs maj min
+	lim=$(($(cat $q/max_sectors_kb) * 1024))
+	segs=$(cat $q/max_segments)
+	IFS=. read -r maj min _ <<<"$(uname -r)"
+	if ((maj < 6 || (maj == 6 && min < 11))) && ((segs > 0 && segs * 4096 < lim)); then
+		lim=$((segs * 4096))
+	fi
+	echo "$lim"
+}
 argv_of() { # leg size qd batch mb -> argv
 	local half=$(($3 / 2 > 0 ? $3 / 2 : 1)) fio
 	fio=(fio --name=c --filename="$dev" --readonly --rw=read --ioengine=io_uring --direct=1
@@ -156,6 +174,8 @@ argv_of() { # leg size qd batch mb -> argv
 	f3) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half"
 		  --sqthread_poll=1) ;;
 	f4) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3") ;;
+	f5) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3"
+		  --bs="$unsplit") ;;
 	esac
 }
 
@@ -175,6 +195,8 @@ for mb in $mbs; do
 				set_cpus "$c"
 				legs=$legs_all
 				[ "$mb" = 0 ] && legs+=" lpipe"
+				unsplit=$(unsplit_bytes)
+				((unsplit < cmd)) && legs+=" f5"
 				read -ra l <<<"$legs"
 				n=${#l[@]}
 				for ((i = 0; i < n; i++)); do
