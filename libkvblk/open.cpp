@@ -147,15 +147,15 @@ int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t dflt, 
 }
 
 /*
- * uring on a block device: no command larger than the block layer takes from a fixed buffer
- * without a split (bio_split.hpp): io_uring would issue each such command again from an
- * io-wq thread, at several times the CPU per byte. Lowers cfg.max_cmd_bytes (to a multiple of
+ * uring on a block device read with direct I/O: no command larger than the block layer takes
+ * from a fixed buffer without a split (bio_split.hpp): io_uring would issue each such command
+ * again from an io-wq thread, at several times the CPU per byte. Lowers cfg.max_cmd_bytes (to a multiple of
  * the block size) and says so in cfg.note (kvblk_dev_info.backend_reason).
  */
 void clamp_to_unsplit(kvblk_backend b, const Target &t, BackendConfig &cfg)
 {
 	const uint32_t lbs = t.logical_block_size;
-	if (b != KVBLK_BACKEND_URING || !t.blockdev || !t.unsplit_bytes || !lbs)
+	if (b != KVBLK_BACKEND_URING || !t.blockdev || t.buffered || !t.unsplit_bytes || !lbs)
 		return;
 	const uint64_t lim = t.unsplit_bytes - t.unsplit_bytes % lbs;
 	if (lim < lbs || cfg.max_cmd_bytes <= lim)
