@@ -21,7 +21,8 @@
  *
  * Locking: the buffer's state (revoked, each attachment's mapping) changes
  * only under the dma-buf's reservation lock, which the dma-buf core holds
- * around pin, unpin, map and unmap of dynamic exporters. No user memory is
+ * around pin, unpin, map and unmap of dynamic exporters (a static buffer's
+ * one mapping is made at attach and dropped at detach without it). No user memory is
  * touched under that lock (a page fault would take mmap_lock, which ranks
  * above it).
  *
@@ -127,7 +128,14 @@ static struct sg_table *tdb_map(struct dma_buf_attachment *attach,
 	struct sg_table *sgt;
 	int ret;
 
-	dma_resv_assert_held(attach->dmabuf->resv);
+	/*
+	 * A static buffer is mapped by the dma-buf core at attach without the
+	 * reservation lock (6.1 drivers/dma-buf/dma-buf.c,
+	 * dma_buf_dynamic_attach(): it locks only for a dynamic exporter),
+	 * before the attachment is visible to anyone else.
+	 */
+	if (dma_buf_is_dynamic(attach->dmabuf))
+		dma_resv_assert_held(attach->dmabuf->resv);
 	if (b->revoked)
 		return ERR_PTR(-ENODEV);
 	if (a->sgt)
