@@ -25,7 +25,7 @@ import sys
 NAMES = {'kioctl': 'kvblk.ko ioctl', 'kuring': 'kvblk.ko uring_cmd', 'luring': 'libkvblk uring',
          'lpipe': 'libkvblk pipeline', 'ltp': 'libkvblk threadpool', 'f1': 'fio f1 (no batching)',
          'f2': 'fio f2 (batch QD/2)', 'f3': 'fio f3 (f2 + sqpoll)',
-         'f4': 'fio f4 (batch QD)', 'f5': 'fio f5 (f4, unsplit)'}
+         'f4': 'fio f4 (batch QD)', 'f5': 'fio f5 (f4, as libkvblk)'}
 ORDER = ['kioctl', 'kuring', 'luring', 'lpipe', 'ltp', 'f1', 'f2', 'f3', 'f4', 'f5']
 GOALS = [('kioctl', 1.0), ('luring', 0.95)]
 # The layer pipeline (two batches outstanding, reaped on the event fd) against one blocking

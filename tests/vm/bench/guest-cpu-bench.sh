@@ -24,13 +24,16 @@
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
 #   sqthread_poll, f4 both = QD (the whole depth submitted and reaped at once, as a libkvblk
 #   batch is: without it libkvblk uring read above 1.05x fio's best per CPU in most
-#   configurations of 2026-12-05 15:18 UTC), and where CMD is larger than the largest read
-#   null_blk takes from a fixed buffer without a split (max_sectors_kb; before 6.11 also
-#   max_segments pages: libkvblk/bio_split.hpp), f5: f4 in reads of that size. io_uring
-#   issues a read that must be split again from an io-wq thread, so fio's own points at
-#   1 MiB on 6.1 paid that (2026-12-05: 11.8k IOPS at 1 MiB, 46.6k at 512 KiB, 4 iou-wrk
-#   threads), and libkvblk uring, which cuts its commands there, was not compared with
-#   fio's best. An I/O is still CMD bytes (cpu-table.py counts bytes).
+#   configurations of 2026-12-05 15:18 UTC), and where a CMD read into a buffer of 4 KiB
+#   pages needs more than null_blk's max_segments, f5: f4 laid out as libkvblk's commands
+#   are, in reads no larger than null_blk takes from a fixed buffer without a split
+#   (max_sectors_kb; before 6.11 also max_segments pages: libkvblk/bio_split.hpp) and a
+#   buffer aligned to 2 MiB (--iomem_align=2m: whole transparent huge pages, which io_uring
+#   coalesces from 6.11). io_uring issues a read that must be split again from an io-wq
+#   thread, and fio's own points paid that at 1 MiB: on 6.1 every read (2026-12-05: 11.8k
+#   IOPS at 1 MiB, 46.6k at 512 KiB, 4 iou-wrk threads), on 7.2 those into the small pages
+#   around its malloc'd buffer (1.5-1.75 requests per read). An I/O is still CMD bytes
+#   (cpu-table.py counts bytes).
 #   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
 #   (hotplug: the kernel's own threads, io-wq workers, the SQPOLL thread and softirq
 #   then share the one CPU too, as in a 1-vCPU boot; taskset would leave them the
@@ -175,7 +178,7 @@ argv_of() { # leg size qd batch mb -> argv
 		  --sqthread_poll=1) ;;
 	f4) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3") ;;
 	f5) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3"
-		  --bs="$unsplit") ;;
+		  --bs="$unsplit" --iomem_align=2m) ;;
 	esac
 }
 
@@ -196,7 +199,8 @@ for mb in $mbs; do
 				legs=$legs_all
 				[ "$mb" = 0 ] && legs+=" lpipe"
 				unsplit=$(unsplit_bytes)
-				((unsplit < cmd)) && legs+=" f5"
+				((unsplit > cmd)) && unsplit=$cmd
+				(($(cat /sys/block/nullb0/queue/max_segments) * 4096 < cmd)) && legs+=" f5"
 				read -ra l <<<"$legs"
 				n=${#l[@]}
 				for ((i = 0; i < n; i++)); do
@@ -235,6 +239,8 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 		nullb "$mb" >/dev/null
 		kvblk_ko "$cmd" "$qd"
 		set_cpus "$c"
+		unsplit=$(unsplit_bytes)
+		((unsplit > cmd)) && unsplit=$cmd
 		for lg in $klg $flg; do
 			p=$out/perf-mb$mb-$cmd-cpu$c-$lg
 			argv_of "$lg" "$cmd" "$qd" "$batch" "$mb"
