@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <sys/types.h>
 
 namespace kvblk::detail {
 
@@ -40,11 +39,5 @@ bool kernel_coalesces_fixed_buffers(const char *release) noexcept;
  * limit out; 0 when both are unknown.
  */
 uint64_t fixed_read_unsplit_bytes(uint64_t max_sectors_kb, uint64_t max_segments, bool coalesces) noexcept;
-
-/*
- * fixed_read_unsplit_bytes() of the block device @rdev (its sysfs queue, or its disk's for a
- * partition) on the running kernel; 0 when unknown.
- */
-uint64_t blockdev_unsplit_bytes(dev_t rdev) noexcept;
 
 } // namespace kvblk::detail

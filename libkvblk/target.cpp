@@ -18,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 namespace kvblk::detail {
@@ -29,20 +30,28 @@ std::string sysfs_dir(dev_t rdev)
 	return "/sys/dev/block/" + std::to_string(major(rdev)) + ":" + std::to_string(minor(rdev));
 }
 
-/* queue/max_hw_sectors_kb in bytes (a partition's queue is its disk's); 0 when unknown. */
-uint64_t max_hw_bytes(dev_t rdev)
+/* The number in queue/@attr of a block device (a partition's queue is its disk's); 0 when unknown. */
+uint64_t queue_u64(dev_t rdev, const char *attr)
 {
 	const std::string dir = sysfs_dir(rdev);
-	std::string kb = read_sysfs(dir + "/queue/max_hw_sectors_kb");
-	if (kb.empty())
-		kb = read_sysfs(dir + "/../queue/max_hw_sectors_kb");
-	if (kb.empty())
-		return 0;
-	char *end = nullptr;
-	unsigned long long v = std::strtoull(kb.c_str(), &end, 10);
-	if (end == kb.c_str() || v == 0 || v > (UINT64_MAX >> 10))
-		return 0;
-	return uint64_t(v) << 10;
+	const uint64_t v = read_sysfs_u64(dir + "/queue/" + attr);
+	return v ? v : read_sysfs_u64(dir + "/../queue/" + attr);
+}
+
+/* queue/max_hw_sectors_kb in bytes; 0 when unknown. */
+uint64_t max_hw_bytes(dev_t rdev)
+{
+	const uint64_t kb = queue_u64(rdev, "max_hw_sectors_kb");
+	return kb <= (UINT64_MAX >> 10) ? kb << 10 : 0;
+}
+
+/* The largest io_uring read from a fixed buffer the block layer takes unsplit (bio_split.hpp). */
+uint64_t unsplit_bytes(dev_t rdev)
+{
+	struct utsname u {};
+	const bool coalesces = uname(&u) == 0 && kernel_coalesces_fixed_buffers(u.release);
+	return fixed_read_unsplit_bytes(queue_u64(rdev, "max_sectors_kb"), queue_u64(rdev, "max_segments"),
+					coalesces);
 }
 
 /* Last component of a path. */
@@ -184,7 +193,7 @@ int describe_blockdev(Target *t)
 	    sx.stx_dio_mem_align)
 		t->mem_align = sx.stx_dio_mem_align;
 	t->device_max_cmd_bytes = max_hw_bytes(t->rdev);
-	t->unsplit_bytes = blockdev_unsplit_bytes(t->rdev);
+	t->unsplit_bytes = unsplit_bytes(t->rdev);
 	classify_blockdev(t);
 	return 0;
 }

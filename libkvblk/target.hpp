@@ -20,8 +20,8 @@ namespace kvblk::detail {
  * @capacity:             BLKGETSIZE64 or st_size, bytes.
  * @device_max_cmd_bytes: queue/max_hw_sectors_kb of a block device in bytes; 0 = unknown.
  * @unsplit_bytes:        a block device's largest io_uring read or write from a fixed buffer
- *                        that the block layer issues unsplit (blockdev_unsplit_bytes(),
- *                        bio_split.hpp); 0 = unknown or not a block device.
+ *                        that the block layer issues unsplit (fixed_read_unsplit_bytes()
+ *                        of its queue, bio_split.hpp); 0 = unknown or not a block device.
  * @nvme_pcie_namespace:  a whole NVMe namespace on a PCIe controller (kmod candidate).
  * @not_nvme_pcie:        when not @nvme_pcie_namespace: why, as words that follow the path
  *                        ("is a regular file, not a PCIe NVMe namespace").
