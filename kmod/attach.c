@@ -334,8 +334,7 @@ long kvblk_ioctl_attach(struct kvblk_ctx *ctx, void __user *uarg)
 	if (t.engine == &kvblk_engine_prp)
 		max_cmd = tgt->prp_max_cmd_bytes;
 	else
-		max_cmd = round_down(kvblk_bio_max_cmd(READ_ONCE(ns->max_cmd_bytes)),
-				     lba);
+		max_cmd = round_down(READ_ONCE(ns->max_cmd_bytes), lba);
 	if (!max_cmd || (t.alt && !tgt->prp_max_cmd_bytes)) {
 		ret = kvblk_reject(t.info.disk, "logical block larger than the command size limit");
 		goto out_ns_put;

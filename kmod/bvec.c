@@ -59,6 +59,8 @@ int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
 	struct bio_vec *bv;
 	unsigned int i, n = 0;
 
+	/* bio_init() and bi_vcnt count entries in an unsigned short. */
+	BUILD_BUG_ON(KVBLK_MAX_CMD_BYTES_MAX / PAGE_SIZE + 1 > USHRT_MAX);
 	if (cmd->blk.nr_bvec < nr) {
 		unsigned int want = max_t(unsigned int, nr,
 					  DIV_ROUND_UP(max_bytes, PAGE_SIZE) + 1);

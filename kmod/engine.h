@@ -150,7 +150,6 @@ int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
 void kvblk_bvec_release(const struct kvblk_tgt *t, struct kvblk_cmd *cmd);
 
 /* engine_bio.c */
-u32 kvblk_bio_max_cmd(u32 tunable);
 bool kvblk_bio_p2pdma(const struct kvblk_tgt *t);
 
 /* engine_prp.c: attach-time checks of the PRP engine. */

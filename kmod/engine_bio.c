@@ -34,9 +34,6 @@
 #include "engine.h"
 #include "kvblk.h"
 
-/* Pages of one command at most, so that one bio holds it at any offset. */
-#define KVBLK_BIO_MAX_CMD_BYTES	((BIO_MAX_VECS - 1) * PAGE_SIZE)
-
 static void kvblk_bio_end_io(struct bio *bio)
 {
 	struct kvblk_cmd *cmd = bio->bi_private;
@@ -112,7 +109,13 @@ static int kvblk_bio_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		return ret;
 	/*
 	 * The whole table at once, which the block layer only reads (as
-	 * bio_iov_bvec_set() hands it an iterator's).
+	 * bio_iov_bvec_set() hands it an iterator's). It may hold more than
+	 * BIO_MAX_VECS entries, as an io_uring fixed buffer's iterator does:
+	 * that bounds bios allocated from a bio_set, not bios over a table of
+	 * their own, and the block layer splits by bytes and segments
+	 * (bio_split_rw(), block/blk-merge.c), never by entries. So a command
+	 * is as large as the tunable says, whatever its buffer's offset: 1 MiB
+	 * is one command, not 1020 KiB and 4 KiB.
 	 */
 	bio_init(bio, bdev, cmd->blk.bvec, nr, opf);
 	bio->bi_vcnt = nr;
@@ -149,8 +152,7 @@ static int kvblk_bio_begin(struct kvblk_batch *b, struct kvblk_btgt *bt)
 	if (kvblk_disk_going(bdev->bd_disk, bdev_get_queue(bdev)))
 		bt->capacity = bt->t->capacity;
 	bt->align_mask = queue_dma_alignment(bdev_get_queue(bdev)) | 3;
-	bt->max_cmd_bytes = round_down(min_t(u32, bt->t->max_cmd_bytes,
-					     KVBLK_BIO_MAX_CMD_BYTES), lba);
+	bt->max_cmd_bytes = round_down(bt->t->max_cmd_bytes, lba);
 	return bt->max_cmd_bytes ? 0 : -EOPNOTSUPP;
 }
 
@@ -185,17 +187,4 @@ bool kvblk_bio_p2pdma(const struct kvblk_tgt *t)
 	struct block_device *bdev = I_BDEV(t->file->f_mapping->host);
 
 	return blk_queue_pci_p2pdma(bdev_get_queue(bdev));
-}
-
-/**
- * kvblk_bio_max_cmd() - the split size of the block-layer engines.
- * @tunable: the max_cmd_bytes tunable.
- *
- * Return: at most @tunable and what one bio holds at any buffer offset
- * (BIO_MAX_VECS - 1 pages); the block layer splits further to the
- * device's limits.
- */
-u32 kvblk_bio_max_cmd(u32 tunable)
-{
-	return min_t(u32, tunable, KVBLK_BIO_MAX_CMD_BYTES);
 }

@@ -7,8 +7,10 @@
  * max_inflight,max_descs} change one namespace. Both are range-checked the
  * same way and refuse a bad value with -EINVAL:
  *
- *   max_cmd_bytes  4096 .. 8 MiB, a multiple of 4096. A context uses
- *                  min(this, controller limit), fixed when it attaches.
+ *   max_cmd_bytes  4096 .. 8 MiB, a multiple of 4096, fixed when a
+ *                  context attaches: the block-layer engines' command size
+ *                  (the block layer splits further), the PRP engine's
+ *                  capped at the controller's limit.
  *   max_inflight   1 .. 65536 NVMe commands in flight per LOAD_MANY call,
  *                  read at every call.
  *   max_descs      1 .. 65536 descriptors per LOAD_MANY call, read at every

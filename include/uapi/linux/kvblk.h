@@ -162,8 +162,11 @@ enum kvblk_mem_kind {
  * @max_cmd_bytes: out: objects are split into commands of at most this
  *                many bytes: for the PRP engine min(module tunable,
  *                controller limit from MDTS, as queue/max_hw_sectors_kb);
- *                for the block-layer engines min(module tunable, 1020 KiB),
- *                and the block layer splits further to the device's limits.
+ *                for the block-layer engines the module tunable (any
+ *                buffer offset: a command's bio_vec table is its own, not
+ *                bounded by BIO_MAX_VECS), and the block layer splits
+ *                further to the device's limits (queue/max_sectors_kb,
+ *                max_segments).
  * @capacity:     out: bytes addressable through @bdev_fd now (the
  *                partition's size for a partition, the file's size for a
  *                file). Offsets are relative to its start. Re-read at every

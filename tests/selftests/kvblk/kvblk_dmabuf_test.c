@@ -357,7 +357,7 @@ FIXTURE_TEARDOWN(dmabuf)
 TEST_F_TIMEOUT(dmabuf, unaligned_objects_land, 120)
 {
 	const uint64_t L = self->at.lba_size, C = self->at.max_cmd_bytes;
-	/* C: the default engine's split, at least the PRP engine's (1020 KiB at most). */
+	/* C: the default engine's split, at least the PRP engine's (1 MiB by default). */
 	const uint64_t len = 8 * MIB;
 	const uint64_t sizes[] = { L, 3 * L, 5 * L, 4096 + L, 7 * L, C - L, C + L,
 				   2 * C + 3 * L, 13 * L, 64 * 1024 + 9 * L };

@@ -918,7 +918,8 @@ TEST_F(kvblk, attach_nsid_equals_nvme_ioctl_id)
 /*
  * Header: max_cmd_bytes is, for the PRP engine, within the controller's
  * limit (max_hw_sectors_kb); for the block-layer engine (the default) at
- * most 1020 KiB, the block layer splitting further. Whole LBAs either way.
+ * most the tunable's 8 MiB, the block layer splitting further. Whole LBAs
+ * either way.
  */
 TEST_F(kvblk, attach_max_cmd_bytes_within_controller_limit)
 {
@@ -932,7 +933,7 @@ TEST_F(kvblk, attach_max_cmd_bytes_within_controller_limit)
 	snprintf(path, sizeof(path), "%s/queue/max_hw_sectors_kb", bi.disk);
 	ASSERT_EQ(0, read_u64(path, &kb)) TH_LOG("read %s", path);
 	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
-	EXPECT_LE(a.max_cmd_bytes, 1020U << 10);
+	EXPECT_LE(a.max_cmd_bytes, 8U << 20);
 	EXPECT_LE(a.lba_size, a.max_cmd_bytes);
 	/* Objects are split at this size into whole-LBA commands. */
 	EXPECT_EQ(0U, a.max_cmd_bytes % a.lba_size);
@@ -2314,6 +2315,74 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
 	}
 
+	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
+}
+
+/*
+ * The block-layer engine's commands are as large as the max_cmd_bytes
+ * tunable (1 MiB by default), at any buffer offset: an object of that size
+ * is one command even where its buffer spans one page more than the command
+ * has pages (each command's bio_vec table is its own, not BIO_MAX_VECS
+ * long). Until 2026-12-05 commands stopped at 1020 KiB, and every 1 MiB
+ * object was two commands, 1020 KiB and 4 KiB.
+ */
+TEST_F_TIMEOUT(kvblk, bio_commands_are_max_cmd_bytes_at_any_buffer_offset, 120)
+{
+	enum { NR = 3 };
+	const size_t pg = page_size();
+	struct kvblk_desc_result res[NR];
+	struct kvblk_io_desc d[NR];
+	struct kvblk_load_many lm;
+	struct kvblk_buf_reg reg;
+	struct kvblk_attach a;
+	unsigned char *buf, *ref, *shadow;
+	__u64 tunable = 0, mc, cursor = 0;
+	const __u64 mis[NR] = { 0, 4, pg - 4 };
+	size_t len;
+
+	ASSERT_EQ(0, read_u64(MODULE_DIR "/parameters/max_cmd_bytes", &tunable));
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	ASSERT_EQ((__u32)KVBLK_ENGINE_BIO, a.engine);
+	mc = a.max_cmd_bytes;
+	EXPECT_EQ(tunable / a.lba_size * a.lba_size, mc)
+		TH_LOG("max_cmd_bytes %llu, tunable %llu", (unsigned long long)mc,
+		       (unsigned long long)tunable);
+	if (a.capacity < NR * mc)
+		SKIP(return, "device too small: %llu bytes", (unsigned long long)a.capacity);
+	if (a.buf_align > 4)
+		SKIP(return, "buffer alignment %u: no dword offsets", a.buf_align);
+
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < NR; i++) {
+		cursor = round_up_u64(cursor, pg) + pg + mis[i];
+		d[i].offset = (NR - 1 - i) * mc;
+		d[i].length = mc;
+		d[i].buf_offset = cursor;
+		d[i].tag = i;
+		cursor += mc;
+	}
+	len = round_up_u64(cursor, pg) + pg;
+	buf = map_filled(len, FILL);
+	shadow = map_filled(len, FILL);
+	ref = map_filled(round_up_u64(mc, pg), 0);
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, shadow);
+	ASSERT_NE(NULL, ref);
+	reg_init(&reg, buf, len);
+	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	for (int i = 0; i < NR; i++)
+		d[i].buf_id = reg.buf_id;
+
+	memset(res, GARBAGE, sizeof(res));
+	lm_init(&lm, d, res, NR);
+	ASSERT_EQ(NR, ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("load_many: %s", strerror(errno));
+	EXPECT_EQ((__u32)KVBLK_ENGINE_BIO, lm.engine);
+	/* One command per object: none split below the tunable. */
+	EXPECT_EQ((__u64)NR, lm.nr_cmds);
+	for (int i = 0; i < NR; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("object %d", i);
+		EXPECT_EQ(mc, res[i].bytes) TH_LOG("object %d", i);
+	}
 	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
 }
 
