@@ -61,6 +61,9 @@ enum class IoDir : uint8_t { read, write };
  *               >= @min_length completes the object successfully, without resubmitting the
  *               rest. Set for the covering block of a file's unaligned last bytes
  *               (unaligned.cpp), whose end lies past the end of the file.
+ * @max_cmd:     largest command for its target (TargetEntry.max_cmd_bytes: a target added to a
+ *               uring device is cut at its own block layer's unsplit limit), or 0: the
+ *               backend's max_cmd_bytes. The uring backends cut it at the smaller of the two.
  * @positional:  move it with pread(2)/pwrite(2)-like I/O on @fd as it is (io_uring read and
  *               write, pwrite): @fd is not the target's O_DIRECT descriptor and @length need
  *               not be a multiple of the block size. Set for the write-back of a file's last
@@ -79,6 +82,7 @@ struct IoObject {
 	int fd = -1;
 	uint32_t target = 0;
 	uint64_t min_length = 0;
+	uint64_t max_cmd = 0;
 	bool positional = false;
 };
 

@@ -146,27 +146,6 @@ int effective_max_cmd(const kvblk_open_opts &o, const Target &t, uint64_t dflt, 
 	return 0;
 }
 
-/*
- * uring on a block device read with direct I/O: no command larger than the block layer takes
- * from a fixed buffer without a split (bio_split.hpp): io_uring would issue each such command
- * again from an io-wq thread, at several times the CPU per byte. Lowers cfg.max_cmd_bytes (to a multiple of
- * the block size) and says so in cfg.note (kvblk_dev_info.backend_reason).
- */
-void clamp_to_unsplit(kvblk_backend b, const Target &t, BackendConfig &cfg)
-{
-	const uint32_t lbs = t.logical_block_size;
-	if (b != KVBLK_BACKEND_URING || !t.blockdev || t.buffered || !t.unsplit_bytes || !lbs)
-		return;
-	const uint64_t lim = t.unsplit_bytes - t.unsplit_bytes % lbs;
-	if (lim < lbs || cfg.max_cmd_bytes <= lim)
-		return;
-	cfg.note = "max_cmd_bytes " + std::to_string(cfg.max_cmd_bytes) + " lowered to " +
-		   std::to_string(lim) + ": the block layer would split larger reads from a fixed buffer "
-		   "(queue/max_sectors_kb, queue/max_segments), and io_uring would issue each split one "
-		   "again from a worker thread";
-	cfg.max_cmd_bytes = lim;
-}
-
 std::unique_ptr<Backend> create_backend(kvblk_backend b, BackendConfig &cfg, int *err)
 {
 	switch (b) {
@@ -189,6 +168,22 @@ std::unique_ptr<Backend> create_backend(kvblk_backend b, BackendConfig &cfg, int
 } // namespace
 
 namespace kvblk::detail {
+
+bool clamp_to_unsplit(kvblk_backend b, const Target &t, BackendConfig &cfg)
+{
+	const uint32_t lbs = t.logical_block_size;
+	if (b != KVBLK_BACKEND_URING || !t.blockdev || t.buffered || !t.unsplit_bytes || !lbs)
+		return false;
+	const uint64_t lim = t.unsplit_bytes - t.unsplit_bytes % lbs;
+	if (lim < lbs || cfg.max_cmd_bytes <= lim)
+		return false;
+	cfg.note = "max_cmd_bytes " + std::to_string(cfg.max_cmd_bytes) + " lowered to " +
+		   std::to_string(lim) + ": the block layer would split larger reads from a fixed buffer "
+		   "(queue/max_sectors_kb, queue/max_segments), and io_uring would issue each split one "
+		   "again from a worker thread";
+	cfg.max_cmd_bytes = lim;
+	return true;
+}
 
 int open_device(const char *path, const kvblk_open_opts *user_opts, kvblk_dev **out)
 {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace kvblk::detail {
@@ -23,7 +24,9 @@ namespace kvblk::detail {
  * @size:          bytes now: a file is sized again (fstat) when a batch that names it
  *                 starts, so bytes appended after it was added are loadable; a block
  *                 device keeps t.capacity.
- * @max_cmd_bytes: largest command for its objects (what the backend that serves it said).
+ * @max_cmd_bytes: largest command for its objects (what the backend that serves it said,
+ *                 lowered to the target's own unsplit limit on a uring device: clamp_to_unsplit()).
+ * @cmd_note:      why @max_cmd_bytes was lowered so, or empty (kvblk_get_target_info()).
  * @queue_depth, @workers: those of the backend that serves it (kvblk_get_target_info()).
  * @pins:          batches that name it and have not finished (under the table lock).
  * @mark:          the last batch serial that pinned it (one pin per batch).
@@ -32,6 +35,7 @@ struct TargetEntry {
 	Target t;
 	std::atomic<uint64_t> size{0};
 	uint64_t max_cmd_bytes = 0;
+	std::string cmd_note;
 	uint32_t queue_depth = 0;
 	uint32_t workers = 0;
 	uint32_t pins = 0;

@@ -3,6 +3,7 @@
 // kvblk_remove_target(), kvblk_get_target_info().
 #include "device.hpp"
 #include "last_error.hpp"
+#include "open.hpp"
 #include "struct_size.hpp"
 
 #include <algorithm>
@@ -61,6 +62,10 @@ int add_opened(kvblk_dev *dev, const char *fn, std::unique_ptr<TargetEntry> e, u
 	}
 	/* A backend may need destinations aligned more strictly than the target said (kvblk.ko). */
 	t.mem_align = std::max(t.mem_align, cfg.mem_align);
+	/* uring on a block device: its own queue's limit, not target 0's (IoObject.max_cmd). */
+	std::string served_why;
+	if (clamp_to_unsplit(dev->backend->target_kind(slot, IoDir::read, &served_why), t, cfg))
+		e->cmd_note = cfg.note;
 	e->max_cmd_bytes = cfg.max_cmd_bytes;
 	e->queue_depth = cfg.queue_depth;
 	e->workers = cfg.workers;
@@ -142,6 +147,7 @@ int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *in
 	if (ret)
 		return ret;
 	kvblk_dev_info i = dev->info;
+	std::string cmd_note;
 	try {
 		{
 			/* The table's lock (every batch's prepare takes it) only for the entry's fields. */
@@ -158,15 +164,17 @@ int kvblk_get_target_info(kvblk_dev *dev, uint32_t id, struct kvblk_dev_info *in
 			i.max_cmd_bytes = e->max_cmd_bytes;
 			i.queue_depth = e->queue_depth;
 			i.workers = e->workers;
+			cmd_note = e->cmd_note;
 		}
 		/* Which backend serves it: the lanes' lock, not the table's (a removal meanwhile is the caller's race). */
 		std::string reason;
 		i.backend = dev->backend->target_kind(id, IoDir::read, &reason);
+		if (reason.empty() && id != 0)
+			reason = std::string(kvblk_backend_name(int(i.backend))) + ": serves every target of the device";
+		if (!cmd_note.empty())
+			reason += (reason.empty() ? "" : "; ") + cmd_note;
 		if (!reason.empty())
 			std::snprintf(i.backend_reason, sizeof(i.backend_reason), "%s", reason.c_str());
-		else if (id != 0)
-			std::snprintf(i.backend_reason, sizeof(i.backend_reason), "%s: serves every target of the device",
-				      kvblk_backend_name(int(i.backend)));
 	} catch (const std::bad_alloc &) {
 		return fail(-ENOMEM, "kvblk_get_target_info: out of memory");
 	}

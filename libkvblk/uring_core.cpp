@@ -198,9 +198,9 @@ RingBatch *UringCore::make_batch(Batch &b)
 	rb->b = &b;
 	rb->first_cmd.resize(size_t(b.count) + 1);
 	rb->state.reset(new ObjectState[b.count]);
-	const uint64_t max_cmd = setup_.max_cmd_bytes;
 	rb->first_cmd[0] = 0;
 	for (uint32_t i = 0; i < b.count; i++) {
+		const uint64_t max_cmd = cmd_bytes(b.objects[i]);
 		const uint64_t cmds = (b.objects[i].length + max_cmd - 1) / max_cmd;
 		rb->first_cmd[i + 1] = rb->first_cmd[i] + cmds;
 		rb->state[i].pending.store(cmds, std::memory_order_relaxed);
@@ -517,11 +517,13 @@ void UringCore::issue_pending(Ring &r, uint64_t *in_kernel) noexcept
 void UringCore::load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept
 {
 	const uint32_t obj = rb->object_of(cmd);
-	const uint64_t off = (cmd - rb->first_cmd[obj]) * setup_.max_cmd_bytes;
+	const IoObject &o = rb->b->objects[obj];
+	const uint64_t max_cmd = cmd_bytes(o);
+	const uint64_t off = (cmd - rb->first_cmd[obj]) * max_cmd;
 	const uint32_t id = r.free.back();
 	r.free.pop_back();
 	RingCmd &c = r.slots[id];
-	c = RingCmd{rb, obj, 0, 0, true, off, std::min(setup_.max_cmd_bytes, rb->b->objects[obj].length - off), 0, 0};
+	c = RingCmd{rb, obj, 0, 0, true, off, std::min(max_cmd, o.length - off), 0, 0};
 	r.used++;
 	const uint64_t now = inflight_.fetch_add(1, std::memory_order_relaxed) + 1;
 	uint64_t p = rb->peak.load(std::memory_order_relaxed);

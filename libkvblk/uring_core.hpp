@@ -6,7 +6,8 @@
 //
 // Batches: start() (kvblk_submit(), KVBLK_ASYNC_NATIVE) and run() (synchronous: the staged
 // path and kmod's stores) put a batch on the queue; its objects are cut into commands of
-// max_cmd_bytes, numbered 0..total in object order. Each ring thread takes commands from
+// max_cmd_bytes (or of their target's smaller limit, IoObject.max_cmd), numbered 0..total in
+// object order. Each ring thread takes commands from
 // the front of the queue whenever it has free slots (up to queue_depth in flight per ring,
 // so the commands of several batches share the rings), in order within a batch; a priority
 // batch is queued ahead of every normal one, so its commands are taken before the rest of
@@ -140,6 +141,12 @@ protected:
 			       const testing::Seams *seams) noexcept = 0;
 
 	[[nodiscard]] const RingSetup &setup() const noexcept { return setup_; }
+
+	/* Largest command of object @o: max_cmd_bytes, or its target's own limit if smaller. */
+	[[nodiscard]] uint64_t cmd_bytes(const IoObject &o) const noexcept
+	{
+		return o.max_cmd && o.max_cmd < setup_.max_cmd_bytes ? o.max_cmd : setup_.max_cmd_bytes;
+	}
 
 private:
 	struct Grab {

@@ -136,6 +136,7 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 	obj->buf_id = d.buf_id;
 	obj->fd = t.fd;
 	obj->target = d.target;
+	obj->max_cmd = te->max_cmd_bytes;
 	obj->min_length = 0;
 	obj->positional = false;
 	*geo = Geometry{lbs, t.mem_align, size, unaligned || cut, cut, tail_fd};

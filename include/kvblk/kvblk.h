@@ -227,7 +227,9 @@ int kvblk_backend_from_name(const char *name) KVBLK_NOEXCEPT;
  *                  takes without a split (a split one io_uring issues again
  *                  from a worker thread: block/blk-merge.c, bio_split_rw(),
  *                  REQ_NOWAIT);
- *                  kvblk_dev_info.backend_reason then says so.
+ *                  kvblk_dev_info.backend_reason then says so (a block device
+ *                  added with kvblk_add_target() to a uring device gets its
+ *                  own such limit: kvblk_get_target_info()).
  * @max_descs:      descriptors accepted per call, 1..2^20; default 65536.
  * @eagain_retries: resubmissions of a command that completes with -EAGAIN
  *                  before its object fails with -EAGAIN; default 16.
@@ -502,8 +504,10 @@ int kvblk_remove_target(kvblk_dev *dev, uint32_t id) KVBLK_NOEXCEPT;
  * kvblk_get_target_info() - what kvblk_get_info() reports, for target @id
  * (since 0.3): backend and backend_reason of the backend that serves it,
  * flags, logical_block_size, mem_align, capacity (now: files are sized
- * again when each batch starts), and that backend's max_cmd_bytes,
- * queue_depth and workers (kmod device: a target of the device's kvblk.ko
+ * again when each batch starts), and that backend's max_cmd_bytes (a block
+ * device served by uring: lowered to what its own queue takes unsplit, as
+ * kvblk_open_opts.max_cmd_bytes says, its objects cut there, and
+ * backend_reason says so), queue_depth and workers (kmod device: a target of the device's kvblk.ko
  * context reports target 0's max_inflight, which caps every batch; one with
  * a kvblk.ko context of its own, that context's max_inflight; a target
  * served by uring, the queue depth and workers the device was opened with).

@@ -376,4 +376,55 @@ TEST_F(BlockDeviceTest, uring_commands_never_exceed_what_the_block_layer_takes_u
 	load_all_exact(dev.get(), dst.data(), 64 * 1024);
 }
 
+/*
+ * The same limit on a block device added as a second target of a uring device opened on a
+ * file: that target's commands are cut at its own queue's limit, not at target 0's
+ * max_cmd_bytes, and kvblk_get_target_info() says so; target 0's are not. Bytes exact, and
+ * the commands counter counts both cuts in one batch.
+ */
+TEST_F(BlockDeviceTest, an_added_block_device_gets_its_own_unsplit_limit)
+{
+	const std::string soft = queue_path("max_sectors_kb");
+	const uint64_t old_kb = queue_attr("max_sectors_kb");
+	if (soft.empty() || !old_kb)
+		GTEST_SKIP() << "no queue/max_sectors_kb for " << loop_path_;
+	const std::string file0 = dir_->file("target0");
+	write_pattern_file(file0, kObjects, kObjectBytes);
+	DevPtr dev = open_dev(file0, make_opts(KVBLK_BACKEND_URING, 1, 8, 1 * MiB));
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	ASSERT_EQ(get_info(dev.get()).max_cmd_bytes, 1 * MiB);
+	{
+		std::ofstream f(soft);
+		f << 64;
+		f.flush();
+		if (!f || queue_attr("max_sectors_kb") != 64)
+			GTEST_SKIP() << "cannot lower " << soft << " (not root?)";
+	}
+	uint32_t id = 0;
+	const int added = kvblk_add_target(dev.get(), loop_path_.c_str(), 0, &id);
+	std::ofstream(soft) << old_kb;
+	ASSERT_EQ(added, 0) << kvblk_last_error();
+	kvblk_dev_info ti{};
+	ti.info_size = sizeof(ti);
+	ASSERT_EQ(kvblk_get_target_info(dev.get(), id, &ti), 0) << kvblk_last_error();
+	EXPECT_EQ(ti.max_cmd_bytes, 64u * 1024);
+	EXPECT_NE(std::string(ti.backend_reason).find("max_cmd_bytes 1048576 lowered to 65536"), std::string::npos)
+		<< ti.backend_reason;
+	EXPECT_EQ(get_info(dev.get()).max_cmd_bytes, 1 * MiB) << "target 0 keeps its own";
+
+	AlignedBuf dst((kObjects + 1) * kObjectBytes);
+	std::vector<kvblk_desc> descs;
+	for (uint64_t i = 0; i < kObjects; i++)
+		descs.push_back(tdesc(id, i * kObjectBytes, kObjectBytes, dst.data() + i * kObjectBytes, i));
+	descs.push_back(tdesc(0, 0, kObjectBytes, dst.data() + kObjects * kObjectBytes, kObjects));
+	std::vector<kvblk_result> res(descs.size());
+	ASSERT_EQ(kvblk_load_many(dev.get(), descs.data(), uint32_t(descs.size()), res.data(), nullptr),
+		  int(descs.size()))
+		<< kvblk_last_error();
+	const auto want = expected_bytes(0, kObjects * kObjectBytes, kObjectBytes);
+	EXPECT_EQ(std::memcmp(dst.data(), want.data(), want.size()), 0);
+	EXPECT_EQ(std::memcmp(dst.data() + kObjects * kObjectBytes, want.data(), kObjectBytes), 0);
+	EXPECT_EQ(get_stats(dev.get()).commands, kObjects * (kObjectBytes / (64 * 1024)) + 1);
+}
+
 } // namespace
