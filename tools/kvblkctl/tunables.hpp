@@ -32,8 +32,9 @@ struct Tunable {
 inline constexpr std::array<Tunable, 3> kTunables{ {
 	{ "max_cmd_bytes", 4096, 8388608, 4096, 1048576, "bytes",
 	  "contexts attached later (fixed per context at attach)",
-	  "Largest NVMe command kvblk builds; capped by the controller's MDTS "
-	  "(hw_max_cmd_bytes) and 65536 LBAs." },
+	  "Largest command an object is split into: a bio of the block-layer engines "
+	  "(the block layer splits it further to the queue's limits), or an NVMe command "
+	  "of the PRP engine, capped by the controller's MDTS (hw_max_cmd_bytes) and 65536 LBAs." },
 	{ "max_inflight", 1, 65536, 1, 256, "commands", "the next LOAD_MANY call",
 	  "NVMe commands in flight per LOAD_MANY call." },
 	{ "max_descs", 1, 65536, 1, 4096, "descriptors", "the next LOAD_MANY call",
