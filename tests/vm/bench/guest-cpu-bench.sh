@@ -13,8 +13,8 @@
 #   memory_backed=1 only the sizes where moving bytes weighs (KVBLK_BENCH_MB1_SIZES: 128 KiB
 #   and 1 MiB; at 4 KiB the per-command cost is mb=0's).
 #   Legs: kvblk.ko's block-layer engine through the ioctl and through uring_cmd
-#   (tests/kmod-smoke/kmod_bench, module loaded with max_cmd_bytes = CMD and
-#   max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
+#   (tests/kmod-smoke/kmod_bench -H: a buffer of huge pages; module loaded with
+#   max_cmd_bytes = CMD and max_inflight = QD); libkvblk uring (one ring, QD, registered buffer: fixed buffers)
 #   and threadpool (QD threads) through build/kvblk_loadloop (tests/vm/bench/loadloop.c,
 #   C: no interpreter in the legs' CPU time), and at memory_backed=0 the layer
 #   pipeline (below); fio io_uring at four points
@@ -24,7 +24,9 @@
 #   batching, f2 iodepth_batch_submit = iodepth_batch_complete_min = QD/2, f3 f2 with
 #   sqthread_poll, f4 both = QD (the whole depth submitted and reaped at once, as a libkvblk
 #   batch is: without it libkvblk uring read above 1.05x fio's best per CPU in most
-#   configurations of 2026-12-05 15:18 UTC), and where a CMD read into a buffer of 4 KiB
+#   configurations of 2026-12-05 15:18 UTC) into a buffer aligned to 2 MiB (--iomem_align=2m,
+#   since 2026-12-05 21:10: huge pages, as every kvblk leg's buffer is: kmod_bench -H,
+#   kvblk_loadloop), and where a CMD read into a buffer of 4 KiB
 #   pages needs more than null_blk's max_segments, f5: f4 laid out as libkvblk's commands
 #   are, in reads no larger than null_blk takes from a fixed buffer without a split
 #   (max_sectors_kb; before 6.11 also max_segments pages: libkvblk/bio_split.hpp) and a
@@ -51,7 +53,7 @@
 #   Then (KVBLK_BENCH_PERF=1) a system-wide perf profile of the kvblk leg and of the
 #   best fio point of the first missed goals (KVBLK_BENCH_PERF_MAX, 1).
 # Output: cpu-raw.txt, cpu-table.txt (tests/vm/bench/cpu-table.py), perf-*.txt (top
-# symbols, comm/dso, callers) in
+# symbols, comm/dso, callers, samples, I/Os in the window, and the pair per I/O) in
 # $KVBLK_VM_CASE_DIR.
 . "$(dirname "$0")/../cases/lib.sh"
 set +e
@@ -167,8 +169,8 @@ argv_of() { # leg size qd batch mb -> argv
 	     --bs="$2" --iodepth="$3" --size="$store" --time_based --runtime=600
 	     --fixedbufs=1 --registerfiles=1 --gtod_reduce=1)
 	case $1 in
-	kioctl) argv=("$kb" -e bio "$dev" "$store" "$2" "$4" 600) ;;
-	kuring) argv=("$kb" -e bio -u "$dev" "$store" "$2" "$4" 600) ;;
+	kioctl) argv=("$kb" -e bio -H "$dev" "$store" "$2" "$4" 600) ;;
+	kuring) argv=("$kb" -e bio -H -u "$dev" "$store" "$2" "$4" 600) ;;
 	luring) argv=("$loadloop" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5") ;;
 	lpipe) argv=("$loadloop" "$dev" uring "$store" "$2" "$4" "$3" "$2" 600 1 "$5" pipe:2) ;;
 	ltp) argv=("$loadloop" "$dev" threadpool "$store" "$2" "$4" "$3" "$2" 600 "$3" "$5") ;;
@@ -176,7 +178,8 @@ argv_of() { # leg size qd batch mb -> argv
 	f2) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half") ;;
 	f3) argv=("${fio[@]}" --iodepth_batch_submit="$half" --iodepth_batch_complete_min="$half"
 		  --sqthread_poll=1) ;;
-	f4) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3") ;;
+	f4) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3"
+		  --iomem_align=2m) ;;
 	f5) argv=("${fio[@]}" --iodepth_batch_submit="$3" --iodepth_batch_complete_min="$3"
 		  --bs="$unsplit" --iomem_align=2m) ;;
 	esac
@@ -232,7 +235,11 @@ python3 $here/cpu-table.py "$out/cpu-raw.txt" "$secs" "$repeat" "$(uname -r)" \
 
 # Where the CPU goes where a goal was missed: the kvblk leg and the best fio point of the
 # same configuration, one window each under perf record -a -g.
+# KVBLK_BENCH_PERF_SECS (2) seconds each, sampled every 250 us of CPU time; the disk's I/Os
+# in that window turn both into CPU microseconds per I/O (tests/vm/bench/perf-per-io.py).
 if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -v perf >/dev/null; then
+	psecs=${KVBLK_BENCH_PERF_SECS:-2}
+	period_ns=250000
 	head -n "${KVBLK_BENCH_PERF_MAX:-1}" "$out/cpu-misses.txt" |
 	while read -r mb cmd qd c klg flg; do
 		IFS=: read -r _ _ batch <<<"$(tr ' ' '\n' <<<"$sizes" | grep "^$cmd:")"
@@ -247,7 +254,10 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			"${argv[@]}" >"$p-run.txt" 2>&1 &
 			pid=$!
 			sleep 2
-			perf record -q -a -g -o "$p.data" -- sleep "$secs" >/dev/null 2>&1
+			read -r _ _ s0 <<<"$(sample)"
+			perf record -q -a -g -e cpu-clock -c "$period_ns" -o "$p.data" -- sleep "$psecs" >/dev/null 2>&1
+			read -r _ _ s1 <<<"$(sample)"
+			echo $(((s1 - s0) * 512 / cmd)) >"$p-ios.txt"
 			kill -TERM $pid
 			wait $pid 2>/dev/null
 			if [ ! -s "$p.data" ]; then
@@ -259,6 +269,8 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 				grep -v '^#' | grep -v '^$' | head -n 40 >"$p-top.txt"
 			perf report -i "$p.data" --no-children --sort comm,dso -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
+			perf report -i "$p.data" -n --no-children --sort comm,dso,sym -g none --stdio \
+				2>/dev/null >"$p-samples.txt"
 			# Who calls the symbols above 2%: the samples of a cpu-clock profile land
 			# where interrupts come back on (_raw_spin_unlock_irq*), so the chains say
 			# whose section it was (null_blk's copy under its lock, ...).
@@ -273,6 +285,14 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			echo "== profile mb=$mb $cmd B cpus=$c $lg: top symbols"
 			head -n 15 "$p-top.txt"
 		done
+		# The pair per I/O: which code makes the kvblk leg's ratio.
+		p=$out/perf-mb$mb-$cmd-cpu$c
+		if [ -s "$p-$klg-samples.txt" ] && [ -s "$p-$flg-samples.txt" ]; then
+			echo "== profile mb=$mb $cmd B cpus=$c: $klg against $flg, CPU us per I/O"
+			python3 $here/perf-per-io.py "$klg" "$p-$klg-samples.txt" "$(cat "$p-$klg-ios.txt")" \
+				"$flg" "$p-$flg-samples.txt" "$(cat "$p-$flg-ios.txt")" $((period_ns / 1000)) |
+				tee "$p-per-io.txt"
+		fi
 		set_cpus 2
 	done
 fi

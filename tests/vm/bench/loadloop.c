@@ -12,8 +12,11 @@
  * nothing of its own (it replaced loadloop.py, whose interpreter was 19% of the samples of
  * the pipeline leg at one CPU).
  *
- * One registered buffer of K x BATCH x OBJECT_BYTES (K = 1, or the layers of MODE pipe:K);
- * every batch's descriptors are built before the first call; objects of OBJECT_BYTES at
+ * One registered buffer of K x BATCH x OBJECT_BYTES (K = 1, or the layers of MODE pipe:K),
+ * aligned to 2 MiB and madvise(MADV_HUGEPAGE)d, as kmod_bench -H and fio's f4/f5 points
+ * (--iomem_align=2m) are: transparent huge pages where the kernel has them, so that no leg
+ * pays for 4 KiB pages that another does not (from 6.11 io_uring coalesces such a fixed
+ * buffer into one bio_vec per huge page); every batch's descriptors are built before the first call; objects of OBJECT_BYTES at
  * consecutive offsets, BATCH per call, wrapping at BYTES. After one warm-up call, calls back
  * to back for SECONDS (the run ends earlier only on SIGTERM or an error).
  *   WORKERS  kvblk_open_opts.workers (threadpool threads, uring rings); 0: the default.
@@ -30,12 +33,15 @@
 #include <fcntl.h>
 #include <kvblk/kvblk.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#define HUGE_2M (2u << 20)
 
 struct loop {
 	kvblk_dev *dev;
@@ -148,6 +154,7 @@ int main(int argc, char **argv)
 	struct loop l = { 0 };
 	const char *dev, *backend, *mode = "sync";
 	uint64_t total, objects, len, done;
+	void *map;
 	uint32_t qd, buf, workers = 0;
 	double secs, dt;
 	int check = 0, rc, b;
@@ -202,10 +209,12 @@ int main(int argc, char **argv)
 	 * (shared memory would make the per-command pinning of the unregistered paths slower).
 	 */
 	len = (uint64_t)l.slots * l.batch * l.obj;
-	l.mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-		     -1, 0);
-	if (l.mem == MAP_FAILED)
+	map = mmap(NULL, len + HUGE_2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
 		die("mmap", -errno);
+	l.mem = (unsigned char *)(((uintptr_t)map + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
+	if (madvise(l.mem, len, MADV_HUGEPAGE))
+		fprintf(stderr, "kvblk_loadloop: madvise(MADV_HUGEPAGE): %s\n", strerror(errno));
 	memset(l.mem, 0, len);
 	rc = kvblk_register_buffer(l.dev, KVBLK_MEM_HOST, l.mem, len, &buf);
 	if (rc < 0)
@@ -267,6 +276,6 @@ int main(int argc, char **argv)
 	}
 	kvblk_close(l.dev);
 	free(l.descs);
-	munmap(l.mem, len);
+	munmap(map, len + HUGE_2M);
 	return 0;
 }
