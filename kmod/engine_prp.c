@@ -124,6 +124,49 @@ static void kvblk_test_probe_hold(struct gendisk *disk)
 	pr_info("attach %s: test hook: probe hold over\n", disk->disk_name);
 }
 
+/*
+ * Test hook test_dma_mask_bits (kmod/README.md, "Test hooks"; review M5):
+ * the PRP engine's checks take the NVMe PCI function's DMA mask as this
+ * many bits instead of its own, as on a device with a small mask, whose
+ * mappings of high memory bounce through swiotlb. QEMU's NVMe has a 64-bit
+ * mask, so only this makes kvblk_prp_partial_bounce() true there. 0, the
+ * default, takes the device's own mask.
+ */
+static unsigned int kvblk_test_dma_mask_bits;
+
+static int kvblk_test_dma_mask_bits_set(const char *val,
+					const struct kernel_param *kp)
+{
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || (v && (v < 12 || v > 64)))
+		return -EINVAL;
+	WRITE_ONCE(kvblk_test_dma_mask_bits, v);
+	return 0;
+}
+
+static const struct kernel_param_ops kvblk_test_dma_mask_bits_ops = {
+	.set	= kvblk_test_dma_mask_bits_set,
+	.get	= param_get_uint,
+};
+module_param_cb(test_dma_mask_bits, &kvblk_test_dma_mask_bits_ops,
+		&kvblk_test_dma_mask_bits, 0644);
+MODULE_PARM_DESC(test_dma_mask_bits,
+		 "tests only: the PRP engine's checks take the NVMe function's DMA mask as this many bits (12..64; 0, default: its own mask)");
+
+/*
+ * May some DMA mappings of @dev bounce (kvblk_dev_partial_bounce(), with
+ * the test hook's mask when it is set)?
+ */
+static bool kvblk_prp_partial_bounce(struct device *dev)
+{
+	unsigned int bits = READ_ONCE(kvblk_test_dma_mask_bits);
+
+	if (bits)
+		return dma_get_required_mask(dev) > DMA_BIT_MASK(bits);
+	return kvblk_dev_partial_bounce(dev);
+}
+
 /* The NVMe status (SCT 10:8, SC 7:0) of a completed request, as kvblk reads it. */
 static u16 kvblk_nvme_status(struct request *rq)
 {
@@ -580,7 +623,7 @@ static int kvblk_find_nvme_pci(struct gendisk *disk, struct request_queue *q,
 	 * dma-buf exporter's mapping, and a host registration would hold its
 	 * bounce slots while registered.
 	 */
-	if (kvblk_dev_partial_bounce(ctrl->parent))
+	if (kvblk_prp_partial_bounce(ctrl->parent))
 		return kvblk_reject(disk,
 				    "the NVMe PCI function's DMA mask does not reach all memory (mappings may bounce through swiotlb): the block-layer engine (the default) serves it");
 	*dma_dev = ctrl->parent;
@@ -606,7 +649,7 @@ bool kvblk_prp_capable(struct gendisk *disk)
 	       queue_is_mq(disk->queue) && ctrl->parent &&
 	       dev_is_pci(ctrl->parent) &&
 	       !kvblk_dev_force_bounce(ctrl->parent) &&
-	       !kvblk_dev_partial_bounce(ctrl->parent);
+	       !kvblk_prp_partial_bounce(ctrl->parent);
 }
 
 /* The namespace id as the nvme driver knows it, through its own ioctl. */
