@@ -285,13 +285,14 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			echo "== profile mb=$mb $cmd B cpus=$c $lg: top symbols"
 			head -n 15 "$p-top.txt"
 		done
-		# The pair per I/O: which code makes the kvblk leg's ratio.
+		# The pair per I/O: which code makes the kvblk leg's ratio (before the next
+		# pair of this configuration profiles a leg again).
 		p=$out/perf-mb$mb-$cmd-cpu$c
 		if [ -s "$p-$klg-samples.txt" ] && [ -s "$p-$flg-samples.txt" ]; then
 			echo "== profile mb=$mb $cmd B cpus=$c: $klg against $flg, CPU us per I/O"
 			python3 $here/perf-per-io.py "$klg" "$p-$klg-samples.txt" "$(cat "$p-$klg-ios.txt")" \
 				"$flg" "$p-$flg-samples.txt" "$(cat "$p-$flg-ios.txt")" $((period_ns / 1000)) |
-				tee "$p-per-io.txt"
+				tee "$p-$klg-vs-$flg.txt"
 		fi
 		set_cpus 2
 	done
