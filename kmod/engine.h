@@ -145,6 +145,7 @@ void kvblk_cmd_end(struct kvblk_cmd *cmd, int err, enum kvblk_err_kind kind,
 int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind);
 
 /* bvec.c: the block-layer engines' bio_vec arrays, one per command slot. */
+u32 *kvblk_bvec_runs(struct page *const *pages, unsigned long nr);
 int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
 		    u64 off, u32 len, u32 max_bytes);
 void kvblk_bvec_release(const struct kvblk_tgt *t, struct kvblk_cmd *cmd);

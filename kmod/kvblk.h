@@ -296,6 +296,7 @@ struct kvblk_buf {
 	const struct kvblk_mem_ops *ops;
 	void *priv;			/* the provider's state */
 	struct page **pages;		/* host memory's pinned pages, or NULL */
+	const u32 *runs;		/* kvblk_bvec_runs() of @pages, or NULL */
 	struct kvblk_dma_seg *segs;	/* kvmalloc'ed, freed by the core */
 	unsigned int nr_segs;
 	bool need_sync;			/* dma_need_sync(): swiotlb, non-coherent */
@@ -317,6 +318,7 @@ struct kvblk_buf {
 /* Host memory provider state (mem_host.c). */
 struct kvblk_mem_host {
 	struct page **pages;
+	u32 *runs;			/* kvblk_bvec_runs() of @pages, or NULL */
 	unsigned long nr_pages;
 	struct sg_table *sgts;		/* DMA mappings, KVBLK_HOST_MAP_PAGES each */
 	unsigned int nr_sgts;

@@ -30,6 +30,7 @@
 #include <linux/sched/user.h>
 #include <linux/slab.h>
 
+#include "engine.h"
 #include "kvblk.h"
 
 #ifdef KVBLK_HAVE_USER_LOCKED_VM
@@ -238,6 +239,7 @@ static void kvblk_mem_host_free(struct kvblk_mem_host *h)
 		kvblk_unaccount_mem(h->user, h->nr_pages);
 		free_uid(h->user);
 	}
+	kvfree(h->runs);
 	kvfree(h->pages);
 	kfree(h);
 }
@@ -539,6 +541,8 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	ret = kvblk_mem_host_pin(r->addr, h->nr_pages, h->pages);
 	if (ret)
 		goto out_free;
+	/* For the block-layer engines' bio_vec tables (bvec.c); NULL is slower, not wrong. */
+	h->runs = kvblk_bvec_runs(h->pages, h->nr_pages);
 	if (!dev) {
 		buf = kvblk_buf_alloc(NULL, KVBLK_MEM_HOST, r->len,
 				      &kvblk_mem_host_ops);
@@ -548,6 +552,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 		}
 		buf->priv = h;
 		buf->pages = h->pages;
+		buf->runs = h->runs;
 		return buf;
 	}
 	ret = kvblk_mem_host_map(dev, h);
@@ -561,6 +566,7 @@ struct kvblk_buf *kvblk_mem_host_create(struct device *dev,
 	}
 	buf->priv = h;
 	buf->pages = h->pages;
+	buf->runs = h->runs;
 	ret = kvblk_buf_segs_from_sgts(buf, h->sgts, h->nr_sgts, 0);
 	if (ret) {
 		kvblk_buf_abort(buf);
