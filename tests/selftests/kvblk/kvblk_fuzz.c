@@ -275,7 +275,13 @@ static int target_fd(uint64_t *s)
 	switch (below(s, 12)) {
 	case 0: return open(g_dev, O_WRONLY | O_CLOEXEC);
 	case 1: return open(g_dev, O_PATH | O_CLOEXEC);
-	case 2: return open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/*
+	 * A directory of devtmpfs, not "/": a child killed during an armed
+	 * attach closes its fds at exit with fail-nth still armed, and the
+	 * last close of a directory of the VM guests' 9p root then fails its
+	 * clunk (every exec after a --fail-inject run failed with EINVAL).
+	 */
+	case 2: return open("/dev", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	case 3: return open("/dev/null", O_RDONLY | O_CLOEXEC);
 	case 4:
 		if (pipe2(pfd, O_CLOEXEC))
