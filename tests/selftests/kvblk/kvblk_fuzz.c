@@ -908,16 +908,6 @@ int main(int argc, char **argv)
 	printf(" --threads %lu --kills %lu --closes %lu%s %s\n",
 	       threads, kills, closes, g_fail_inject ? " --fail-inject" : "", g_dev);
 	fflush(stdout);
-	/*
-	 * --fail-inject: the program's and its libraries' pages resident and
-	 * locked before anything is armed, so that no fault of the fuzzer's
-	 * own text reads a file while fail-nth may be armed (VM guests read
-	 * their root over 9p, whose client an injected failure there left
-	 * broken: every exec after the fuzz failed with EINVAL, 2026-12-05).
-	 * MCL_CURRENT only: the PROT_NONE span below must stay unpopulated.
-	 */
-	if (g_fail_inject && mlockall(MCL_CURRENT))
-		fprintf(stderr, "mlockall: %s (text faults may read files under fail-nth)\n", strerror(errno));
 	s = g_seed | 1;
 	kmsg = kmsg_open();
 	g_none = mmap(NULL, NONE_SPAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
