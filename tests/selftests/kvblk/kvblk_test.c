@@ -2231,6 +2231,46 @@ static void expect_objects_equal_pread(struct __test_metadata *_metadata,
 	EXPECT_EQ(0, memcmp(buf, shadow, len)) TH_LOG("bytes outside the objects were written");
 }
 
+/*
+ * Objects laid out for expect_objects_equal_pread(): each of @d's @nr objects
+ * gets a buffer offset after a guard page, at misalignment @mis[i] bytes past
+ * a page boundary; @g's buffer (registered, its id set in each descriptor)
+ * and shadow are filled with FILL, and its reference buffer holds the
+ * longest object.
+ */
+struct guarded_bufs {
+	unsigned char *buf, *shadow, *ref;
+	size_t len;
+};
+
+static void guarded_bufs_setup(struct __test_metadata *_metadata, int fd,
+			       struct kvblk_io_desc *d, const __u64 *mis, int nr,
+			       struct guarded_bufs *g)
+{
+	const size_t pg = page_size();
+	struct kvblk_buf_reg reg;
+	__u64 cursor = 0, longest = 0;
+
+	for (int i = 0; i < nr; i++) {
+		cursor = round_up_u64(cursor, pg) + pg + mis[i];
+		d[i].buf_offset = cursor;
+		cursor += d[i].length;
+		if (d[i].length > longest)
+			longest = d[i].length;
+	}
+	g->len = round_up_u64(cursor, pg) + pg;
+	g->buf = map_filled(g->len, FILL);
+	g->shadow = map_filled(g->len, FILL);
+	g->ref = map_filled(round_up_u64(longest, pg), 0);
+	ASSERT_NE(NULL, g->buf);
+	ASSERT_NE(NULL, g->shadow);
+	ASSERT_NE(NULL, g->ref);
+	reg_init(&reg, g->buf, g->len);
+	ASSERT_OK(ioctl(fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
+	for (int i = 0; i < nr; i++)
+		d[i].buf_id = reg.buf_id;
+}
+
 TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 {
 	enum { NR = 5 };
@@ -2238,13 +2278,11 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	struct kvblk_desc_result res[NR];
 	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
-	struct kvblk_buf_reg reg;
 	struct kvblk_attach a;
+	struct guarded_bufs g;
 	struct blkinfo bi;
-	unsigned char *buf, *ref, *shadow;
-	__u64 lba, mc, mc_lba, cursor, min_cmds = 0, longest = 0;
+	__u64 lba, mc, mc_lba, min_cmds = 0;
 	__u64 mis[NR];
-	size_t len;
 
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
 	/* The PRP engine's lists and splits where it serves (opt-in), else the block layer. */
@@ -2277,28 +2315,12 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 	d[4].length = 2 * lba;
 	mis[4] = pg - 4;
 
-	/* Each object starts after a guard page, at its misalignment. */
-	cursor = 0;
 	for (int i = 0; i < NR; i++) {
-		cursor = round_up_u64(cursor, pg) + pg + mis[i];
-		d[i].buf_offset = cursor;
 		d[i].tag = ~0ULL - i;
-		cursor += d[i].length;
 		min_cmds += (d[i].length + mc - 1) / mc;
-		if (d[i].length > longest)
-			longest = d[i].length;
 	}
-	len = round_up_u64(cursor, pg) + pg;
-	buf = map_filled(len, FILL);
-	shadow = map_filled(len, FILL);
-	ref = map_filled(round_up_u64(longest, pg), 0);
-	ASSERT_NE(NULL, buf);
-	ASSERT_NE(NULL, shadow);
-	ASSERT_NE(NULL, ref);
-	reg_init(&reg, buf, len);
-	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
-	for (int i = 0; i < NR; i++)
-		d[i].buf_id = reg.buf_id;
+	/* Each object starts after a guard page, at its misalignment. */
+	guarded_bufs_setup(_metadata, self->fd, d, mis, NR, &g);
 
 	memset(res, GARBAGE, sizeof(res));
 	lm_init(&lm, d, res, NR);
@@ -2315,7 +2337,7 @@ TEST_F_TIMEOUT(kvblk, load_many_data_equals_pread, 120)
 		EXPECT_EQ(d[i].length, res[i].bytes) TH_LOG("object %d", i);
 	}
 
-	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
+	expect_objects_equal_pread(_metadata, d, NR, g.buf, g.shadow, g.len, g.ref);
 }
 
 /*
@@ -2333,12 +2355,10 @@ TEST_F_TIMEOUT(kvblk, bio_commands_are_max_cmd_bytes_at_any_buffer_offset, 120)
 	struct kvblk_desc_result res[NR];
 	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
-	struct kvblk_buf_reg reg;
 	struct kvblk_attach a;
-	unsigned char *buf, *ref, *shadow;
-	__u64 tunable = 0, mc, cursor = 0;
+	struct guarded_bufs g;
+	__u64 tunable = 0, mc;
 	const __u64 mis[NR] = { 0, 4, pg - 4 };
-	size_t len;
 
 	ASSERT_EQ(0, read_u64(MODULE_DIR "/parameters/max_cmd_bytes", &tunable));
 	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
@@ -2354,24 +2374,11 @@ TEST_F_TIMEOUT(kvblk, bio_commands_are_max_cmd_bytes_at_any_buffer_offset, 120)
 
 	memset(d, 0, sizeof(d));
 	for (int i = 0; i < NR; i++) {
-		cursor = round_up_u64(cursor, pg) + pg + mis[i];
 		d[i].offset = (NR - 1 - i) * mc;
 		d[i].length = mc;
-		d[i].buf_offset = cursor;
 		d[i].tag = i;
-		cursor += mc;
 	}
-	len = round_up_u64(cursor, pg) + pg;
-	buf = map_filled(len, FILL);
-	shadow = map_filled(len, FILL);
-	ref = map_filled(round_up_u64(mc, pg), 0);
-	ASSERT_NE(NULL, buf);
-	ASSERT_NE(NULL, shadow);
-	ASSERT_NE(NULL, ref);
-	reg_init(&reg, buf, len);
-	ASSERT_OK(ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &reg));
-	for (int i = 0; i < NR; i++)
-		d[i].buf_id = reg.buf_id;
+	guarded_bufs_setup(_metadata, self->fd, d, mis, NR, &g);
 
 	memset(res, GARBAGE, sizeof(res));
 	lm_init(&lm, d, res, NR);
@@ -2383,7 +2390,7 @@ TEST_F_TIMEOUT(kvblk, bio_commands_are_max_cmd_bytes_at_any_buffer_offset, 120)
 		EXPECT_EQ(0, res[i].status) TH_LOG("object %d", i);
 		EXPECT_EQ(mc, res[i].bytes) TH_LOG("object %d", i);
 	}
-	expect_objects_equal_pread(_metadata, d, NR, buf, shadow, len, ref);
+	expect_objects_equal_pread(_metadata, d, NR, g.buf, g.shadow, g.len, g.ref);
 }
 
 /*

@@ -204,7 +204,12 @@ ok "trace: $ncmd commands, each with its object's tag"
 # -o json summary, --seconds, and SIGINT ending the recording early.
 "$K" -o json trace --seconds 30 --out "$KVBLK_VM_CASE_DIR/idle.json" >"$KVBLK_VM_CASE_DIR/idle.txt" &
 tpid=$!
-sleep 2
+# Wait for the instance (kvblkctl makes it once its SIGINT handler is set): up to 20 s, as a
+# loaded TCG guest takes seconds to start it (a fixed 2 s failed once under host load).
+for _ in $(seq 200); do
+	ls -d /sys/kernel/tracing/instances/kvblkctl-* >/dev/null 2>&1 && break
+	sleep 0.1
+done
 ls -d /sys/kernel/tracing/instances/kvblkctl-* >/dev/null 2>&1 || fail "trace: no tracefs instance while recording"
 kill -INT "$tpid"
 wait "$tpid" || fail "trace: SIGINT exit $?"
