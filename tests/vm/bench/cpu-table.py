@@ -4,11 +4,15 @@
 
 usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT
 
-Raw line: "round memory_backed cmd qd cpus leg reqs bytes busy_s wall_s" (or "... leg fail",
-"... leg pruned": a fio point that left the search after round 1, its median from round 1).
+Raw line: "round memory_backed cmd qd cpus leg reqs bytes busy_s wall_s [tick_busy_s]" (or
+"... leg fail", "... leg pruned": a fio point that left the search after round 1, its median
+from round 1). busy_s: online CPUs x wall_s less their idle and iowait time (NO_HZ measures
+it at each idle entry and exit); tick_busy_s: user+nice+system+irq+softirq, tick-sampled
+(raw files before 2026-12-06 have only that, as busy_s).
 Per configuration (memory_backed, command size, CPUs) and leg: the medians over the rounds
 of IOPS and GB/s per busy guest CPU second (I/Os / busy_s, bytes / busy_s), and of IOPS,
-busy CPUs (busy_s / wall_s) and block-layer requests per I/O for context. An I/O is CMD
+busy CPUs (busy_s / wall_s), the tick-sampled busy CPUs (tick_busy_s / wall_s) and
+block-layer requests per I/O for context. An I/O is CMD
 bytes (every leg reads in commands of CMD bytes), counted from the bytes the disk
 completed; "ops" counts the disk's requests, more than the I/Os where the block layer
 split them. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
@@ -52,16 +56,18 @@ def main():
             failed[key] = failed.get(key, 0) + 1
             continue
         reqs, nbytes, busy, wall = int(f[6]), int(f[7]), float(f[8]), float(f[9])
+        tick = float(f[10]) if len(f) > 10 else float('nan')
         ios = nbytes / key[1]
         runs.setdefault(key, []).append((ios / busy, nbytes / busy / 1e9, ios / wall, busy / wall,
-                                         reqs / ios if ios else 0))
+                                         reqs / ios if ios else 0, tick / wall))
     configs = sorted({k[:4] for k in list(runs) + list(failed)}, key=lambda k: (k[0], k[1], -k[3]))
     misses = []
     print('make vmbench-cpu, guest %s: medians of %s rounds, %s s windows; per CPU s = per busy'
-          ' guest CPU second (user+nice+system+irq+softirq, all CPUs)' % (kernel, rounds, secs))
-    print('%-4s %-8s %3s %4s  %-21s %11s %9s %9s %5s %6s  %s' % (
-        'mem', 'cmd', 'QD', 'CPUs', 'leg', 'IOPS/CPU s', 'GB/CPU s', 'IOPS', 'busy', 'req/IO',
-        'IOPS/CPU s per round'))
+          ' guest CPU second (online CPUs x wall less idle and iowait, all CPUs; tick: user+nice+'
+          'system+irq+softirq, tick-sampled)' % (kernel, rounds, secs))
+    print('%-4s %-8s %3s %4s  %-21s %11s %9s %9s %5s %5s %6s  %s' % (
+        'mem', 'cmd', 'QD', 'CPUs', 'leg', 'IOPS/CPU s', 'GB/CPU s', 'IOPS', 'busy', 'tick',
+        'req/IO', 'IOPS/CPU s per round'))
     for mb, cmd, qd, cpus in configs:
         med = {}
         for leg in ORDER:
@@ -72,10 +78,12 @@ def main():
                     print('%-4s %-8s %3d %4d  %-21s %s' % ('mb=%d' % mb, size_name(cmd), qd, cpus,
                                                           NAMES[leg], 'failed in every round'))
                 continue
-            m = [statistics.median(x[i] for x in v) for i in range(5)]
+            m = [statistics.median(x[i] for x in v) for i in range(6)]
             med[leg] = m
-            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f %6.2f  %s%s%s' % (
-                'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3], m[4],
+            print('%-4s %-8s %3d %4d  %-21s %11.0f %9.3f %9.0f %5.2f %5s %6.2f  %s%s%s' % (
+                'mb=%d' % mb, size_name(cmd), qd, cpus, NAMES[leg], m[0], m[1], m[2], m[3],
+                '-' if m[5] != m[5] else '%.2f' % m[5],
+                m[4],
                 ' '.join('%.0f' % x[0] for x in v),
                 ' (%d failed)' % failed[key] if key in failed else '',
                 ' (pruned after round 1)' if key in pruned else ''))

@@ -42,8 +42,10 @@
 #   other vCPU).
 #   Each leg runs until killed; once its I/O flows and 0.1 s more, a window of
 #   KVBLK_BENCH_SECS (0.8) seconds counts reads completed and bytes read on the null_blk
-#   disk (/sys/block/X/stat) and the guest's busy CPU time (/proc/stat: user + nice +
-#   system + irq + softirq, all CPUs), so that process start and teardown are outside.
+#   disk (/sys/block/X/stat) and the guest's busy CPU time (online CPUs x the window less
+#   their idle and iowait time in /proc/stat, which NO_HZ measures at each idle entry and
+#   exit; the tick-sampled user + nice + system + irq + softirq beside it, for comparison),
+#   so that process start and teardown are outside.
 #   KVBLK_BENCH_REPEAT (3) rounds, each running every leg once, legs' order turning;
 #   a fio point below KVBLK_BENCH_PRUNE (0.9) of round 1's best fio point of its
 #   configuration (IOPS per CPU second) leaves the search after round 1.
@@ -111,33 +113,42 @@ kvblk_ko() { # cmd qd
 	rmmod kvblk 2>/dev/null
 	insmod "$KVBLK_KO" max_cmd_bytes="$1" max_inflight="$2" || fail "insmod $KVBLK_KO"
 }
-# "busy_ticks reads sectors" from /proc/stat and the disk's stat, without a fork (the
-# start-up poll runs it every 0.1 s).
+# "busy_ticks idle_ticks reads sectors" from /proc/stat and the disk's stat, without a fork
+# (the start-up poll runs it every 0.1 s). busy_ticks: user + nice + system + irq + softirq,
+# each charged a whole tick (10 ms) to what the CPU ran when its tick fired. idle_ticks:
+# idle + iowait, which a NO_HZ kernel measures at every idle entry and exit
+# (get_cpu_idle_time_us(), kernel/time/tick-sched.c; fs/proc/stat.c), in 10 ms units of the
+# sum over all CPUs.
 sample() {
-	local c u n sy i irq sirq rd sec
-	read -r c u n sy i _ irq sirq _ </proc/stat
+	local c u n sy i iow irq sirq rd sec
+	read -r c u n sy i iow irq sirq _ </proc/stat
 	read -r rd _ sec _ </sys/block/nullb0/stat
-	echo "$((u + n + sy + irq + sirq)) $rd $sec"
+	echo "$((u + n + sy + irq + sirq)) $((i + iow)) $rd $sec"
 }
 # Start a leg in the background, wait for its I/O, measure one window, kill it.
-# Prints "ops bytes busy_s wall_s" or "fail".
+# Prints "ops bytes busy_s wall_s tick_busy_s" or "fail". busy_s is the window's online CPUs x
+# wall time less the idle time (exact to 10 ms of the whole): the tick-sampled sum
+# (tick_busy_s) read 1.18 x the pipeline's CPU per I/O against blocking calls where perf's
+# fixed-period samples read 0.93 x (2026-12-05, 6.1, 4 KiB, 2 CPUs), as a tick samples the
+# pipeline's short runs of its two threads unevenly.
 leg() { # name log argv...
-	local name=$1 log=$2 pid r0 i b0 rd0 s0 t0 b1 rd1 s1 t1
+	local name=$1 log=$2 pid r0 i b0 d0 rd0 s0 t0 b1 d1 rd1 s1 t1 online
 	shift 2
-	read -r _ r0 _ <<<"$(sample)"
+	read -r _ _ r0 _ <<<"$(sample)"
 	"$@" >"$log" 2>&1 &
 	pid=$!
 	for ((i = 0; i < 300; i++)); do
 		kill -0 $pid 2>/dev/null || break
-		read -r _ rd0 _ <<<"$(sample)"
+		read -r _ _ rd0 _ <<<"$(sample)"
 		[ "$rd0" != "$r0" ] && break
 		sleep 0.1
 	done
 	sleep 0.1
-	read -r b0 rd0 s0 <<<"$(sample)"
+	online=$(grep -c '^cpu[0-9]' /proc/stat)
+	read -r b0 d0 rd0 s0 <<<"$(sample)"
 	t0=$EPOCHREALTIME
 	sleep "$secs"
-	read -r b1 rd1 s1 <<<"$(sample)"
+	read -r b1 d1 rd1 s1 <<<"$(sample)"
 	t1=$EPOCHREALTIME
 	if ! kill -0 $pid 2>/dev/null; then
 		wait $pid
@@ -148,8 +159,10 @@ leg() { # name log argv...
 	fi
 	kill -TERM $pid
 	wait $pid 2>/dev/null
-	awk -v b="$((b1 - b0))" -v r="$((rd1 - rd0))" -v s="$((s1 - s0))" -v t0="$t0" -v t1="$t1" \
-		'BEGIN { printf "%d %.0f %.2f %.3f\n", r, s * 512, b / 100, t1 - t0 }'
+	awk -v b="$((b1 - b0))" -v d="$((d1 - d0))" -v r="$((rd1 - rd0))" -v s="$((s1 - s0))" \
+		-v t0="$t0" -v t1="$t1" -v n="$online" \
+		'BEGIN { w = t1 - t0; busy = n * w - d / 100; if (busy < 0) busy = 0
+			 printf "%d %.0f %.3f %.3f %.2f\n", r, s * 512, busy, w, b / 100 }'
 }
 # The largest read null_blk takes from an io_uring fixed buffer without a split (as
 # libkvblk/bio_split.hpp computes it for libkvblk's uring commands).

@@ -1,0 +1,72 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Checks the table and goal verdicts of make vmbench-cpu (cpu-table.py) on raw lines whose
+# figures are known:
+#   - IOPS per CPU second = (bytes / CMD) / busy_s, busy = busy_s / wall_s, tick =
+#     tick_busy_s / wall_s, the median of the rounds;
+#   - kvblk.ko ioctl against the best fio point that ran every round: pass at >= 1.0x, MISS
+#     below (and a line in the misses file), "open: ceiling not found" above 1.05x; a fio
+#     point pruned after round 1 does not compete, however high;
+#   - the pipeline against libkvblk uring's blocking calls, 0.95x;
+#   - a raw line of before 2026-12-06 (no tick_busy_s) prints "-" for tick.
+# Run by ctest (vm_cpu_table); needs python3 only.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+expect_line() { # description regex
+	if grep -Eq -- "$2" "$tmp/table.txt"; then
+		echo "ok: $1"
+	else
+		echo "FAIL: $1: no line matches /$2/"
+		fails=$((fails + 1))
+	fi
+}
+# round mb cmd qd cpus leg reqs bytes busy_s wall_s [tick_busy_s]; 4 KiB commands.
+# kioctl: 100,000 I/Os per 1.0 CPU s (round 1 half the I/Os in half the busy time: its IOPS and busy are lower, the medians not).
+# f4: 96,000 per CPU s; f2: pruned after round 1 at 200,000.
+# luring 90,000; lpipe 81,000 (0.9x luring: MISS).
+cat >"$tmp/raw.txt" <<'RAW'
+1 0 4096 32 2 kioctl 50000 204800000 0.500 0.800 0.70
+2 0 4096 32 2 kioctl 100000 409600000 1.000 0.800 0.90
+3 0 4096 32 2 kioctl 100000 409600000 1.000 0.800 0.80
+1 0 4096 32 2 f4 96000 393216000 1.000 0.800 1.00
+2 0 4096 32 2 f4 96000 393216000 1.000 0.800 1.00
+3 0 4096 32 2 f4 96000 393216000 1.000 0.800 1.00
+1 0 4096 32 2 f2 200000 819200000 1.000 0.800 1.00
+2 0 4096 32 2 f2 pruned
+3 0 4096 32 2 f2 pruned
+1 0 4096 32 2 luring 90000 368640000 1.000 0.800 1.00
+2 0 4096 32 2 luring 90000 368640000 1.000 0.800 1.00
+3 0 4096 32 2 luring 90000 368640000 1.000 0.800 1.00
+1 0 4096 32 2 lpipe 81000 331776000 1.000 0.800 1.20
+2 0 4096 32 2 lpipe 81000 331776000 1.000 0.800 1.20
+3 0 4096 32 2 lpipe 81000 331776000 1.000 0.800 1.20
+1 0 1048576 4 1 kioctl 800 838860800 0.800 0.800
+1 0 1048576 4 1 f4 700 734003200 0.800 0.800
+1 0 1048576 4 1 luring 600 629145600 0.800 0.800
+RAW
+python3 "$here/cpu-table.py" "$tmp/raw.txt" 0.8 3 test "$tmp/misses.txt" >"$tmp/table.txt"
+cat "$tmp/table.txt"
+expect_line "kioctl: median IOPS per CPU s, busy, tick, rounds" \
+	'^mb=0 4 KiB +32 +2  kvblk.ko ioctl +100000 +0\.410 +125000 +1\.25  1\.00 +1\.00  100000 100000 100000$'
+expect_line "f2 pruned after round 1" 'fio f2 \(batch QD/2\) +200000 .*\(pruned after round 1\)$'
+expect_line "kioctl against f4, not the pruned f2: pass" \
+	'goal kvblk.ko ioctl +>= 1\.00x: 1\.042x best fio \(f4\): pass$'
+expect_line "luring: MISS" 'goal libkvblk uring +>= 0\.95x: 0\.938x best fio \(f4\): MISS$'
+expect_line "pipeline: MISS" 'goal libkvblk pipeline >= 0\.95x libkvblk uring .*: 0\.900x: MISS$'
+expect_line "old raw line: tick -" '^mb=0 1 MiB +4 +1  kvblk.ko ioctl +1000 +1\.049 +1000 +1\.00 +- +1\.00  1000$'
+expect_line "1 MiB: kioctl above 1.05x f4: open" \
+	'goal kvblk.ko ioctl +>= 1\.00x: open: ceiling not found \(> 1\.05x the best fio point, f4: no ratio\)$'
+expect_line "1 MiB: luring 0.857x: MISS" 'goal libkvblk uring +>= 0\.95x: 0\.857x best fio \(f4\): MISS$'
+want=$'0 4096 32 2 luring f4\n0 4096 32 2 lpipe luring\n0 1048576 4 1 luring f4'
+if [ "$(cat "$tmp/misses.txt")" = "$want" ]; then
+	echo "ok: misses file"
+else
+	echo "FAIL: misses file:"; cat "$tmp/misses.txt"
+	fails=$((fails + 1))
+fi
+[ "$fails" = 0 ] || { echo "$fails check(s) failed"; exit 1; }
+echo "cpu-table: all checks passed"
