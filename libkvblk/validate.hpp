@@ -30,7 +30,15 @@ public:
 	kvblk_desc operator[](uint32_t i) const noexcept
 	{
 		kvblk_desc d{};
-		std::memcpy(&d, base_ + size_t(i) * stride_, stride_);
+		/*
+		 * This header's size, the common case, as a copy of constant size (inlined): a
+		 * copy of stride_ bytes is a call to memcpy(), and batches read each descriptor
+		 * several times (validation, overlap check, objects).
+		 */
+		if (stride_ == sizeof(d))
+			std::memcpy(&d, base_ + size_t(i) * sizeof(d), sizeof(d));
+		else
+			std::memcpy(&d, base_ + size_t(i) * stride_, stride_);
 		return d;
 	}
 	/* Descriptors of 0.2 (flags must be 0, as that header said). */
