@@ -269,7 +269,8 @@ int open_checked(const char *open_as, int acc, Target *t)
 
 	/* What the path is, before opening it: a FIFO or socket is refused here. */
 	struct stat pre;
-	if (stat(open_as, &pre) == 0) {
+	const bool stat_ok = stat(open_as, &pre) == 0;
+	if (stat_ok) {
 		/* An NVMe generic char device (/dev/ngXnY): no O_DIRECT (no page cache to bypass). */
 		const std::string ng = S_ISCHR(pre.st_mode) ? nvme_generic_name(pre.st_rdev) : std::string();
 		if (!ng.empty()) {
@@ -294,13 +295,29 @@ int open_checked(const char *open_as, int acc, Target *t)
 			return ret;
 	}
 
-	const int oflags = acc | O_CLOEXEC | (t->buffered ? 0 : O_DIRECT);
+	int oflags = acc | O_CLOEXEC | (t->buffered ? 0 : O_DIRECT);
+	/*
+	 * A block device: O_NOATIME, as fio opens one. Every read through the file (O_DIRECT or
+	 * not) otherwise calls file_accessed() on the device node (blkdev_read_iter(),
+	 * block/fops.c): touch_atime() and current_time() per command, about 2% of the guest CPU
+	 * per 4 KiB read on null_blk (make vmbench-cpu, 2026-12-06). A node's atime means
+	 * nothing to anyone. open(2) refuses it with EPERM unless the caller owns the node or
+	 * has CAP_FOWNER: then without it. Regular files keep their atime (cache eviction may
+	 * go by it).
+	 */
+	const bool noatime = stat_ok && S_ISBLK(pre.st_mode);
+	if (noatime)
+		oflags |= O_NOATIME;
 	t->fd = open_path(open_as, oflags);
+	if (t->fd < 0 && noatime && errno == EPERM) {
+		oflags &= ~O_NOATIME;
+		t->fd = open_path(open_as, oflags);
+	}
 	if (t->fd < 0) {
 		const int e = errno;
 		if (e == EINVAL && (oflags & O_DIRECT)) {
 			/* EINVAL only with O_DIRECT: no direct I/O here; say why for a usable target. */
-			int probe = open(open_as, (oflags & ~O_DIRECT) | O_NONBLOCK | O_NOCTTY);
+			int probe = open(open_as, (oflags & ~(O_DIRECT | O_NOATIME)) | O_NONBLOCK | O_NOCTTY);
 			if (probe >= 0) {
 				struct stat st;
 				int ret = fstat(probe, &st) != 0 ? -errno : check_type(path, st);

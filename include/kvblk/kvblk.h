@@ -272,7 +272,10 @@ typedef struct kvblk_dev kvblk_dev;
  * @opts: options, or NULL for all defaults.
  * @out:  receives the handle; untouched on failure.
  *
- * All I/O uses O_DIRECT unless KVBLK_OPEN_BUFFERED is given.
+ * All I/O uses O_DIRECT unless KVBLK_OPEN_BUFFERED is given. A block device
+ * is opened O_NOATIME (no atime update of the device node per read, as fio
+ * opens one), or without it where open(2) refuses it (EPERM: not the node's
+ * owner and no CAP_FOWNER); a regular file keeps its atime.
  * Errors: -EINVAL bad option (out of range, unknown flag, KVBLK_OPEN_CREATE
  * without KVBLK_OPEN_WRITE, opts_size below
  * KVBLK_OPEN_OPTS_SIZE_V0_2 or above 64 KiB, or larger than this library's

@@ -178,29 +178,11 @@ TEST_F(BufferTest, baselines_have_no_fixed_buffers_to_fall_back_from)
 	}
 }
 
-/* Drop CAP_IPC_LOCK from this process (raw capget/capset). "" or why not. */
-std::string drop_cap_ipc_lock()
-{
-	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-	__user_cap_data_struct data[2]{};
-	if (syscall(SYS_capget, &hdr, data) != 0)
-		return std::string("capget: ") + std::strerror(errno);
-	const unsigned word = CAP_IPC_LOCK / 32, bit = 1u << (CAP_IPC_LOCK % 32);
-	data[word].effective &= ~bit;
-	data[word].permitted &= ~bit;
-	data[word].inheritable &= ~bit;
-	if (syscall(SYS_capset, &hdr, data) != 0)
-		return std::string("capset: ") + std::strerror(errno);
-	if (syscall(SYS_capget, &hdr, data) != 0 || (data[word].effective & bit))
-		return "CAP_IPC_LOCK is still effective";
-	return "";
-}
-
 TEST_F(BufferTest, memlock_fallback_for_real)
 {
 	const std::string path = path_;
 	const ChildReport rep = run_in_child([&](ChildReport &out) {
-		const std::string why = drop_cap_ipc_lock();
+		const std::string why = drop_capability(CAP_IPC_LOCK);
 		if (!why.empty()) {
 			out.skip = 1;
 			out.say("cannot drop CAP_IPC_LOCK: " + why);

@@ -427,4 +427,70 @@ TEST_F(BlockDeviceTest, an_added_block_device_gets_its_own_unsplit_limit)
 	EXPECT_EQ(get_stats(dev.get()).commands, kObjects * (kObjectBytes / (64 * 1024)) + 1);
 }
 
+/*
+ * A block device target is opened O_NOATIME (as fio opens one): no touch_atime() per read.
+ * A regular file keeps its atime. Where open(2) refuses O_NOATIME (EPERM: not the node's
+ * owner, no CAP_FOWNER) the device opens without it and loads the same bytes.
+ */
+TEST_F(BlockDeviceTest, a_block_device_is_opened_noatime_a_file_is_not)
+{
+	const std::vector<int> dev_before = fds_linking_to(loop_path_);
+	DevPtr dev = open_dev(loop_path_, make_opts(KVBLK_BACKEND_URING, 1, 8));
+	ASSERT_TRUE(dev) << kvblk_last_error();
+	std::vector<int> opened;
+	for (int fd : fds_linking_to(loop_path_))
+		if (std::find(dev_before.begin(), dev_before.end(), fd) == dev_before.end())
+			opened.push_back(fd);
+	ASSERT_EQ(opened.size(), 1u);
+	EXPECT_NE(fdinfo_flags(opened[0]) & O_NOATIME, 0) << "flags 0" << std::oct << fdinfo_flags(opened[0]);
+
+	const std::vector<int> file_before = fds_linking_to(path_);
+	uint32_t id = 0;
+	ASSERT_EQ(kvblk_add_target(dev.get(), path_.c_str(), 0, &id), 0) << kvblk_last_error();
+	opened.clear();
+	for (int fd : fds_linking_to(path_))
+		if (std::find(file_before.begin(), file_before.end(), fd) == file_before.end())
+			opened.push_back(fd);
+	ASSERT_EQ(opened.size(), 1u);
+	EXPECT_EQ(fdinfo_flags(opened[0]) & O_NOATIME, 0) << "flags 0" << std::oct << fdinfo_flags(opened[0]);
+
+	/* A node of the same device owned by another user, opened without CAP_FOWNER. */
+	struct stat st {};
+	ASSERT_EQ(stat(loop_path_.c_str(), &st), 0);
+	const std::string node = dir_->file("node");
+	if (mknod(node.c_str(), S_IFBLK | 0666, st.st_rdev) != 0 || chown(node.c_str(), 12345, 12345) != 0)
+		GTEST_SKIP() << "cannot make a device node in " << node << ": " << std::strerror(errno);
+	const ChildReport rep = run_in_child([&](ChildReport &r) {
+		const std::string why = drop_capability(CAP_FOWNER);
+		if (!why.empty()) {
+			r.skip = 1;
+			r.say(why);
+			return;
+		}
+		r.v[0] = open(node.c_str(), O_RDONLY | O_NOATIME | O_CLOEXEC) < 0 ? errno : 0;
+		DevPtr d = open_dev(node, make_opts(KVBLK_BACKEND_URING, 1, 8));
+		if (!d) {
+			r.say(std::string("kvblk_open: ") + kvblk_last_error());
+			return;
+		}
+		const std::vector<int> fds = fds_linking_to(node);
+		r.v[1] = long(fds.size());
+		r.v[2] = fds.empty() ? -1 : fdinfo_flags(fds[0]);
+		AlignedBuf b(kObjectBytes);
+		const kvblk_desc desc = plain_desc(2 * kObjectBytes, kObjectBytes, b.data(), 1);
+		kvblk_result res{};
+		r.v[3] = kvblk_load_many(d.get(), &desc, 1, &res, nullptr);
+		r.v[4] = std::memcmp(b.data(), expected_bytes(2 * kObjectBytes, kObjectBytes, kObjectBytes).data(),
+				     kObjectBytes) == 0;
+	});
+	ASSERT_TRUE(rep.delivered);
+	if (rep.skip)
+		GTEST_SKIP() << rep.msg;
+	EXPECT_EQ(rep.v[0], EPERM) << "O_NOATIME on another user's node without CAP_FOWNER";
+	ASSERT_EQ(rep.v[1], 1) << rep.msg;
+	EXPECT_EQ(rep.v[2] & O_NOATIME, 0);
+	EXPECT_EQ(rep.v[3], 1) << rep.msg;
+	EXPECT_EQ(rep.v[4], 1) << "bytes";
+}
+
 } // namespace

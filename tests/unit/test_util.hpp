@@ -16,12 +16,14 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <linux/capability.h>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <cstdio>
 #include <unistd.h>
@@ -298,6 +300,53 @@ protected:
 	std::unique_ptr<TempDir> dir_;
 	std::string path_;
 };
+
+/* Drop capability @cap from this process (raw capget/capset; run it in a child). "" or why not. */
+inline std::string drop_capability(unsigned cap)
+{
+	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct data[2]{};
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return std::string("capget: ") + std::strerror(errno);
+	const unsigned word = cap / 32, bit = 1u << (cap % 32);
+	data[word].effective &= ~bit;
+	data[word].permitted &= ~bit;
+	data[word].inheritable &= ~bit;
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		return std::string("capset: ") + std::strerror(errno);
+	if (syscall(SYS_capget, &hdr, data) != 0 || (data[word].effective & bit))
+		return "capability " + std::to_string(cap) + " is still effective";
+	return "";
+}
+
+/* This process's fds whose /proc/self/fd link reads @link ("anon_inode:[io_uring]", a path). */
+inline std::vector<int> fds_linking_to(const std::string &link)
+{
+	std::vector<int> out;
+	for (const auto &e : std::filesystem::directory_iterator("/proc/self/fd")) {
+		std::error_code ec;
+		const std::filesystem::path target = std::filesystem::read_symlink(e.path(), ec);
+		if (!ec && target.string() == link)
+			out.push_back(std::atoi(e.path().filename().c_str()));
+	}
+	std::sort(out.begin(), out.end());
+	return out;
+}
+
+/* The "flags:" line of /proc/self/fdinfo/@fd (the open file's f_flags, octal); -1 if none. */
+inline long fdinfo_flags(int fd)
+{
+	FILE *f = std::fopen(("/proc/self/fdinfo/" + std::to_string(fd)).c_str(), "re");
+	if (!f)
+		return -1;
+	char line[256];
+	long flags = -1;
+	while (std::fgets(line, sizeof(line), f))
+		if (std::sscanf(line, "flags: %lo", &flags) == 1)
+			break;
+	std::fclose(f);
+	return flags;
+}
 
 } // namespace kvblk_test
 
