@@ -4,6 +4,10 @@
 // every started batch in flight together up to queue_depth per ring, objects split into
 // commands of max_cmd_bytes.
 //
+// Registered files: every ring has a sparse table of kFixedFiles file slots; target id's fd
+// is in slot id from its kvblk_open()/kvblk_add_target() to its removal, and its commands
+// name the slot (IOSQE_FIXED_FILE), as fio's registerfiles=1 does.
+//
 // Fixed buffers: every ring has a sparse table of kMaxBuffers fixed-buffer slots, created at
 // open. kvblk_register_buffer() registers the buffer in slot == buffer id of every ring at
 // once (not lazily), so the first load into it already skips per-I/O page pinning and a
@@ -42,6 +46,7 @@ public:
 		rs.max_cmd_bytes = cfg_.max_cmd_bytes;
 		rs.eagain_retries = cfg_.eagain_retries;
 		rs.fixed_buffers = true;
+		rs.fixed_files = true;
 		const int ret = create_rings(rs);
 		if (ret == -ENOSYS || ret == -EPERM)
 			return fail(-ENOSYS,
@@ -51,10 +56,20 @@ public:
 		if (ret < 0)
 			return fail(ret, "io_uring_queue_init(%u entries): %s", cfg_.queue_depth,
 				    errno_text(ret).c_str());
+		set_fixed_file(0, cfg_.fd);
 		return start_threads();
 	}
 
 	kvblk_backend kind() const noexcept override { return KVBLK_BACKEND_URING; }
+
+	/* A target's commands name its registered file (RingSetup.fixed_files). */
+	int add_target(uint32_t id, BackendConfig &t) noexcept override
+	{
+		set_fixed_file(id, t.fd);
+		return 0;
+	}
+
+	void remove_target(uint32_t id) noexcept override { set_fixed_file(id, -1); }
 
 private:
 	void prep(io_uring_sqe *sqe, const RingCmd &c, const IoObject &o, IoDir dir, bool fixed) noexcept override

@@ -79,10 +79,12 @@ struct Ring {
 	uint32_t cap = 0;
 	uint32_t used = 0;
 	int fixed_table = -ENODEV;
+	int file_table = -ENODEV;
 	std::vector<RingCmd> slots;
 	std::vector<uint32_t> free;
 	std::vector<uint32_t> pending;	/* slots to (re)submit when the SQ has room */
 	std::array<std::atomic<bool>, kMaxBuffers> fixed_live{};
+	std::array<std::atomic<int>, kFixedFiles> file_fd{};	/* what each file slot holds, or -1 */
 
 	~Ring() { exit(); }
 
@@ -123,6 +125,9 @@ struct Ring {
 		fixed_table = s.fixed_buffers ? io_uring_register_buffers_sparse(&ring, kMaxBuffers) : -ENODEV;
 		for (auto &f : fixed_live)
 			f.store(false, std::memory_order_relaxed);
+		file_table = s.fixed_files ? io_uring_register_files_sparse(&ring, kFixedFiles) : -ENODEV;
+		for (auto &f : file_fd)
+			f.store(-1, std::memory_order_relaxed);
 		return 0;
 	}
 
@@ -143,9 +148,18 @@ struct Ring {
 		fixed_live[id].store(len != 0, std::memory_order_release);
 		return 0;
 	}
+
+	/* Put @fd into registered-file slot @id (-1: empty it); on failure the slot is unused. */
+	void update_file(uint32_t id, int fd) noexcept
+	{
+		if (file_table != 0)
+			return;
+		const int ret = io_uring_register_files_update(&ring, id, &fd, 1);
+		file_fd[id].store(ret == 1 ? fd : -1, std::memory_order_release);
+	}
 };
 
-UringCore::UringCore() : fixed_(kMaxBuffers, iovec{}) {}
+UringCore::UringCore() : fixed_(kMaxBuffers, iovec{}), files_(kFixedFiles, -1) {}
 
 UringCore::~UringCore()
 {
@@ -382,6 +396,12 @@ void UringCore::issue(Ring &r, uint32_t id) noexcept
 	const bool fixed = setup_.fixed_buffers && o.fixed_index >= 0 &&
 			   r.fixed_live[o.fixed_index].load(std::memory_order_acquire);
 	prep(sqe, c, o, rb->b->dir, fixed);
+	/* Its target's registered file, if the slot holds this very fd (not a tail writer's). */
+	if (setup_.fixed_files && o.target < kFixedFiles && !o.positional && o.fd >= 0 &&
+	    r.file_fd[o.target].load(std::memory_order_acquire) == o.fd) {
+		sqe->fd = int(o.target);
+		sqe->flags |= IOSQE_FIXED_FILE;
+	}
 	io_uring_sqe_set_data64(sqe, id);
 	c.t_submit = now_ns();
 	rb->commands.fetch_add(1, std::memory_order_relaxed);
@@ -503,7 +523,21 @@ int UringCore::rebuild(Ring &r) noexcept
 		for (uint32_t id = 0; id < kMaxBuffers; id++)
 			if (fixed_[id].iov_len)
 				r.update_fixed(id, static_cast<uint8_t *>(fixed_[id].iov_base), fixed_[id].iov_len);
+	for (uint32_t id = 0; id < kFixedFiles; id++)
+		if (files_[id] >= 0)
+			r.update_file(id, files_[id]);
 	return 0;
+}
+
+void UringCore::set_fixed_file(uint32_t id, int fd) noexcept
+{
+	if (!setup_.fixed_files || id >= kFixedFiles)
+		return;
+	std::lock_guard<std::mutex> g(fixed_mu_);
+	files_[id] = fd;
+	for (auto &ring : rings_)
+		if (ring->live)
+			ring->update_file(id, fd);
 }
 
 void UringCore::issue_pending(Ring &r, uint64_t *in_kernel) noexcept

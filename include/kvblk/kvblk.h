@@ -114,7 +114,9 @@ const char *kvblk_last_error(void) KVBLK_NOEXCEPT;
  * @KVBLK_BACKEND_URING:      io_uring, O_DIRECT, every object of a batch in
  *                            flight together up to the queue depth, objects
  *                            split into commands of max_cmd_bytes; fixed
- *                            buffers for registered destinations; @workers rings
+ *                            buffers for registered destinations; targets
+ *                            0..255 as each ring's registered files (no file
+ *                            reference taken per command); @workers rings
  *                            on @workers threads. A kvblk_load_many() or
  *                            kvblk_store_many() that finds a ring idle and nothing
  *                            queued submits and reaps on the calling thread (no

@@ -5,7 +5,9 @@
 #include "test_util.hpp"
 
 #include <chrono>
+#include <fstream>
 #include <linux/loop.h>
+#include <map>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -261,6 +263,95 @@ TEST_F(TargetsTest, remove_target_rules_and_id_reuse)
 	EXPECT_EQ(std::memcmp(dst.data(), expected_bytes(79 * kSmall, kSmall, kSmall).data(), kSmall), 0);
 	ASSERT_EQ(load_one(b, 0, kSmall, dst.data()), 0);
 	EXPECT_EQ(std::memcmp(dst.data(), expected_bytes(78 * kSmall, kSmall, kSmall).data(), kSmall), 0);
+}
+
+/*
+ * Registered files of io_uring ring @ring_fd: slot -> file name, from its fdinfo
+ * ("UserFiles:\t<table size>", then "%5u: <path>" per occupied slot, io_uring/fdinfo.c;
+ * the kernel lists them only when it gets the ring's lock at once, so a few tries until
+ * slot 0, which always holds target 0, is listed).
+ */
+std::map<uint32_t, std::string> ring_files(int ring_fd)
+{
+	std::map<uint32_t, std::string> files;
+	for (int attempt = 0; attempt < 50; attempt++) {
+		std::ifstream in("/proc/self/fdinfo/" + std::to_string(ring_fd));
+		std::string line;
+		uint32_t nr = 0;
+		bool in_files = false;
+		files.clear();
+		while (std::getline(in, line)) {
+			if (std::sscanf(line.c_str(), "UserFiles: %u", &nr) == 1) {
+				in_files = true;
+				continue;
+			}
+			unsigned slot;
+			char name[256];
+			if (in_files && std::sscanf(line.c_str(), " %u: %255s", &slot, name) == 2) {
+				if (std::string(name) != "<none>") /* a path: its last part */
+					files[slot] = std::filesystem::path(name).filename().string();
+			} else {
+				in_files = false;
+			}
+		}
+		if (files.count(0))
+			return files;
+		usleep(10000);
+	}
+	ADD_FAILURE() << "ring fd " << ring_fd << ": slot 0 not listed in its fdinfo (no registered files?)";
+	return files;
+}
+
+/*
+ * The uring backend's commands name their target's registered file (IOSQE_FIXED_FILE, as
+ * fio's registerfiles=1): target id's fd is in slot id of every ring from its add to its
+ * removal. Checked in each ring's fdinfo, and by loads from a file added into a slot that
+ * held another (a stale slot would read the other file's bytes).
+ */
+TEST_F(TargetsTest, uring_targets_are_each_rings_registered_files)
+{
+	const std::vector<int> before = fds_linking_to("anon_inode:[io_uring]");
+	DevPtr dev = open_dev(path_, make_opts(KVBLK_BACKEND_URING, 2, 8));
+	ASSERT_TRUE(dev);
+	std::vector<int> rings;
+	for (int fd : fds_linking_to("anon_inode:[io_uring]"))
+		if (std::find(before.begin(), before.end(), fd) == before.end())
+			rings.push_back(fd);
+	ASSERT_EQ(rings.size(), 2u) << "one ring per worker";
+	write_chunk(dir_->file("two"), 78, kSmall);
+	uint32_t one = 0, two = 0;
+	ASSERT_EQ(kvblk_add_target(dev.get(), small_.c_str(), 0, &one), 0) << kvblk_last_error();
+	ASSERT_EQ(one, 1u);
+	for (int r : rings) {
+		const auto files = ring_files(r);
+		EXPECT_EQ(files, (std::map<uint32_t, std::string>{{0, "store"}, {1, "small"}})) << "ring fd " << r;
+	}
+
+	/* Both targets in one batch, through their slots. */
+	AlignedBuf dst(kObjectBytes + kSmall);
+	const kvblk_desc d[2] = {tdesc(0, 3 * kObjectBytes, kObjectBytes, dst.data(), 1),
+				 tdesc(one, 0, kSmall, dst.data() + kObjectBytes, 2)};
+	kvblk_result res[2]{};
+	ASSERT_EQ(kvblk_load_many(dev.get(), d, 2, res, nullptr), 2) << kvblk_last_error();
+	EXPECT_EQ(std::memcmp(dst.data(), expected_bytes(3 * kObjectBytes, kObjectBytes, kObjectBytes).data(),
+			      kObjectBytes), 0);
+	EXPECT_EQ(std::memcmp(dst.data() + kObjectBytes, expected_bytes(77 * kSmall, kSmall, kSmall).data(), kSmall), 0);
+
+	/* Removed: the slot is emptied; the next target takes id 1 and its slot. */
+	ASSERT_EQ(kvblk_remove_target(dev.get(), one), 0);
+	for (int r : rings)
+		EXPECT_EQ(ring_files(r), (std::map<uint32_t, std::string>{{0, "store"}})) << "ring fd " << r;
+	ASSERT_EQ(kvblk_add_target(dev.get(), dir_->file("two").c_str(), 0, &two), 0) << kvblk_last_error();
+	ASSERT_EQ(two, 1u);
+	for (int r : rings)
+		EXPECT_EQ(ring_files(r), (std::map<uint32_t, std::string>{{0, "store"}, {1, "two"}})) << "ring fd " << r;
+	for (int i = 0; i < 4; i++) { /* several loads: both rings serve some */
+		std::memset(dst.data(), 0, kSmall);
+		const kvblk_desc d2 = tdesc(two, 0, kSmall, dst.data(), 3);
+		kvblk_result r2{};
+		ASSERT_EQ(kvblk_load_many(dev.get(), &d2, 1, &r2, nullptr), 1) << kvblk_last_error();
+		ASSERT_EQ(std::memcmp(dst.data(), expected_bytes(78 * kSmall, kSmall, kSmall).data(), kSmall), 0) << i;
+	}
 }
 
 /* A batch that names a target pins it: removing it meanwhile is -EBUSY. */
