@@ -58,9 +58,7 @@ const RegisteredBuffer *BufferTable::find_locked(uint32_t id) const noexcept
 
 void BufferTable::pin_locked(const PinSet &ids) noexcept
 {
-	for (uint32_t i = 0; i < kMaxBuffers; i++)
-		if (ids[i])
-			slots_[i].pins++;
+	ids.for_each([this](uint32_t id) { slots_[id].pins++; });
 }
 
 void BufferTable::unpin(const PinSet &ids) noexcept
@@ -68,9 +66,7 @@ void BufferTable::unpin(const PinSet &ids) noexcept
 	if (ids.none())
 		return;
 	std::lock_guard<std::mutex> g(mu_);
-	for (uint32_t i = 0; i < kMaxBuffers; i++)
-		if (ids[i])
-			slots_[i].pins--;
+	ids.for_each([this](uint32_t id) { slots_[id].pins--; });
 }
 
 } // namespace kvblk::detail

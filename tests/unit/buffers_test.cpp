@@ -2,6 +2,7 @@
 // kvblk_register_buffer()/kvblk_unregister_buffer(): rules, ids and the limit, -EBUSY while
 // a load runs, and the RLIMIT_MEMLOCK fallback both injected and for real.
 #include "test_util.hpp"
+#include "libkvblk/buffers.hpp"
 
 #include <chrono>
 #include <condition_variable>
@@ -237,6 +238,29 @@ TEST_F(BufferTest, memlock_fallback_for_real)
 	EXPECT_EQ(rep.v[4], 1) << "bytes exact";
 	EXPECT_EQ(rep.v[5], 0);
 	EXPECT_EQ(rep.v[6], 1) << "the 16 KiB buffer fits under the limit";
+}
+
+/* A batch's set of pinned buffer ids: for_each() visits exactly its members, in order. */
+TEST(PinSetTest, for_each_visits_exactly_the_members)
+{
+	kvblk::detail::PinSet p;
+	EXPECT_TRUE(p.none());
+	const std::vector<uint32_t> ids{0, 1, 63, 64, 127, 500, kvblk::detail::kMaxBuffers - 1};
+	for (uint32_t id : ids)
+		p.set(id);
+	p.set(64); /* twice: still one member */
+	EXPECT_FALSE(p.none());
+	std::vector<uint32_t> seen;
+	p.for_each([&](uint32_t id) { seen.push_back(id); });
+	EXPECT_EQ(seen, ids);
+	EXPECT_TRUE(p.test(63));
+	EXPECT_FALSE(p.test(62));
+	EXPECT_FALSE(p.test(65));
+	p.reset();
+	EXPECT_TRUE(p.none());
+	seen.clear();
+	p.for_each([&](uint32_t id) { seen.push_back(id); });
+	EXPECT_TRUE(seen.empty());
 }
 
 } // namespace
