@@ -278,7 +278,7 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 					tee "$p-top.txt"
 				continue
 			fi
-			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
+			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>"$p-report.err" |
 				grep -v '^#' | grep -v '^$' | head -n 40 >"$p-top.txt"
 			perf report -i "$p.data" --no-children --sort comm,dso -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
@@ -294,7 +294,8 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			# The host's perf in a guest of another kernel (7.2) records samples it cannot
 			# report: say so rather than leave empty files.
 			[ -s "$p-top.txt" ] ||
-				echo "no profile: perf report printed nothing (perf $(perf --version 2>&1 | head -n 1), guest $(uname -r))" >"$p-top.txt"
+				echo "no profile: perf report printed nothing (perf $(perf --version 2>&1 | head -n 1), guest $(uname -r)): $(head -c 600 "$p-report.err" | tr '\n' ' ')" >"$p-top.txt"
+			[ -s "$p-report.err" ] || rm -f "$p-report.err"
 			echo "== profile mb=$mb $cmd B cpus=$c $lg: top symbols"
 			head -n 15 "$p-top.txt"
 		done
