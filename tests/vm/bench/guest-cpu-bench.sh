@@ -267,9 +267,9 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			"${argv[@]}" >"$p-run.txt" 2>&1 &
 			pid=$!
 			sleep 2
-			read -r _ _ s0 <<<"$(sample)"
+			read -r _ _ _ s0 <<<"$(sample)"
 			perf record -q -a -g -e cpu-clock -c "$period_ns" -o "$p.data" -- sleep "$psecs" >/dev/null 2>&1
-			read -r _ _ s1 <<<"$(sample)"
+			read -r _ _ _ s1 <<<"$(sample)"
 			echo $(((s1 - s0) * 512 / cmd)) >"$p-ios.txt"
 			kill -TERM $pid
 			wait $pid 2>/dev/null
