@@ -269,10 +269,14 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ] && command -
 			"${argv[@]}" >"$p-run.txt" 2>&1 &
 			pid=$!
 			sleep 2
-			read -r _ _ _ s0 <<<"$(sample)"
-			perf record -q -a -g -e cpu-clock -c "$period_ns" -o "$p.data" -- sleep "$psecs" >/dev/null 2>&1
-			read -r _ _ _ s1 <<<"$(sample)"
-			echo $(((s1 - s0) * 512 / cmd)) >"$p-ios.txt"
+			# The disk's I/Os in the sampled window itself: counted by perf's own workload
+			# around its sleep. Counted around perf record (until 2026-12-06), they took in
+			# perf's start and its writing of the data, seconds under TCG that differ per
+			# leg: 1.3 million 4 KiB I/Os counted against 2 s of samples of a leg doing
+			# 180k per second, and per-I/O ratios that contradicted the bench's.
+			perf record -q -a -g -e cpu-clock -c "$period_ns" -o "$p.data" -- sh -c \
+				'read -r _ _ a _ <"$4"; sleep "$1"; read -r _ _ b _ <"$4"; echo $(((b - a) * 512 / $2)) >"$3"' \
+				sh "$psecs" "$cmd" "$p-ios.txt" /sys/block/nullb0/stat >/dev/null 2>&1
 			kill -TERM $pid
 			wait $pid 2>/dev/null
 			if [ ! -s "$p.data" ]; then

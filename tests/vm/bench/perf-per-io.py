@@ -8,8 +8,8 @@ REPORT: `perf report -n --no-children --sort comm,dso,sym -g none --stdio` of a 
 cpu-clock profile (`perf record -a`) taken while the leg ran; IOS: the I/Os the disk
 completed during the recorded window; PERIOD-US: CPU microseconds per sample (1e6 / the
 sampling period). Idle (the idle loop's symbols) and the profiler's own processes (perf,
-the `sleep` it times) are left out: they cost per second, not per I/O. Prints CPU microseconds
-per I/O: in total, per DSO ([kernel.kallsyms], the library, the binary, ...), and the 15
+the `sh` and `sleep` it times) are left out: they cost per second, not per I/O. Prints CPU
+microseconds per I/O: in total, per DSO ([kernel.kallsyms], the library, the binary, ...), and the 15
 symbols whose cost per I/O differs most between the legs (A minus B), so that a ratio of
 the bench (IOPS per busy CPU second) is taken apart into the code that makes it.
 """
@@ -18,7 +18,7 @@ import sys
 
 IDLE = {'native_safe_halt', 'default_idle', 'pv_native_safe_halt', 'cpuidle_enter_state',
         'acpi_safe_halt', 'poll_idle', 'mwait_idle', 'intel_idle'}
-PROFILER = {'perf', 'perf-exec', 'sleep'}
+PROFILER = {'perf', 'perf-exec', 'sleep', 'sh'}
 LINE = re.compile(r'^\s*([\d.]+)%\s+(\d+)\s+(\S+)\s+(\S+)\s+\[(.)\]\s+(.+?)\s*$')
 
 
