@@ -129,10 +129,9 @@ sample() {
 }
 # Start a leg in the background, wait for its I/O, measure one window, kill it.
 # Prints "ops bytes busy_s wall_s tick_busy_s" or "fail". busy_s is the window's online CPUs x
-# wall time less the idle time (exact to 10 ms of the whole): the tick-sampled sum
-# (tick_busy_s) read 1.18 x the pipeline's CPU per I/O against blocking calls where perf's
-# fixed-period samples read 0.93 x (2026-12-05, 6.1, 4 KiB, 2 CPUs), as a tick samples the
-# pipeline's short runs of its two threads unevenly.
+# wall time less the idle time (exact to 10 ms of the whole). The tick-sampled sum
+# (tick_busy_s) agrees within 2% for one thread per CPU, and saw 1.16-1.24 busy CPUs of the
+# layer pipeline's two threads where 1.32-1.34 were busy (6.1, 2026-12-06).
 leg() { # name log argv...
 	local name=$1 log=$2 pid r0 i b0 d0 rd0 s0 t0 b1 d1 rd1 s1 t1 online
 	shift 2
