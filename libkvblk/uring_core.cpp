@@ -671,9 +671,11 @@ void UringCore::ring_main(Ring &r) noexcept
 			 * what is there and go on.
 			 */
 			const bool idle = r.used == 0;
+			/* Read before letting go: a caller driving the ring meanwhile changes r.used. */
+			const size_t room = r.cap - r.used;
 			if (idle)
 				drive.unlock();
-			size_t k = grab(grabbed.data(), r.cap - r.used, idle);
+			size_t k = grab(grabbed.data(), room, idle);
 			if (idle) {
 				drive.lock();
 				if (r.broken && k) {
