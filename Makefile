@@ -194,13 +194,14 @@ vmbench-engines: deps-vm
 
 # Software cost per command and per byte (tests/vm/bench/guest-cpu-bench.sh): null_blk
 # (memory_backed 0 and 1), 4 KiB, 128 KiB and 1 MiB commands, one and two guest CPUs;
-# kvblk.ko ioctl and uring_cmd, libkvblk uring and threadpool, fio io_uring at four points;
-# IOPS and GB/s per busy guest CPU second, goal lines. One VM per kernel, 6.1 then 7.2
+# kvblk.ko ioctl and uring_cmd, libkvblk uring and threadpool, fio io_uring at four points
+# and the bare io_uring loop (kvblk_bareloop); IOPS and GB/s per busy guest CPU second, goal
+# lines. One VM per kernel, 6.1 then 7.2
 # (KERNEL=6.1 or 7.2: that one only). About 18 minutes per kernel under TCG. Not in make check.
 VMBENCH_CPU_KERNELS = 6.1 7.2
 .PHONY: vmbench-cpu
 vmbench-cpu: deps-vm $(BUILD)/build.ninja
-	$(CMAKE) --build $(BUILD) -j $(JOBS) --target kvblk kvblk_loadloop
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target kvblk kvblk_loadloop kvblk_bareloop
 	$(MAKE) -C tests/kmod-smoke kmod_bench
 	for k in $(or $(KERNEL),$(VMBENCH_CPU_KERNELS)); do \
 		KVBLK_VM_KERNEL=$$k tests/vm/bench/run.sh --cpu || exit 1; done
