@@ -33,8 +33,23 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 {
 	if (n < 2)
 		return 0;
-	std::vector<Span> spans;
+	/*
+	 * The spans of this thread's batches, kept between calls: no allocation per batch once
+	 * it has grown (up to kScratchSpans; a larger batch's are let go after it).
+	 */
+	constexpr size_t kScratchSpans = 4096;
+	thread_local std::vector<Span> scratch;
+	std::vector<Span> &spans = scratch;
+	spans.clear();
 	spans.reserve(n);
+	struct Trim {
+		std::vector<Span> &v;
+		~Trim()
+		{
+			if (v.capacity() > kScratchSpans)
+				std::vector<Span>().swap(v);
+		}
+	} trim{spans};
 	for (uint32_t i = 0; i < n; i++) {
 		const IoObject &o = objects[i];
 		/* A load KVBLK_DESC_SHORT_EOF cut to nothing touches no byte: it meets nothing. */

@@ -32,8 +32,7 @@ bool any_overlap(std::vector<Span> &spans)
 
 int32_t first_overlap(std::vector<Span> &spans, uint32_t *other)
 {
-	std::vector<Span> sorted(spans);
-	if (!any_overlap(sorted))
+	if (!any_overlap(spans))	/* sorts @spans in place: no copy per batch */
 		return -1;
 	/*
 	 * Rare (a caller's bug): name it exactly. Insert in descriptor order into a map of
