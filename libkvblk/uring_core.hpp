@@ -59,7 +59,7 @@ struct Ring;
  * @cmd_off: byte offset of the command in its object (a multiple of max_cmd_bytes).
  * @len:     bytes of the whole command.
  * @done:    bytes of it already moved (short transfers).
- * @t_submit: when it was last submitted.
+ * @t_submit: when it was last submitted (Ring::issue_ns: its burst of issues' time).
  */
 struct RingCmd {
 	RingBatch *batch = nullptr;

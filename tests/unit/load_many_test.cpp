@@ -4,6 +4,7 @@
 #include "test_util.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 using namespace kvblk_test;
@@ -260,8 +261,11 @@ TEST_P(BigBatchTest, descriptors_4096_on_a_64_entry_queue)
 	for (uint64_t i = 0; i < kObjs; i++)
 		d.push_back(plain_desc((kObjs - 1 - i) * kObjBytes, kObjBytes, dst.data() + i * kObjBytes, i));
 	std::vector<kvblk_result> r(kObjs, kvblk_result{99, 0, 0, 0});
+	const auto t0 = std::chrono::steady_clock::now();
 	ASSERT_EQ(kvblk_load_many(dev.get(), d.data(), uint32_t(kObjs), r.data(), nullptr), int(kObjs))
 		<< kvblk_last_error();
+	const auto call_us = uint64_t(
+		std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 	for (uint64_t i = 0; i < kObjs; i++) {
 		ASSERT_EQ(r[i].status, 0) << i;
 		ASSERT_EQ(r[i].bytes, kObjBytes) << i;
@@ -281,6 +285,15 @@ TEST_P(BigBatchTest, descriptors_4096_on_a_64_entry_queue)
 		EXPECT_LE(s.inflight_peak, 64u);
 		EXPECT_GE(s.inflight_peak, info.queue_depth);
 		EXPECT_EQ(hist_sum(s.cmd_lat_hist), s.commands);
+		/*
+		 * No command took longer than the whole call: none in a bucket above the call's
+		 * ([2^i, 2^(i+1)) us, < 2 us in 0). A command stamped with a stale or unset submission
+		 * time (the ring's per-burst clock, Ring::issue_ns) lands far above.
+		 */
+		const unsigned call_bucket = call_us < 2 ? 0 : std::min(63u - unsigned(__builtin_clzll(call_us)),
+								       unsigned(KVBLK_LAT_BUCKETS - 1));
+		for (unsigned i = call_bucket + 1; i < KVBLK_LAT_BUCKETS; i++)
+			EXPECT_EQ(s.cmd_lat_hist[i], 0u) << "bucket " << i << ", the call took " << call_us << " us";
 	}
 }
 
