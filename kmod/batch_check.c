@@ -99,9 +99,32 @@ static bool kvblk_any_overlap(const struct kvblk_batch *b, u32 n,
 }
 
 /*
+ * The usual layout: each destination after the one before it (by space,
+ * then address) and not reaching into it. Then the sorted sweep of
+ * kvblk_any_overlap() would find nothing: one pass, nothing allocated or
+ * sorted (the sort was 3% of a batch of 64 4 KiB loads, 2026-12-06).
+ */
+static bool kvblk_ascending_disjoint(const struct kvblk_batch *b)
+{
+	struct kvblk_span prev, cur;
+	u32 i;
+
+	kvblk_span_of(b, &b->objs[0], &prev);
+	for (i = 1; i < b->nr_objs; i++) {
+		kvblk_span_of(b, &b->objs[i], &cur);
+		if (cur.space < prev.space ||
+		    (cur.space == prev.space && cur.start < prev.end))
+			return false;
+		prev = cur;
+	}
+	return true;
+}
+
+/*
  * Overlapping destinations: -EINVAL with *bad the lowest index whose
- * destination intersects that of an earlier descriptor. O(n log n) for a
- * good batch; the error path searches the shortest overlapping prefix.
+ * destination intersects that of an earlier descriptor. O(n) for a good
+ * batch in ascending order, O(n log n) for another good one; the error
+ * path searches the shortest overlapping prefix.
  */
 static int kvblk_check_overlap(const struct kvblk_batch *b, u32 *bad)
 {
@@ -109,7 +132,7 @@ static int kvblk_check_overlap(const struct kvblk_batch *b, u32 *bad)
 	u32 lo, hi;
 	int ret = 0;
 
-	if (b->nr_objs < 2)
+	if (b->nr_objs < 2 || kvblk_ascending_disjoint(b))
 		return 0;
 	s = kvmalloc_array(b->nr_objs, sizeof(*s), GFP_KERNEL);
 	if (!s)

@@ -2971,6 +2971,19 @@ TEST_F(kvblk, overlap_destinations_einval)
 
 		expect_overlap(_metadata, self->fd, lba, ids, o, NULL, 3, -1);
 	}
+	{	/* ascending (checked in one pass): adjacent accepted, ... */
+		__u32 ids[] = { id, id, id };
+		__u64 o[] = { 0, lba, 3 * lba };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, NULL, 3, -1);
+	}
+	{	/* ... one reaching into the next refused */
+		__u32 ids[] = { id, id, id };
+		__u64 o[] = { 0, lba, 2 * lba };
+		__u64 l[] = { lba, 2 * lba, lba };
+
+		expect_overlap(_metadata, self->fd, lba, ids, o, l, 3, 2);
+	}
 	/* The same memory under two registrations. */
 	id2 = reg_ok(_metadata, self->fd, buf + len / 2, len / 2);
 	{
