@@ -311,6 +311,7 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 		blk_start_plug(plug);
 		if (ret)
 			return ERR_PTR(-EINTR);
+		b->t_issue = ktime_get_ns();
 	}
 }
 
@@ -331,12 +332,14 @@ static void kvblk_obj_put(struct kvblk_batch *b, struct kvblk_obj *o)
  * @cmd: the command; it may complete as soon as the engine hands it over.
  * @hwq: blk-mq hardware queue for the tracepoint (0 when not known).
  *
- * Counts the command in the batch and the counters and traces it.
+ * Counts the command in the batch and the counters and traces it. Its
+ * submission time is the batch's @t_issue: when the submitter's current
+ * run of commands began (kvblk_submit_all(), or its last wait for a slot).
  */
 void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 {
 	struct kvblk_ns *ns = b->objs[cmd->obj].bt->t->ns;
-	u64 now = ktime_get_ns();
+	u64 now = b->t_issue;
 
 	if (!b->nr_cmds)
 		b->t_first = now;
@@ -435,6 +438,7 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 	int ret = 0;
 	u32 i;
 
+	b->t_issue = ktime_get_ns();
 	blk_start_plug(&plug);
 	for (i = 0; i < b->nr_objs && !ret; i++) {
 		struct kvblk_obj *o = &b->objs[i];

@@ -264,6 +264,7 @@ static int kvblk_prp_backoff(struct kvblk_batch *b, struct blk_plug *plug)
 	ret = wait_event_killable_timeout(b->slot_wq,
 					  atomic_read(&b->nr_free) != nfree, 1);
 	blk_start_plug(plug);
+	b->t_issue = ktime_get_ns();	/* a new run of submissions */
 	return ret < 0 ? -EINTR : 0;
 }
 
