@@ -566,6 +566,24 @@ static long long hist_total(const char *dir, const char *file)
 	return lines ? sum : -1;
 }
 
+/*
+ * The lower bounds (us) and counts of a histogram's lines, at most @max;
+ * returns how many, or -1 on error.
+ */
+static int hist_read(const char *dir, const char *file, long long *lo, long long *cnt, int max)
+{
+	char path[PATH_MAX + 64], text[4096], *p;
+	int lines = 0, used;
+
+	snprintf(path, sizeof(path), "%s/stats/%s", dir, file);
+	if (read_text(path, text, sizeof(text)))
+		return -1;
+	for (p = text; lines < max && sscanf(p, "%lld %lld%n", &lo[lines], &cnt[lines], &used) == 2;
+	     p += used)
+		lines++;
+	return lines ? lines : -1;
+}
+
 static int snap_read(const char *dir, struct snap *s)
 {
 	char file[64];
@@ -1137,6 +1155,8 @@ TEST_F_TIMEOUT(lc, counters_match_known_batch, 120)
 	char old_inflight[32] = "";
 	char path[PATH_MAX + 64];
 	long long want[S_NR];
+	long long lat_lo[64], lat_before[64], lat_after[64];
+	struct timespec t0, t1;
 	struct kvblk_io_desc d[NR];
 	struct kvblk_load_many lm;
 	struct snap before, after;
@@ -1144,7 +1164,7 @@ TEST_F_TIMEOUT(lc, counters_match_known_batch, 120)
 	unsigned char *buf;
 	size_t buf_len;
 	bool fresh;
-	int ret;
+	int ret, nb;
 	__u32 id = 0;
 	long n;
 
@@ -1190,8 +1210,28 @@ TEST_F_TIMEOUT(lc, counters_match_known_batch, 120)
 		       self->attached0 - 1);
 	}
 
+	ASSERT_LT(0, nb = hist_read(self->ns_dir, "cmd_latency_us", lat_lo, lat_before, 64));
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	n = load_many(self->watch_fd, d, res, NR, &lm);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
 	ASSERT_EQ(0, snap_read(self->ns_dir, &after));
+	ASSERT_EQ(nb, hist_read(self->ns_dir, "cmd_latency_us", lat_lo, lat_after, 64));
+	/*
+	 * The batch, first submission to last completion (lm.elapsed_ns,
+	 * ktime_get_ns(): CLOCK_MONOTONIC), lies within the call; no command
+	 * took longer than the batch: none in a bucket whose lower bound is
+	 * above it. A command or batch stamped with a stale or unset
+	 * submission time (the batch's run clock, t_issue) fails these.
+	 */
+	EXPECT_GE((t1.tv_sec - t0.tv_sec) * 1000000000LL + t1.tv_nsec - t0.tv_nsec,
+		  (long long)lm.elapsed_ns);
+	for (int i = 0; i < nb; i++) {
+		if (lat_lo[i] * 1000 > (long long)lm.elapsed_ns)
+			EXPECT_EQ(lat_before[i], lat_after[i])
+				TH_LOG("cmd_latency_us from %lld us: %lld commands, the batch took %llu ns",
+				       lat_lo[i], lat_after[i] - lat_before[i],
+				       (unsigned long long)lm.elapsed_ns);
+	}
 	if (fresh) {
 		long long peak = ns_val(self->ns_dir, "stats/inflight_peak");
 
