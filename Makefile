@@ -197,7 +197,7 @@ vmbench-engines: deps-vm
 # kvblk.ko ioctl and uring_cmd, libkvblk uring and threadpool, fio io_uring at four points
 # and the bare io_uring loop (kvblk_bareloop); IOPS and GB/s per busy guest CPU second, goal
 # lines. One VM per kernel, 6.1 then 7.2
-# (KERNEL=6.1 or 7.2: that one only). About 18 minutes per kernel under TCG. Not in make check.
+# (KERNEL=6.1 or 7.2: that one only). About 7.5 minutes per kernel under TCG. Not in make check.
 VMBENCH_CPU_KERNELS = 6.1 7.2
 .PHONY: vmbench-cpu
 vmbench-cpu: deps-vm $(BUILD)/build.ninja
