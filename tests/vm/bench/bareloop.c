@@ -81,27 +81,34 @@ static void queue_read(struct bare *b, uint32_t i)
 		b->next = 0;
 }
 
-/* Submit the queued reads, wait for all QD, queue each slot again: the reads done. */
+/*
+ * Submit the queued reads and wait until all QD completed (io_uring_enter() may come back
+ * earlier, on a signal: every slot must be free before it is queued again): the reads done.
+ */
 static uint32_t round_trip(struct bare *b)
 {
 	struct io_uring_cqe *cqe;
-	unsigned head, seen = 0;
+	unsigned head, n, seen = 0;
 	int rc;
 
-	rc = io_uring_submit_and_wait(&b->ring, b->qd);
-	if (rc < 0)
-		die("io_uring_submit_and_wait", rc);
-	io_uring_for_each_cqe(&b->ring, head, cqe) {
-		if (cqe->res != (int)b->cmd) {
-			if (cqe->res < 0)
-				die("read", cqe->res);
-			fprintf(stderr, "kvblk_bareloop: short read: %d of %llu bytes\n", cqe->res,
-				(unsigned long long)b->cmd);
-			exit(1);
+	while (seen < b->qd) {
+		rc = io_uring_submit_and_wait(&b->ring, b->qd - seen);
+		if (rc < 0 && rc != -EINTR)
+			die("io_uring_submit_and_wait", rc);
+		n = 0;
+		io_uring_for_each_cqe(&b->ring, head, cqe) {
+			if (cqe->res != (int)b->cmd) {
+				if (cqe->res < 0)
+					die("read", cqe->res);
+				fprintf(stderr, "kvblk_bareloop: short read: %d of %llu bytes\n",
+					cqe->res, (unsigned long long)b->cmd);
+				exit(1);
+			}
+			n++;
 		}
-		seen++;
+		io_uring_cq_advance(&b->ring, n);
+		seen += n;
 	}
-	io_uring_cq_advance(&b->ring, seen);
 	return seen;
 }
 
@@ -138,7 +145,7 @@ int main(int argc, char **argv)
 	int fd, rc, check = 0;
 
 	if (argc < 7) {
-		fprintf(stderr, "usage: %s DEVICE BYTES CMD QD FIXED SECONDS [CHECK]\n", argv[0]);
+		fprintf(stderr, "usage: %s DEVICE BYTES CMD QD FIXED SECONDS [CHECK [SETUP]]\n", argv[0]);
 		return 2;
 	}
 	dev = argv[1];

@@ -23,7 +23,7 @@ search missed the ceiling), neither pass nor miss.
 The baseline points: fio io_uring's searched points (f1-f5) and the bare io_uring loops
 (b1 fixed buffers, b0 not: tests/vm/bench/bareloop.c, liburing and nothing else, no fio
 bookkeeping per I/O); the best is the best point that ran every round (not one pruned after
-round 1).
+round 1, nor one that failed in some round).
 Writes "mb cmd qd cpus kvblk_leg best_baseline_leg" per missed goal to MISSES-OUT.
 """
 import statistics
@@ -92,9 +92,11 @@ def main():
                 ' '.join('%.0f' % x[0] for x in v),
                 ' (%d failed)' % failed[key] if key in failed else '',
                 ' (pruned after round 1)' if key in pruned else ''))
-        # A point pruned after round 1 has one round's figure: it does not compete.
+        # A point pruned after round 1 has one round's figure, one that failed in some round
+        # fewer than the others: neither competes.
         base = [(med[k][0], k) for k in BASELINES
-                if k in med and (mb, cmd, qd, cpus, k) not in pruned]
+                if k in med and (mb, cmd, qd, cpus, k) not in pruned
+                and (mb, cmd, qd, cpus, k) not in failed]
         if not base:
             print('     goals: no baseline figure')
             continue
