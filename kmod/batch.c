@@ -279,18 +279,24 @@ static void kvblk_slot_unget(struct kvblk_batch *b, struct kvblk_cmd *cmd)
 #define KVBLK_PLUG_MAX_IOS	32
 
 /*
- * Tell the block layer that about @n commands follow under @plug: the
- * next request it allocates takes up to @n tags in one pass over the tag
- * bitmap and keeps the rest in the plug for the commands after it (what
- * io_uring asks through blk_start_plug_nr_ios(), not exported: the field
- * it sets, struct blk_plug.nr_ios in include/linux/blkdev.h, 6.1 to 7.2;
- * tag allocation was 3% of a batch of 4 KiB loads under QEMU). Requests
- * left unused are freed by blk_finish_plug(). Only where @plug is the
- * task's plug (a caller's plug around ours makes ours unused).
+ * Tell the block layer that about @n commands of @b follow under @plug:
+ * the next request it allocates takes up to @n tags in one pass over the
+ * tag bitmap and keeps the rest in the plug for the commands after it
+ * (what io_uring asks through blk_start_plug_nr_ios(), not exported: the
+ * field it sets, struct blk_plug.nr_ios in include/linux/blkdev.h, 6.1 to
+ * 7.2; tag allocation was 3% of a batch of 4 KiB loads under QEMU).
+ * Requests left unused are freed by blk_finish_plug() or when the task
+ * sleeps. Only where @plug is the task's plug (a caller's plug around ours
+ * makes ours unused), and not for a batch with PRP commands: the PRP
+ * engine allocates its requests itself, each after the queue's checks
+ * (kvblk_alloc_rq(): a frozen or dying queue), which a request cached in
+ * the plug would skip.
  */
-static void kvblk_plug_expect(struct blk_plug *plug, unsigned int n)
+static void kvblk_plug_expect(const struct kvblk_batch *b,
+			      struct blk_plug *plug, unsigned int n)
 {
-	if (current->plug == plug && n > 1)
+	if (current->plug == plug && n > 1 &&
+	    !(b->engines & BIT(KVBLK_ENGINE_PRP)))
 		plug->nr_ios = min_t(unsigned int, n, KVBLK_PLUG_MAX_IOS);
 }
 
@@ -318,7 +324,9 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 			b->local = llist_del_all(&b->free_list);
 			for (n = b->local; n; n = n->next)
 				taken++;
-			kvblk_plug_expect(plug, taken);
+			/* A new run: its commands' submission time. */
+			b->t_issue = ktime_get_ns();
+			kvblk_plug_expect(b, plug, taken);
 			/*
 			 * A completion may have listed its slot and not yet
 			 * counted it: the count dips below zero for a moment.
@@ -335,7 +343,6 @@ static struct kvblk_cmd *kvblk_slot_get(struct kvblk_batch *b,
 		blk_start_plug(plug);
 		if (ret)
 			return ERR_PTR(-EINTR);
-		b->t_issue = ktime_get_ns();
 	}
 }
 
@@ -358,7 +365,8 @@ static void kvblk_obj_put(struct kvblk_batch *b, struct kvblk_obj *o)
  *
  * Counts the command in the batch and the counters and traces it. Its
  * submission time is the batch's @t_issue: when the submitter's current
- * run of commands began (kvblk_submit_all(), or its last wait for a slot).
+ * run of commands began (kvblk_submit_all(), or its last take-back of
+ * freed slots).
  */
 void kvblk_cmd_issue(struct kvblk_batch *b, struct kvblk_cmd *cmd, u32 hwq)
 {
@@ -469,7 +477,7 @@ static int kvblk_submit_all(struct kvblk_batch *b)
 					      b->objs[i].bt->max_cmd_bytes);
 	b->t_issue = ktime_get_ns();
 	blk_start_plug(&plug);
-	kvblk_plug_expect(&plug, min(first_run, b->nr_slots));
+	kvblk_plug_expect(b, &plug, min(first_run, b->nr_slots));
 	for (i = 0; i < b->nr_objs && !ret; i++) {
 		struct kvblk_obj *o = &b->objs[i];
 		u64 done;

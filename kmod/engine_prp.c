@@ -443,8 +443,11 @@ static int kvblk_prp_submit(struct kvblk_batch *b, struct kvblk_cmd *cmd,
 		if (atomic_inc_return(&bt->prp_rqs) > 1)
 			break;
 		ret = kvblk_prp_recheck(bt, cmd->slba, plug);
-		if (!ret)
+		if (!ret) {
+			/* It may have read the disk: a new run. */
+			b->t_issue = ktime_get_ns();
 			break;
+		}
 		atomic_dec(&bt->prp_rqs);
 		blk_mq_free_request(rq);
 		if (ret != -EAGAIN)

@@ -454,10 +454,11 @@ struct kvblk_batch {
 	u64 nr_cmds;			/* commands issued */
 	u64 t_first;			/* first submission, ns */
 	/*
-	 * The submitter's clock for kvblk_cmd_issue() (ns): read when its
-	 * run of submissions starts and again after each wait for a free
-	 * slot, not per command (a clock read was 5% of a batch of 4 KiB
-	 * loads under QEMU; the block layer caches its own per plug too).
+	 * The submitter's clock for kvblk_cmd_issue() (ns): read when a run
+	 * of submissions starts (kvblk_submit_all(), each take-back of freed
+	 * slots in kvblk_slot_get(), the PRP engine's back-off and its
+	 * recheck read), not per command (a clock read was 5% of a batch of
+	 * 4 KiB loads under QEMU; the block layer caches its own per plug).
 	 */
 	u64 t_issue;
 	u64 t_done;			/* last completion, ns */
