@@ -34,11 +34,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
-#define HUGE_2M (2u << 20)
+#include "bench_buf.h"
 
 struct bare {
 	struct io_uring ring;
@@ -47,14 +45,6 @@ struct bare {
 	uint32_t qd;
 	int fixed;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void die(const char *what, int err)
 {
@@ -141,7 +131,7 @@ int main(int argc, char **argv)
 	const char *dev, *setup = "defer";
 	uint64_t len, done = 0;
 	double secs, t0, t;
-	void *map;
+	struct bench_buf bb = { 0 };
 	int fd, rc, check = 0;
 
 	if (argc < 7) {
@@ -177,13 +167,10 @@ int main(int argc, char **argv)
 		die("io_uring_register_files", rc);
 
 	len = (uint64_t)b.qd * b.cmd;
-	map = mmap(NULL, len + HUGE_2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (map == MAP_FAILED)
-		die("mmap", -errno);
-	b.mem = (unsigned char *)(((uintptr_t)map + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
-	if (madvise(b.mem, len, MADV_HUGEPAGE))
-		fprintf(stderr, "kvblk_bareloop: madvise(MADV_HUGEPAGE): %s\n", strerror(errno));
-	memset(b.mem, 0, len);
+	rc = bench_buf_alloc(&bb, len, "kvblk_bareloop");
+	if (rc < 0)
+		die("mmap", rc);
+	b.mem = bb.mem;
 	if (b.fixed) {
 		struct iovec iov = { .iov_base = b.mem, .iov_len = len };
 
@@ -219,17 +206,17 @@ int main(int argc, char **argv)
 		free(want);
 	}
 
-	t0 = now();
+	t0 = bench_now();
 	do {
 		for (uint32_t i = 0; i < b.qd; i++)
 			queue_read(&b, i);
 		done += round_trip(&b) * b.cmd;
-		t = now();
+		t = bench_now();
 	} while (t - t0 < secs);
 	printf("bare io_uring %s: %.3f GB/s (%llu MiB in %.2f s)\n", b.fixed ? "fixed" : "unfixed",
 	       done / (t - t0) / 1e9, (unsigned long long)(done >> 20), t - t0);
 	io_uring_queue_exit(&b.ring);
-	munmap(map, len + HUGE_2M);
+	bench_buf_free(&bb);
 	close(fd);
 	return 0;
 }

@@ -37,11 +37,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
-#define HUGE_2M (2u << 20)
+#include "bench_buf.h"
 
 struct loop {
 	kvblk_dev *dev;
@@ -50,14 +48,6 @@ struct loop {
 	uint64_t obj;
 	uint32_t batch, nbatches, slots;
 };
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static int die(const char *what, int rc)
 {
@@ -76,7 +66,7 @@ static uint64_t run_sync(const struct loop *l, double secs, double *dt)
 {
 	struct kvblk_result *res = calloc(l->batch, sizeof(*res));
 	uint64_t done = 0, n = 1;	/* batch 0 was the warm-up */
-	double t0 = now(), t;
+	double t0 = bench_now(), t;
 	int rc;
 
 	if (!res)
@@ -86,7 +76,7 @@ static uint64_t run_sync(const struct loop *l, double secs, double *dt)
 		if (rc != (int)l->batch)
 			die("kvblk_load_many", rc);
 		done += l->batch * l->obj;
-		t = now();
+		t = bench_now();
 	} while (t - t0 < secs);
 	*dt = t - t0;
 	free(res);
@@ -132,7 +122,7 @@ static uint64_t run_pipeline(const struct loop *l, double secs, double *dt)
 				exit(1);
 			}
 			if (t0 == 0)	/* the first completion ends the warm-up */
-				t0 = now();
+				t0 = bench_now();
 			else
 				done += l->batch * l->obj;
 			so.user_data = c->user_data;
@@ -141,10 +131,10 @@ static uint64_t run_pipeline(const struct loop *l, double secs, double *dt)
 			if (rc < 0)
 				die("kvblk_submit", rc);
 		}
-		if (t0 != 0 && now() - t0 >= secs)
+		if (t0 != 0 && bench_now() - t0 >= secs)
 			break;
 	}
-	*dt = now() - t0;
+	*dt = bench_now() - t0;
 	return done;
 }
 
@@ -154,7 +144,7 @@ int main(int argc, char **argv)
 	struct loop l = { 0 };
 	const char *dev, *backend, *mode = "sync";
 	uint64_t total, objects, len, done;
-	void *map;
+	struct bench_buf bb = { 0 };
 	uint32_t qd, buf, workers = 0;
 	double secs, dt;
 	int check = 0, rc, b;
@@ -209,13 +199,10 @@ int main(int argc, char **argv)
 	 * (shared memory would make the per-command pinning of the unregistered paths slower).
 	 */
 	len = (uint64_t)l.slots * l.batch * l.obj;
-	map = mmap(NULL, len + HUGE_2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (map == MAP_FAILED)
-		die("mmap", -errno);
-	l.mem = (unsigned char *)(((uintptr_t)map + HUGE_2M - 1) & ~(uintptr_t)(HUGE_2M - 1));
-	if (madvise(l.mem, len, MADV_HUGEPAGE))
-		fprintf(stderr, "kvblk_loadloop: madvise(MADV_HUGEPAGE): %s\n", strerror(errno));
-	memset(l.mem, 0, len);
+	rc = bench_buf_alloc(&bb, len, "kvblk_loadloop");
+	if (rc < 0)
+		die("mmap", rc);
+	l.mem = bb.mem;
 	rc = kvblk_register_buffer(l.dev, KVBLK_MEM_HOST, l.mem, len, &buf);
 	if (rc < 0)
 		die("kvblk_register_buffer", rc);
@@ -276,6 +263,6 @@ int main(int argc, char **argv)
 	}
 	kvblk_close(l.dev);
 	free(l.descs);
-	munmap(map, len + HUGE_2M);
+	bench_buf_free(&bb);
 	return 0;
 }
