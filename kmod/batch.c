@@ -83,13 +83,87 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 	return b;
 }
 
-static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
+/* Free what a slot keeps between its commands (PRP lists, a bvec array). */
+static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
+{
+	if (!cmd->state_engine)
+		return;
+	if (cmd->state_engine->slot_release)
+		cmd->state_engine->slot_release(cmd->state_tgt, cmd);
+	memset(&cmd->prp, 0, sizeof(cmd->prp));
+	memset(&cmd->blk, 0, sizeof(cmd->blk));
+	cmd->state_tgt = NULL;
+	cmd->state_engine = NULL;
+}
+
+/**
+ * kvblk_slots_free() - free an array of command slots and what they keep.
+ * @s: the array, or NULL. No command of it is in flight.
+ *
+ * Context: process context (kvfree()).
+ */
+void kvblk_slots_free(struct kvblk_slots *s)
 {
 	unsigned int i;
 
-	b->slots = kvcalloc(nr, sizeof(*b->slots), GFP_KERNEL_ACCOUNT);
-	if (!b->slots)
-		return -ENOMEM;
+	if (!s)
+		return;
+	for (i = 0; i < s->nr; i++)
+		kvblk_slot_state_release(&s->cmd[i]);
+	kvfree(s);
+}
+
+/*
+ * A released batch's slots go back to its context for the next batch.
+ * Engines that map memory keep a target's disk in a slot (PRP lists of its
+ * pool), which the next batch may not reach: that state is released (by
+ * kvblk_batch_engines_done() already, for a submitted batch). What the
+ * block-layer engines keep, a bvec array, belongs to no target: it stays,
+ * and the slot forgets its target. The context keeps the newest array, of
+ * at most KVBLK_SPARE_SLOTS_MAX slots: at the default max_inflight and
+ * max_cmd_bytes (1 MiB commands, 256-entry bvec arrays) about 1.1 MiB per
+ * open file, which a batch of that size allocated anyway.
+ */
+static void kvblk_slots_keep(struct kvblk_ctx *ctx, struct kvblk_slots *s)
+{
+	unsigned int i;
+
+	if (s->nr > KVBLK_SPARE_SLOTS_MAX) {
+		kvblk_slots_free(s);
+		return;
+	}
+	for (i = 0; i < s->nr; i++) {
+		struct kvblk_cmd *cmd = &s->cmd[i];
+
+		if (cmd->state_engine && cmd->state_engine->dma_mapped)
+			kvblk_slot_state_release(cmd);
+		cmd->state_tgt = NULL;
+		cmd->b = NULL;
+	}
+	kvblk_slots_free(xchg(&ctx->spare_slots, s));
+}
+
+/*
+ * @nr command slots for the batch: the context's spare array when it has
+ * as many (kvblk_slots_keep()), else a new zeroed one.
+ */
+static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
+{
+	struct kvblk_slots *s = xchg(&b->ctx->spare_slots, NULL);
+	unsigned int i;
+
+	if (s && s->nr < nr) {
+		kvblk_slots_free(s);
+		s = NULL;
+	}
+	if (!s) {
+		s = kvzalloc(struct_size(s, cmd, nr), GFP_KERNEL_ACCOUNT);
+		if (!s)
+			return -ENOMEM;
+		s->nr = nr;
+	}
+	b->slot_arr = s;
+	b->slots = s->cmd;
 	/* Only the submitter runs yet: every slot goes to its own list. */
 	for (i = 0; i < nr; i++) {
 		b->slots[i].free_node.next = b->local;
@@ -98,21 +172,6 @@ static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
 	b->nr_slots = nr;
 	b->wake_mark = max(1U, nr / KVBLK_SLOT_WAKE_DIV);
 	return 0;
-}
-
-/* Free what a slot keeps for the target of its last command. */
-static void kvblk_slot_state_release(struct kvblk_cmd *cmd)
-{
-	const struct kvblk_tgt *t = cmd->state_tgt;
-
-	if (!t)
-		return;
-	if (cmd->state_engine->slot_release)
-		cmd->state_engine->slot_release(t, cmd);
-	memset(&cmd->prp, 0, sizeof(cmd->prp));
-	memset(&cmd->blk, 0, sizeof(cmd->blk));
-	cmd->state_tgt = NULL;
-	cmd->state_engine = NULL;
 }
 
 /* Each engine's done() for every target the batch began on, once. */
@@ -203,9 +262,9 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	}
 	if (submitted)
 		kvblk_batch_count(b);
-	/* No command is in flight: what the slots kept goes back. */
-	for (i = 0; b->slots && i < b->nr_slots; i++)
-		kvblk_slot_state_release(&b->slots[i]);
+	/* No command is in flight: the slots go back to the context. */
+	if (b->slot_arr)
+		kvblk_slots_keep(b->ctx, b->slot_arr);
 	/* A batch rejected before submission never reached its done. */
 	kvblk_batch_btgts_done(b);
 	for (i = 0; i < b->nr_btgts; i++)
@@ -213,7 +272,6 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 			b->btgts[i].engine->end(&b->btgts[i]);
 	kvblk_ctx_put(b->ctx);
 	kvfree(b->btgts);
-	kvfree(b->slots);
 	kvfree(b);
 }
 
@@ -436,9 +494,12 @@ static int kvblk_submit_cmd(struct kvblk_batch *b, u32 i, u64 done, u32 len,
 	cmd = kvblk_slot_get(b, plug);
 	if (IS_ERR(cmd))
 		return PTR_ERR(cmd);
-	/* Engine state of another engine or disk (PRP lists of its pool). */
-	if (cmd->state_tgt && (cmd->state_engine != engine ||
-			       cmd->state_tgt->ns != t->ns))
+	/*
+	 * Engine state of another engine or disk (PRP lists of its pool). A
+	 * slot back from an earlier batch keeps a bvec array, and no target.
+	 */
+	if (cmd->state_engine && (cmd->state_engine != engine ||
+				  (cmd->state_tgt && cmd->state_tgt->ns != t->ns)))
 		kvblk_slot_state_release(cmd);
 	cmd->state_tgt = t;
 	cmd->state_engine = engine;
@@ -777,7 +838,8 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			  const struct kvblk_io_desc *descs, u32 *bad, u64 *nr_cmds,
 			  u64 *bytes)
 {
-	u32 *map, nr_map;
+	struct kvblk_buf *last_buf = NULL;
+	u32 *map, nr_map, last_id = 0;
 	int err = 0;
 	u32 i;
 
@@ -812,7 +874,12 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		 * The object's engine follows its memory; geometry and rules
 		 * are that engine's (the default's when it reaches none).
 		 */
-		buf = xa_load(&ctx->bufs, d->buf_id);
+		/* Runs of descriptors into one buffer: one lookup per run. */
+		if (!last_buf || d->buf_id != last_id) {
+			last_buf = xa_load(&ctx->bufs, d->buf_id);
+			last_id = d->buf_id;
+		}
+		buf = last_buf;
 		if (buf)
 			engine = kvblk_obj_engine(t, buf);
 		bt = kvblk_batch_tgt(b, map, t, engine ?: t->engine);

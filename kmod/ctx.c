@@ -61,6 +61,7 @@ static void kvblk_ctx_free(struct kref *ref)
 	unsigned long id;
 
 	/* No batch is left: each held a reference. */
+	kvblk_slots_free(ctx->spare_slots);
 	xa_for_each(&ctx->bufs, id, buf) {
 		xa_erase(&ctx->bufs, id);
 		kvblk_buf_put(buf);

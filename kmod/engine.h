@@ -89,7 +89,10 @@
  *             a bvec array) for target @t. Called when the batch ends (no
  *             command of it in flight) and before the slot serves a target
  *             of another engine or disk (its last command completed). May
- *             be NULL.
+ *             be NULL. An engine that is not @dma_mapped keeps nothing of
+ *             its target or disk in a slot: its slots go back to their
+ *             context with their state (kvblk_slots_keep()), and its
+ *             @slot_release may be called with @t NULL.
  */
 struct kvblk_engine_ops {
 	const char *name;

@@ -61,6 +61,8 @@
 #define KVBLK_MAX_INFLIGHT_MIN		1U
 #define KVBLK_MAX_INFLIGHT_MAX		65536U
 #define KVBLK_MAX_INFLIGHT_DEF		256U
+/* The most command slots a context keeps between batches (batch.c). */
+#define KVBLK_SPARE_SLOTS_MAX		KVBLK_MAX_INFLIGHT_DEF
 #define KVBLK_MAX_DESCS_MIN		1U
 #define KVBLK_MAX_DESCS_MAX		65536U
 #define KVBLK_MAX_DESCS_DEF		4096U
@@ -225,6 +227,14 @@ struct kvblk_ctx {
 	bool map_host;
 	unsigned int nr_bufs;
 	struct xarray bufs;		/* buf_id -> struct kvblk_buf */
+	/*
+	 * The command slots the last released batch left, with the bvec
+	 * arrays of the block-layer engines they keep: the next batch takes
+	 * them instead of allocating (and zeroing) its own and allocating a
+	 * bvec array per slot again (batch.c, kvblk_slots_keep()). One array
+	 * at most; only xchg()'ed. Freed with the context.
+	 */
+	struct kvblk_slots *spare_slots;
 };
 
 /* One DMA segment of a registered buffer. */
@@ -377,6 +387,16 @@ struct kvblk_cmd {
 	};
 };
 
+/*
+ * An array of command slots: a batch uses its first kvblk_batch.nr_slots;
+ * back in its context (kvblk_ctx.spare_slots) each slot keeps at most a
+ * block-layer engine's bvec array, and no target.
+ */
+struct kvblk_slots {
+	unsigned int nr;
+	struct kvblk_cmd cmd[];
+};
+
 /* One object (descriptor) of a batch. */
 struct kvblk_btgt;
 
@@ -505,7 +525,8 @@ struct kvblk_batch {
 	wait_queue_head_t slot_wq;
 	unsigned int nr_slots;
 	unsigned int wake_mark;
-	struct kvblk_cmd *slots;
+	struct kvblk_cmd *slots;	/* the first @nr_slots of @slot_arr */
+	struct kvblk_slots *slot_arr;
 	struct kvblk_obj objs[];
 };
 
@@ -662,6 +683,7 @@ void kvblk_prp_free(struct kvblk_prp_pools *pools, struct kvblk_prp *prp);
 struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg);
 void kvblk_batch_submit(struct kvblk_batch *b);
+void kvblk_slots_free(struct kvblk_slots *s);
 long kvblk_batch_finish(struct kvblk_batch *b, long ret);
 int kvblk_obj_sync(struct kvblk_obj *o);
 long kvblk_ioctl_load_many(struct kvblk_ctx *ctx, void __user *uarg);

@@ -803,6 +803,96 @@ TEST_F(kvblk, targets_one_batch_two_engines)
 	munmap(buf, len);
 }
 
+/* @len bytes at device offset @off through pread(O_DIRECT) into @ref. */
+static bool ref_read(void *ref, __u64 off, size_t len)
+{
+	int dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+	bool ok;
+
+	if (dfd < 0)
+		return false;
+	ok = pread(dfd, ref, len, off) == (ssize_t)len;
+	close(dfd);
+	return ok;
+}
+
+/*
+ * One batch of @nr objects of @len bytes on @target: object i from device
+ * offset @dev0 + i * @len into @buf at i * (@len + 4096) (a page past the
+ * last, so that each command's bio_vec array differs). Every object must
+ * succeed and hold what pread(O_DIRECT) reads there.
+ */
+static void expect_target_batch(struct __test_metadata *_metadata, int fd, __u32 target,
+				__u32 buf_id, unsigned char *buf, __u64 dev0, int nr, __u64 len,
+				unsigned char *ref)
+{
+	struct kvblk_io_desc d[64];
+	struct kvblk_desc_result res[64];
+	struct kvblk_load_many lm;
+
+	ASSERT_GE(64, nr);
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < nr; i++) {
+		d[i].target = target;
+		d[i].offset = dev0 + i * len;
+		d[i].length = len;
+		d[i].buf_offset = i * (len + 4096);
+		d[i].buf_id = buf_id;
+		memset(buf + d[i].buf_offset, FILL, len);
+	}
+	lm_init(&lm, d, res, nr);
+	ASSERT_EQ(nr, ioctl(fd, KVBLK_IOC_LOAD_MANY, &lm)) TH_LOG("%s", strerror(errno));
+	for (int i = 0; i < nr; i++) {
+		EXPECT_EQ(0, res[i].status) TH_LOG("target %u object %d", target, i);
+		ASSERT_TRUE(ref_read(ref, d[i].offset, len));
+		EXPECT_EQ(0, memcmp(buf + d[i].buf_offset, ref, len))
+			TH_LOG("target %u object %d: bytes differ from pread", target, i);
+	}
+}
+
+/*
+ * The slots a batch leaves serve the next batch of its context, with the
+ * bvec arrays the block-layer engine kept in them (kmod/batch.c,
+ * kvblk_slots_keep()). On one context, in turn: 1 MiB objects through the
+ * block layer (slots keep arrays of 256 entries); objects through the PRP
+ * engine, whose slots hold PRP lists in the same place (it must release
+ * the arrays, not read them as lists); more commands than any batch
+ * before (a larger array); the block layer again; one object on each. Each
+ * batch reads what pread(O_DIRECT) reads.
+ */
+TEST_F(kvblk, slots_reused_across_batches_and_engines)
+{
+	struct kvblk_attach a0, a1;
+	struct kvblk_buf_reg r;
+	struct blkinfo bi;
+	size_t len = 64 << 20;
+	unsigned char *buf = map_filled(len, FILL), *ref = map_filled(1 << 20, 0);
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, ref);
+	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
+	if (!nvme_pcie(&bi))
+		SKIP(return, "%s is not a blk-mq nvme-pci namespace", test_device());
+	attach_init(&a0, self->bdev_fd);
+	a0.flags = KVBLK_ATTACH_F_ENGINE_BIO;
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a0)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, add_target(self->fd, self->bdev_fd, KVBLK_ATTACH_F_ENGINE_PRP, &a1))
+		TH_LOG("%s", strerror(errno));
+	ASSERT_EQ((__u32)KVBLK_ENGINE_PRP, a1.engine);
+	ASSERT_LE(16ULL << 20, a0.capacity);
+	reg_init(&r, buf, len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+
+	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 0, 8, 1 << 20, ref);
+	expect_target_batch(_metadata, self->fd, 1, r.buf_id, buf, 8 << 20, 16, 256 << 10, ref);
+	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 4 << 20, 64, 128 << 10, ref);
+	expect_target_batch(_metadata, self->fd, 1, r.buf_id, buf, 0, 64, 64 << 10, ref);
+	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 12 << 20, 1, 1 << 20, ref);
+	expect_target_batch(_metadata, self->fd, 1, r.buf_id, buf, 3 << 20, 1, 1 << 20, ref);
+	munmap(ref, 1 << 20);
+	munmap(buf, len);
+}
+
 TEST_F(kvblk, attach_rdwr_accepted)
 {
 	struct kvblk_attach a;
@@ -2549,19 +2639,6 @@ static long load_one(int fd, __u32 buf_id, __u64 off, __u64 len, __u64 boff,
 	lm_init(lm, &d, res, 1);
 	lm->bad_index = 77;
 	return ioctl(fd, KVBLK_IOC_LOAD_MANY, lm);
-}
-
-/* @len bytes at device offset @off through pread(O_DIRECT) into @ref. */
-static bool ref_read(void *ref, __u64 off, size_t len)
-{
-	int dfd = open(test_device(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-	bool ok;
-
-	if (dfd < 0)
-		return false;
-	ok = pread(dfd, ref, len, off) == (ssize_t)len;
-	close(dfd);
-	return ok;
 }
 
 /*
