@@ -287,7 +287,9 @@ elif [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && [ -s "$out/cpu-misses.txt" ]; then
 	echo "profiles: $(guest_perf --version) ${guest_perf_root:+(in $guest_perf_root)}"
 	psecs=${KVBLK_BENCH_PERF_SECS:-2}
 	period_ns=250000
-	head -n "${KVBLK_BENCH_PERF_MAX:-1}" "$out/cpu-misses.txt" |
+	# Goals whose kvblk leg ran (KVBLK_BENCH_LEGS leaves the others without a figure).
+	awk -v only=" $legs_only " 'only == "  " || index(only, " " $5 " ")' "$out/cpu-misses.txt" |
+		head -n "${KVBLK_BENCH_PERF_MAX:-1}" |
 	while read -r mb cmd qd c klg flg; do
 		IFS=: read -r _ _ batch <<<"$(tr ' ' '\n' <<<"$sizes" | grep "^$cmd:")"
 		nullb "$mb" >/dev/null

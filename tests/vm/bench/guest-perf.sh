@@ -10,7 +10,10 @@
 # release's linux-perf (tests/vm/kernels/mkroot.sh), so in a guest of a root's
 # kernel perf runs in that root: /proc, /sys and /dev are mounted in it, the
 # run folder on its /mnt and a tmpfs on its /tmp (perf's HOME; the root itself
-# is the host's, read-only).
+# is the host's, read-only). There the host's binaries and libraries keep
+# their symbols to themselves: their samples show as addresses (perf report
+# --symfs over the guest's root resolved none of them either, 2026-12-06);
+# the kernel's and modules' symbols are all there.
 # perf.data goes to a tmpfs, never to the 9p run folder: in the 7.2 guest perf
 # record's files there, its own perf's too, ended with a "data size field" of
 # 0 (2026-12-06).
