@@ -17,8 +17,9 @@
  *    lock-free; it wakes a submitter that waits for slots only once a
  *    quarter of them is free again, not per completion. The submitter
  *    takes every returned slot at once. A slot keeps its engine state (PRP
- *    lists, a bvec array) for its next command. The last completion ends
- *    the batch.
+ *    lists, a bvec array) for its next command; the block-layer engines'
+ *    bvec arrays stay for the context's next batch (kvblk_slots_keep()).
+ *    The last completion ends the batch.
  * 5. The caller waits killably. If it is killed, the batch is abandoned to
  *    the last completion, which releases it from a workqueue: until then it
  *    keeps its buffers (pinned and mapped) and its context alive.
