@@ -249,6 +249,8 @@ for mb in $mbs; do
 						continue
 					fi
 					argv_of "$lg" "$cmd" "$qd" "$batch" "$mb"
+					# KVBLK_BENCH_PIN: the CPUs (taskset list) every leg runs on.
+					[ -n "${KVBLK_BENCH_PIN:-}" ] && argv=(taskset -c "$KVBLK_BENCH_PIN" "${argv[@]}")
 					v=$(leg "$lg" "$out/leg-$mb-$cmd-$c-$lg-$r.log" "${argv[@]}")
 					echo "$r $mb $cmd $qd $c $lg ${v:-fail}" | tee -a "$out/cpu-raw.txt"
 				done
