@@ -120,13 +120,16 @@ void kvblk_slots_free(struct kvblk_slots *s)
  * pool), which the next batch may not reach: that state is released (by
  * kvblk_batch_engines_done() already, for a submitted batch). What the
  * block-layer engines keep, a bvec array, belongs to no target: it stays,
- * and the slot forgets its target. The context keeps the newest array, of
- * at most KVBLK_SPARE_SLOTS_MAX slots: at the default max_inflight and
- * max_cmd_bytes (1 MiB commands, 256-entry bvec arrays) about 1.1 MiB per
- * open file, which a batch of that size allocated anyway.
+ * and the slot forgets its target. The context keeps one array, the larger
+ * of this and the one it has, of at most KVBLK_SPARE_SLOTS_MAX slots: at the
+ * default max_inflight and max_cmd_bytes (1 MiB commands: 257-entry bvec
+ * arrays, 8 KiB slab objects) about 2 MiB per open file, at the largest
+ * max_cmd_bytes (8 MiB) about 8 MiB, charged to its memory cgroup and held
+ * until the file is closed; a batch of that size allocated as much anyway.
  */
 static void kvblk_slots_keep(struct kvblk_ctx *ctx, struct kvblk_slots *s)
 {
+	struct kvblk_slots *old;
 	unsigned int i;
 
 	if (s->nr > KVBLK_SPARE_SLOTS_MAX) {
@@ -141,7 +144,14 @@ static void kvblk_slots_keep(struct kvblk_ctx *ctx, struct kvblk_slots *s)
 		cmd->state_tgt = NULL;
 		cmd->b = NULL;
 	}
-	kvblk_slots_free(xchg(&ctx->spare_slots, s));
+	old = xchg(&ctx->spare_slots, s);
+	/*
+	 * Batches that overlapped (io_uring) each return one: keep the larger,
+	 * free whatever the context held instead (s, or one kept meanwhile).
+	 */
+	if (old && old->nr > s->nr)
+		old = xchg(&ctx->spare_slots, old);
+	kvblk_slots_free(old);
 }
 
 /*
@@ -201,8 +211,8 @@ static void kvblk_batch_btgts_done(struct kvblk_batch *b)
  * function waits for that (kvblk_ns_drain()), so for the batch's
  * preparation after kvblk_prp_begin() and for its commands, which the nvme
  * driver completes or cancels, never for anyone to collect the batch. The
- * block-layer engines' bvec arrays stay until the release (kvfree() may
- * sleep).
+ * block-layer engines' bvec arrays stay with the slots, which the release
+ * hands to the context (kvblk_slots_keep()).
  */
 static void kvblk_batch_engines_done(struct kvblk_batch *b)
 {
@@ -874,8 +884,8 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		/*
 		 * The object's engine follows its memory; geometry and rules
 		 * are that engine's (the default's when it reaches none).
+		 * Runs of descriptors into one buffer: one lookup per run.
 		 */
-		/* Runs of descriptors into one buffer: one lookup per run. */
 		if (!last_buf || d->buf_id != last_id) {
 			last_buf = xa_load(&ctx->bufs, d->buf_id);
 			last_id = d->buf_id;

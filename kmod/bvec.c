@@ -4,7 +4,8 @@
  * block layer: a byte range of a buffer's pinned pages as a bio_vec array.
  *
  * Each command slot keeps its array (struct kvblk_cmd.blk) from its first
- * command until the batch releases the slot, so a command costs no
+ * command on, across its batches (the context keeps the slots between
+ * them, batch.c kvblk_slots_keep()), so a command costs no
  * allocation and no call per page: engine_bio.c points its bio at the
  * array, engine_file.c its ITER_BVEC iterator, and the block layer and the
  * file system use the entries as they are (bio_iov_bvec_set() for the

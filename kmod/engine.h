@@ -73,8 +73,8 @@
  *             of what only commands needed. Any context (the last
  *             completion's, often hard IRQ). Called once. May be NULL.
  * @end:       the batch that @begin succeeded for is released (no command
- *             of it in flight, its slots' state released). Process
- *             context. May be NULL.
+ *             of it in flight, its slots' @dma_mapped state released).
+ *             Process context. May be NULL.
  * @submit:    issue one command: @cmd->obj, bytes [@cmd->done, @cmd->done
  *             + @cmd->bytes) of the object. Process context, @plug held.
  *             Calls kvblk_cmd_issue() just before the command can
@@ -86,13 +86,15 @@
  *             -ENOLINK the device is going away, -EINTR, -ENOMEM (stop
  *             the batch).
  * @slot_release: free what a slot kept between its commands (PRP lists,
- *             a bvec array) for target @t. Called when the batch ends (no
- *             command of it in flight) and before the slot serves a target
- *             of another engine or disk (its last command completed). May
- *             be NULL. An engine that is not @dma_mapped keeps nothing of
- *             its target or disk in a slot: its slots go back to their
- *             context with their state (kvblk_slots_keep()), and its
- *             @slot_release may be called with @t NULL.
+ *             a bvec array) for target @t. Called before the slot serves a
+ *             target of another engine or disk (its last command
+ *             completed) and, for a @dma_mapped engine, when the batch's
+ *             last command completed. May be NULL. An engine that is not
+ *             @dma_mapped keeps nothing of its target or disk in a slot:
+ *             its slots go back to their context with their state
+ *             (kvblk_slots_keep()), and its @slot_release is called with
+ *             @t NULL when the context drops them (an array replaced or
+ *             too small, the context freed).
  */
 struct kvblk_engine_ops {
 	const char *name;
