@@ -65,11 +65,8 @@ if ! flock -n 9; then
 fi
 
 # linux-image: /boot/vmlinuz and the modules; linux-headers: the build tree
-# and the release's gcc; perl: W=1 runs the headers' scripts/kernel-doc;
-# linux-perf: the release kernel's own perf, which the benches' profiles run
-# in this root (the host's perf records nothing readable in a guest of another
-# kernel: tests/vm/bench/guest-cpu-bench.sh).
-pkgs=(linux-image-amd64 linux-headers-amd64 make gcc kmod perl linux-perf)
+# and the release's gcc; perl: W=1 runs the headers' scripts/kernel-doc.
+pkgs=(linux-image-amd64 linux-headers-amd64 make gcc kmod perl)
 export DEBIAN_FRONTEND=noninteractive
 tmp=$kroots/.$release.log
 
