@@ -111,6 +111,7 @@ void kvblk_slots_free(struct kvblk_slots *s)
 		return;
 	for (i = 0; i < s->nr; i++)
 		kvblk_slot_state_release(&s->cmd[i]);
+	kvblk_slot_bytes_add(-(long)struct_size(s, cmd, s->nr));
 	kvfree(s);
 }
 
@@ -172,6 +173,7 @@ static int kvblk_batch_alloc_slots(struct kvblk_batch *b, unsigned int nr)
 		if (!s)
 			return -ENOMEM;
 		s->nr = nr;
+		kvblk_slot_bytes_add(struct_size(s, cmd, nr));
 	}
 	b->slot_arr = s;
 	b->slots = s->cmd;

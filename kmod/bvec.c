@@ -103,9 +103,10 @@ int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
 		bv = kvmalloc_array(want, sizeof(*bv), GFP_KERNEL_ACCOUNT);
 		if (!bv)
 			return -ENOMEM;
-		kvfree(cmd->blk.bvec);
+		kvblk_bvec_release(NULL, cmd);
 		cmd->blk.bvec = bv;
 		cmd->blk.nr_bvec = want;
+		kvblk_slot_bytes_add(want * sizeof(*bv));
 	}
 	bv = cmd->blk.bvec;
 	if (buf->runs) {
@@ -152,6 +153,7 @@ int kvblk_bvec_fill(struct kvblk_cmd *cmd, const struct kvblk_buf *buf,
  */
 void kvblk_bvec_release(const struct kvblk_tgt *t, struct kvblk_cmd *cmd)
 {
+	kvblk_slot_bytes_add(-(long)(cmd->blk.nr_bvec * sizeof(*cmd->blk.bvec)));
 	kvfree(cmd->blk.bvec);
 	cmd->blk.bvec = NULL;
 	cmd->blk.nr_bvec = 0;

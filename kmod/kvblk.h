@@ -732,6 +732,8 @@ void kvblk_stats_free(struct kvblk_stats *st);
 unsigned int kvblk_lat_bucket(u64 ns);
 void kvblk_stats_inflight_inc(struct kvblk_stats *st);
 extern const struct attribute_group kvblk_stats_group;
+void kvblk_slot_bytes_add(long bytes);
+extern const struct attribute_group kvblk_root_group;
 
 /* tunables.c */
 extern unsigned int g_max_cmd_bytes;

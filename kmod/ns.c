@@ -401,14 +401,23 @@ void kvblk_ns_killed(struct kvblk_ns *ns)
 }
 
 /**
- * kvblk_ns_init() - create /sys/kernel/kvblk.
+ * kvblk_ns_init() - create /sys/kernel/kvblk and its files.
  *
- * Return: 0 or -ENOMEM.
+ * Return: 0, -ENOMEM, or sysfs_create_group()'s error.
  */
 int kvblk_ns_init(void)
 {
+	int ret;
+
 	kvblk_root = kobject_create_and_add("kvblk", kernel_kobj);
-	return kvblk_root ? 0 : -ENOMEM;
+	if (!kvblk_root)
+		return -ENOMEM;
+	ret = sysfs_create_group(kvblk_root, &kvblk_root_group);
+	if (ret) {
+		kobject_put(kvblk_root);
+		kvblk_root = NULL;
+	}
+	return ret;
 }
 
 /**

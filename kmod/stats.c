@@ -68,6 +68,40 @@ void kvblk_stats_inflight_inc(struct kvblk_stats *st)
 		;
 }
 
+/*
+ * Bytes of command slots the module holds, all contexts together: the slot
+ * arrays of batches and those kept by open files (kvblk_ctx.spare_slots),
+ * with the bio_vec arrays their slots keep. /sys/kernel/kvblk/slot_bytes.
+ */
+static atomic_long_t kvblk_slot_bytes = ATOMIC_LONG_INIT(0);
+
+/**
+ * kvblk_slot_bytes_add() - count slot memory allocated (@bytes > 0) or freed.
+ * @bytes: the size the allocation asked for, negative when it is freed.
+ */
+void kvblk_slot_bytes_add(long bytes)
+{
+	atomic_long_add(bytes, &kvblk_slot_bytes);
+}
+
+static ssize_t slot_bytes_show(struct kobject *kobj, struct kobj_attribute *attr,
+			       char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&kvblk_slot_bytes));
+}
+
+static struct kobj_attribute kvblk_attr_slot_bytes = __ATTR_RO(slot_bytes);
+
+static struct attribute *kvblk_root_attrs[] = {
+	&kvblk_attr_slot_bytes.attr,
+	NULL,
+};
+
+/* The files of /sys/kernel/kvblk itself (ns.c creates the directory). */
+const struct attribute_group kvblk_root_group = {
+	.attrs	= kvblk_root_attrs,
+};
+
 #define to_kvblk_ns(k) container_of(k, struct kvblk_ns, kobj)
 
 static u64 kvblk_stat_sum(const struct kvblk_ns *ns, size_t off)

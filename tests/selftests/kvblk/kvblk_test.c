@@ -184,6 +184,9 @@ static int do_ioctl(int fd, unsigned long req, void *arg)
 
 /* ---- sysfs -------------------------------------------------------------- */
 
+/* Bytes of command slots the module holds, every open file together. */
+#define SLOT_BYTES "/sys/kernel/kvblk/slot_bytes"
+
 struct blkinfo {
 	char dir[PATH_MAX];	/* sysfs dir of the device itself */
 	char disk[PATH_MAX];	/* sysfs dir of the whole disk */
@@ -858,7 +861,9 @@ static void expect_target_batch(struct __test_metadata *_metadata, int fd, __u32
  * engine, whose slots hold PRP lists in the same place (it must release
  * the arrays, not read them as lists); more commands than any batch
  * before (a larger array); the block layer again; one object on each. Each
- * batch reads what pread(O_DIRECT) reads.
+ * batch reads what pread(O_DIRECT) reads, and closing the file gives back
+ * every byte of slot memory (/sys/kernel/kvblk/slot_bytes): an array lost
+ * when one engine's state overwrote another's stays counted.
  */
 TEST_F(kvblk, slots_reused_across_batches_and_engines)
 {
@@ -867,12 +872,14 @@ TEST_F(kvblk, slots_reused_across_batches_and_engines)
 	struct blkinfo bi;
 	size_t len = 64 << 20;
 	unsigned char *buf = map_filled(len, FILL), *ref = map_filled(1 << 20, 0);
+	__u64 before, kept, after;
 
 	ASSERT_NE(NULL, buf);
 	ASSERT_NE(NULL, ref);
 	ASSERT_EQ(0, blkinfo_get(self->bdev_fd, &bi));
 	if (!nvme_pcie(&bi))
 		SKIP(return, "%s is not a blk-mq nvme-pci namespace", test_device());
+	ASSERT_EQ(0, read_u64(SLOT_BYTES, &before)) TH_LOG("%s: %s", SLOT_BYTES, strerror(errno));
 	attach_init(&a0, self->bdev_fd);
 	a0.flags = KVBLK_ATTACH_F_ENGINE_BIO;
 	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_ATTACH, &a0)) TH_LOG("%s", strerror(errno));
@@ -889,6 +896,19 @@ TEST_F(kvblk, slots_reused_across_batches_and_engines)
 	expect_target_batch(_metadata, self->fd, 1, r.buf_id, buf, 0, 64, 64 << 10, ref);
 	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 12 << 20, 1, 1 << 20, ref);
 	expect_target_batch(_metadata, self->fd, 1, r.buf_id, buf, 3 << 20, 1, 1 << 20, ref);
+
+	/*
+	 * The file keeps its slots and their bvec arrays; closing it frees
+	 * every byte of them (/sys/kernel/kvblk/slot_bytes back where it
+	 * was before the first batch; only this file ran batches since).
+	 */
+	ASSERT_EQ(0, read_u64(SLOT_BYTES, &kept));
+	EXPECT_LT(before, kept);
+	close(self->fd);
+	self->fd = -1;
+	ASSERT_EQ(0, read_u64(SLOT_BYTES, &after));
+	EXPECT_EQ(before, after) TH_LOG("slot bytes %llu before the file's batches, %llu after it closed",
+				       before, after);
 	munmap(ref, 1 << 20);
 	munmap(buf, len);
 }
