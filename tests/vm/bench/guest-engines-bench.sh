@@ -114,6 +114,9 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 	# run per engine on the namespace (and the block-layer engine on md), both vCPUs,
 	# idle included. perf-<target>-<engine>-top.txt: symbols; -dso.txt: kernel,
 	# kvblk.ko and the rest; -callers.txt: the call chains into the symbols above 2%.
+	# perf.data goes to a tmpfs, as in guest-cpu-bench.sh: on the 9p run folder perf
+	# record's files end with a "data size field" of 0 in the 7.2 guest.
+	pdir=$(mktemp -d /dev/shm/kvblk-perf.XXXXXX) || fail "no tmpfs folder for perf.data"
 	for t in "${targets[@]}"; do
 		name=${t%%:*} dev=${t#*:}
 		size=$(blockdev --getsize64 "$dev")
@@ -121,27 +124,28 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && command -v perf >/dev/null; then
 		[ "$name" = nvme ] && legs="bio prp"
 		[ "$name" = nvme ] && [ "${KVBLK_BENCH_HUGE:-1}" = 1 ] && legs="$legs bioH"
 		for leg in $legs; do
-			p=$out/perf-$name-$leg
+			p=$out/perf-$name-$leg pd=$pdir/perf-$name-$leg.data
 			kb_argv "$leg" "$dev" "$size"
-			perf record -q -a -g -o "$p.data" -- "$kb" "${kb_args[@]}" >"$p-run.txt" 2>&1
+			perf record -q -a -g -o "$pd" -- "$kb" "${kb_args[@]}" >"$p-run.txt" 2>&1
 			rc=$?
-			if [ ! -s "$p.data" ]; then
+			if [ ! -s "$pd" ]; then
 				# e.g. the host's perf on another kernel's guest: say so, once per leg.
 				echo "no profile: perf record exited $rc without data (perf $(perf --version 2>&1 | head -n 1))" |
 					tee "$p-top.txt"
 				continue
 			fi
-			perf report -i "$p.data" --no-children --sort sym -g none --stdio 2>/dev/null |
+			perf report -i "$pd" --no-children --sort sym -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 50 >"$p-top.txt"
-			perf report -i "$p.data" --no-children --sort dso -g none --stdio 2>/dev/null |
+			perf report -i "$pd" --no-children --sort dso -g none --stdio 2>/dev/null |
 				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
 			# Who calls the symbols above 2% (idle and the check's memcmp included).
-			perf report -i "$p.data" --no-children --sort sym -g caller,0.5,callee \
+			perf report -i "$pd" --no-children --sort sym -g caller,0.5,callee \
 				--percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | grep -v '^$' |
 				head -n 400 >"$p-callers.txt"
-			rm -f "$p.data"
+			rm -f "$pd"
 		done
 	done
+	rm -rf "$pdir"
 fi
 
 python3 - "$out/engines-raw.txt" "$qd" "$cmd" "$secs" "$repeat" <<'PY' | tee "$out/engines-table.txt"
