@@ -50,6 +50,8 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 				std::vector<Span>().swap(v);
 		}
 	} trim{spans};
+	uint32_t last_id = KVBLK_BUF_NONE;
+	uint64_t last_space = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const IoObject &o = objects[i];
 		/* A load KVBLK_DESC_SHORT_EOF cut to nothing touches no byte: it meets nothing. */
@@ -59,12 +61,16 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 		uint64_t start = o.offset;
 		if (dir == IoDir::read) {
 			space = 0;
-			if (o.buf_id != KVBLK_BUF_NONE) {
+			if (o.buf_id != KVBLK_BUF_NONE && o.buf_id == last_id) {
+				space = last_space;
+			} else if (o.buf_id != KVBLK_BUF_NONE) {
 				const RegisteredBuffer *b = buffers.find_locked(o.buf_id);
 				if (b && b->kind == KVBLK_MEM_CUDA)
 					space = 1;
 				else if (b && b->kind == KVBLK_MEM_DMABUF)
 					space = 2 + uint64_t(o.buf_id);
+				last_id = o.buf_id;
+				last_space = space;
 			}
 			start = uint64_t(uintptr_t(o.mem));
 		}

@@ -171,6 +171,7 @@ private:
 	struct Grab {
 		RingBatch *batch;
 		uint64_t cmd;
+		uint32_t obj;	/* the object @cmd is of */
 	};
 
 	RingBatch *make_batch(Batch &b);
@@ -178,7 +179,7 @@ private:
 	size_t grab(Grab *out, size_t max, bool block);
 	bool drive_inline(RingBatch *rb) noexcept;
 	void issue_pending(Ring &r, uint64_t *in_kernel) noexcept;
-	void load(Ring &r, RingBatch *rb, uint64_t cmd, uint64_t *in_kernel) noexcept;
+	void load(Ring &r, RingBatch *rb, uint64_t cmd, uint32_t obj, uint64_t *in_kernel) noexcept;
 	int submit_and_reap(Ring &r, uint64_t *in_kernel, unsigned *refusals) noexcept;
 	void fail_grabbed(const Grab *g, size_t k, int err) noexcept;
 	void ring_main(Ring &r) noexcept;

@@ -29,10 +29,15 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 		return fail(-EINVAL, "descriptor %u: KVBLK_DESC_SHORT_EOF is for loads only; a store may not pass "
 				     "the end of its target", i);
 
-	TargetEntry *te = c->targets->find_locked(d.target);
-	if (!te)
-		return fail(-ENOENT, "descriptor %u: target %u is not added", i, d.target);
-	c->targets->pin_locked(d.target, c->serial, c->target_pins);
+	TargetEntry *te = c->last_te;
+	if (!te || d.target != c->last_target) {
+		te = c->targets->find_locked(d.target);
+		if (!te)
+			return fail(-ENOENT, "descriptor %u: target %u is not added", i, d.target);
+		c->targets->pin_locked(d.target, c->serial, c->target_pins);
+		c->last_te = te;
+		c->last_target = d.target;
+	}
 	const Target &t = te->t;
 	if (dir == IoDir::write && !t.writable)
 		return fail(-EBADF, "descriptor %u: target %u (%s) was not added with KVBLK_OPEN_WRITE", i, d.target,
@@ -78,9 +83,15 @@ int check_one(uint32_t i, const kvblk_desc &d, bool v0_2, BatchCheck *c, IoObjec
 
 	uint8_t *mem;
 	if (d.buf_id != KVBLK_BUF_NONE) {
-		const RegisteredBuffer *b = c->buffers->find_locked(d.buf_id);
-		if (!b)
-			return fail(-ENOENT, "descriptor %u: buffer id %u is not registered", i, d.buf_id);
+		const RegisteredBuffer *b = c->last_buf;
+		if (!b || d.buf_id != c->last_buf_id) {
+			b = c->buffers->find_locked(d.buf_id);
+			if (!b)
+				return fail(-ENOENT, "descriptor %u: buffer id %u is not registered", i, d.buf_id);
+			c->pins->set(d.buf_id);
+			c->last_buf = b;
+			c->last_buf_id = d.buf_id;
+		}
 		if (b->stale)
 			return fail(-ESTALE,
 				    "descriptor %u: buffer %u no longer maps the pages pinned when it was "
@@ -151,16 +162,15 @@ int validate_descs(const DescView &descs, uint32_t n, BatchCheck *c, int32_t *ba
 	c->pins->reset();
 	c->any_unaligned = false;
 	c->any_buffered = false;
+	c->last_te = nullptr;
+	c->last_buf = nullptr;
 	for (uint32_t i = 0; i < n; i++) {
-		const kvblk_desc d = descs[i];
-		int ret = check_one(i, d, descs.v0_2(), c, &c->objects[i], &c->geometry[i]);
+		int ret = check_one(i, descs[i], descs.v0_2(), c, &c->objects[i], &c->geometry[i]);
 		if (ret) {
 			*bad_index = int32_t(i);
 			c->pins->reset();
 			return ret;
 		}
-		if (d.buf_id != KVBLK_BUF_NONE)
-			c->pins->set(d.buf_id);
 	}
 	*bad_index = -1;
 	return 0;

@@ -85,6 +85,10 @@ struct Geometry {
  *              rejection).
  * @any_unaligned: out: some descriptor has KVBLK_DESC_UNALIGNED.
  * @any_buffered:  out: some target of the batch goes through the page cache.
+ * @last_te, @last_target, @last_buf, @last_buf_id: the previous descriptor's target and
+ *              buffer, found (and pinned) once for a run of descriptors that name the same
+ *              ones, as batches mostly do (validate_descs() resets them; both tables stay
+ *              locked for the whole check).
  */
 struct BatchCheck {
 	IoDir dir;
@@ -97,6 +101,10 @@ struct BatchCheck {
 	TargetPins *target_pins;
 	bool any_unaligned;
 	bool any_buffered;
+	TargetEntry *last_te = nullptr;
+	uint32_t last_target = 0;
+	const RegisteredBuffer *last_buf = nullptr;
+	uint32_t last_buf_id = 0;
 };
 
 /*
