@@ -7,7 +7,9 @@
 #     tick_busy_s / wall_s, the median of the rounds;
 #   - kvblk.ko ioctl against the best baseline point (fio's and the bare io_uring loop's)
 #     that ran every round: pass at >= 1.0x, MISS below (and a line in the misses file),
-#     "open: ceiling not found" above 1.05x; a point pruned after round 1 does not compete,
+#     above 1.05x "pass, above every userspace point" (and a line in the above file);
+#     libkvblk above 1.05x "open: ceiling not found"; b2 (the loop at the batch's depth)
+#     counts as a baseline; a point pruned after round 1 does not compete,
 #     however high, nor does one that failed in some round (b1 at 1 MiB: 1,237 per CPU s in
 #     round 1, failed in round 2); a bare io_uring point above fio's best is the best;
 #   - the pipeline against libkvblk uring's blocking calls, 0.95x;
@@ -58,8 +60,12 @@ cat >"$tmp/raw.txt" <<'RAW'
 1 0 1048576 4 1 luring 600 629145600 0.800 0.800
 1 0 1048576 4 1 b1 990 1038090240 0.800 0.800
 2 0 1048576 4 1 b1 fail
+1 0 131072 8 2 kioctl 1010 132382720 1.000 1.000 1.00
+1 0 131072 8 2 b1 900 117964800 1.000 1.000 1.00
+1 0 131072 8 2 b2 950 124518400 1.000 1.000 1.00
+1 0 131072 8 2 luring 1000 131072000 1.000 1.000 1.00
 RAW
-python3 "$here/cpu-table.py" "$tmp/raw.txt" 0.8 3 test "$tmp/misses.txt" >"$tmp/table.txt"
+python3 "$here/cpu-table.py" "$tmp/raw.txt" 0.8 3 test "$tmp/misses.txt" "$tmp/above.txt" >"$tmp/table.txt"
 cat "$tmp/table.txt"
 expect_line "kioctl: median IOPS per CPU s, busy, tick, rounds" \
 	'^mb=0 4 KiB +32 +2  kvblk.ko ioctl +100000 +0\.410 +125000 +1\.25  1\.00 +1\.00  100000 100000 100000$'
@@ -70,14 +76,25 @@ expect_line "kioctl against b1, above f4, not the pruned f2: pass" \
 expect_line "luring against b1: MISS" 'goal libkvblk uring +>= 0\.95x: 0\.918x best baseline \(b1\): MISS$'
 expect_line "pipeline: MISS" 'goal libkvblk pipeline >= 0\.95x libkvblk uring .*: 0\.900x: MISS$'
 expect_line "old raw line: tick -" '^mb=0 1 MiB +4 +1  kvblk.ko ioctl +1000 +1\.049 +1000 +1\.00 +- +1\.00  1000$'
-expect_line "1 MiB: kioctl above 1.05x f4: open" \
-	'goal kvblk.ko ioctl +>= 1\.00x: open: ceiling not found \(> 1\.05x the best baseline point, f4: no ratio\)$'
+expect_line "1 MiB: kioctl above 1.05x f4: pass, above every userspace point" \
+	'goal kvblk.ko ioctl +>= 1\.00x: 1\.143x best baseline \(f4\): pass, above every userspace point \(no io_uring request, no VFS read per I/O\)$'
+expect_line "128 KiB: b2 the best, kioctl above it" \
+	'goal kvblk.ko ioctl +>= 1\.00x: 1\.063x best baseline \(b2\): pass, above every userspace point'
+expect_line "128 KiB: luring above 1.05x b2: open" \
+	'goal libkvblk uring +>= 0\.95x: open: ceiling not found \(> 1\.05x the best baseline point, b2: no ratio\)$'
 expect_line "1 MiB: luring 0.857x: MISS" 'goal libkvblk uring +>= 0\.95x: 0\.857x best baseline \(f4\): MISS$'
 want=$'0 4096 32 2 luring b1\n0 4096 32 2 lpipe luring\n0 1048576 4 1 luring f4'
 if [ "$(cat "$tmp/misses.txt")" = "$want" ]; then
 	echo "ok: misses file"
 else
 	echo "FAIL: misses file:"; cat "$tmp/misses.txt"
+	fails=$((fails + 1))
+fi
+want=$'0 131072 8 2 kioctl b2\n0 1048576 4 1 kioctl f4'
+if [ "$(cat "$tmp/above.txt")" = "$want" ]; then
+	echo "ok: above file"
+else
+	echo "FAIL: above file:"; cat "$tmp/above.txt"
 	fails=$((fails + 1))
 fi
 [ "$fails" = 0 ] || { echo "$fails check(s) failed"; exit 1; }

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """The table of make vmbench-cpu (guest-cpu-bench.sh) from its raw lines.
 
-usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT
+usage: cpu-table.py CPU-RAW.txt SECS ROUNDS KERNEL MISSES-OUT [ABOVE-OUT]
 
 Raw line: "round memory_backed cmd qd cpus leg reqs bytes busy_s wall_s [tick_busy_s]" (or
 "... leg fail", "... leg pruned": a baseline point that left the search after round 1, its median
@@ -17,14 +17,20 @@ bytes (every leg reads in commands of CMD bytes), counted from the bytes the dis
 completed; "ops" counts the disk's requests, more than the I/Os where the block layer
 split them. Goals from those medians: kvblk.ko (ioctl) >= 1.0x
 and libkvblk uring >= 0.95x the best baseline point's IOPS per CPU second, and
-(memory_backed=0) libkvblk's layer pipeline >= 0.95x libkvblk uring's blocking calls; a kvblk
-figure above 1.05x the best baseline is not a ratio but "open: ceiling not found" (the
-search missed the ceiling), neither pass nor miss.
+(memory_backed=0) libkvblk's layer pipeline >= 0.95x libkvblk uring's blocking calls.
+Above 1.05x the best baseline: libkvblk, which reads through io_uring as the baselines do, says
+"open: ceiling not found" (the search missed the ceiling), neither pass nor miss. kvblk.ko
+passes there, "above every userspace point": it submits its bios itself, without io_uring's
+request and the VFS read (permission hooks, kiocb, read_iter) per I/O that every userspace
+read pays, the bare loop's included (since 2026-12-06; the loop at kvblk.ko's reads per system
+call, b2, is among the points); such lines go to ABOVE-OUT, and the bench profiles the first
+against its best point, so that what kvblk.ko does not pay is measured, not assumed.
 The baseline points: fio io_uring's searched points (f1-f5) and the bare io_uring loops
 (b1 fixed buffers, b0 not: tests/vm/bench/bareloop.c, liburing and nothing else, no fio
-bookkeeping per I/O); the best is the best point that ran every round (not one pruned after
+bookkeeping per I/O; b2: b1 with BATCH reads per io_uring_enter(), as one kvblk call has); the best is the best point that ran every round (not one pruned after
 round 1, nor one that failed in some round).
-Writes "mb cmd qd cpus kvblk_leg best_baseline_leg" per missed goal to MISSES-OUT.
+Writes "mb cmd qd cpus kvblk_leg best_baseline_leg" per missed goal to MISSES-OUT, and per
+kvblk.ko line above 1.05x to ABOVE-OUT.
 """
 import statistics
 import sys
@@ -33,9 +39,10 @@ NAMES = {'kioctl': 'kvblk.ko ioctl', 'kuring': 'kvblk.ko uring_cmd', 'luring': '
          'lpipe': 'libkvblk pipeline', 'ltp': 'libkvblk threadpool', 'f1': 'fio f1 (no batching)',
          'f2': 'fio f2 (batch QD/2)', 'f3': 'fio f3 (f2 + sqpoll)',
          'f4': 'fio f4 (batch QD)', 'f5': 'fio f5 (f4, as libkvblk)',
-         'b1': 'bare io_uring fixed', 'b0': 'bare io_uring', 'b1c': 'bare fixed, COOP only'}
-ORDER = ['kioctl', 'kuring', 'luring', 'lpipe', 'ltp', 'f1', 'f2', 'f3', 'f4', 'f5', 'b1', 'b0', 'b1c']
-BASELINES = ('f1', 'f2', 'f3', 'f4', 'f5', 'b1', 'b0', 'b1c')
+         'b1': 'bare io_uring fixed', 'b2': 'bare fixed, batch', 'b0': 'bare io_uring',
+         'b1c': 'bare fixed, COOP only'}
+ORDER = ['kioctl', 'kuring', 'luring', 'lpipe', 'ltp', 'f1', 'f2', 'f3', 'f4', 'f5', 'b1', 'b2', 'b0', 'b1c']
+BASELINES = ('f1', 'f2', 'f3', 'f4', 'f5', 'b1', 'b2', 'b0', 'b1c')
 GOALS = [('kioctl', 1.0), ('luring', 0.95)]
 # The layer pipeline (two batches outstanding, reaped on the event fd) against one blocking
 # call per batch of the same bytes (libkvblk uring): what the asynchronous API costs per CPU.
@@ -48,6 +55,7 @@ def size_name(b):
 
 def main():
     raw, secs, rounds, kernel, misses_out = sys.argv[1:6]
+    above_out = sys.argv[6] if len(sys.argv) > 6 else None
     runs, failed, pruned = {}, {}, {}
     for line in open(raw):
         f = line.split()
@@ -67,6 +75,7 @@ def main():
                                          reqs / ios if ios else 0, tick / wall))
     configs = sorted({k[:4] for k in list(runs) + list(failed)}, key=lambda k: (k[0], k[1], -k[3]))
     misses = []
+    above = []
     print('make vmbench-cpu, guest %s: medians of %s rounds, %s s windows; per CPU s = per busy'
           ' guest CPU second (online CPUs x wall less idle and iowait, all CPUs; tick: user+nice+'
           'system+irq+softirq, tick-sampled)' % (kernel, rounds, secs))
@@ -107,7 +116,11 @@ def main():
                 misses.append((mb, cmd, qd, cpus, leg, bleg))
                 continue
             ratio = med[leg][0] / best
-            if ratio > 1.05:
+            if ratio > 1.05 and leg == 'kioctl':
+                verdict = ('%.3fx best baseline (%s): pass, above every userspace point (no io_uring '
+                           'request, no VFS read per I/O)' % (ratio, bleg))
+                above.append((mb, cmd, qd, cpus, leg, bleg))
+            elif ratio > 1.05:
                 verdict = 'open: ceiling not found (> 1.05x the best baseline point, %s: no ratio)' % bleg
             else:
                 verdict = '%.3fx best baseline (%s): %s' % (ratio, bleg, 'pass' if ratio >= goal else 'MISS')
@@ -126,6 +139,10 @@ def main():
     with open(misses_out, 'w') as f:
         for m in misses:
             f.write('%d %d %d %d %s %s\n' % m)
+    if above_out:
+        with open(above_out, 'w') as f:
+            for m in above:
+                f.write('%d %d %d %d %s %s\n' % m)
 
 
 if __name__ == '__main__':
