@@ -44,12 +44,13 @@
 #   either). Since 2026-12-06: kvblk.ko ioctl was above 1.05x fio's best in 16 of 20 goal
 #   lines, fio's own work per I/O (its io_u and job bookkeeping) being the difference, so
 #   fio's points were no ceiling per CPU. The goals are against the best of fio's and the
-#   bare loop's points. b2 (since 2026-12-06 11:00): b1 with BATCH reads in flight and per
-#   io_uring_enter(), the reads per system call of one kvblk.ko ioctl or libkvblk batch (BATCH
-#   objects of one command, QD of them in flight at a time). At QD the loop made BATCH/QD calls
-#   for what the ioctl does in one: kvblk.ko read 1.05-1.13x b1 per CPU at 4 and 128 KiB, over
-#   the 1.05 that leaves a goal "open" (the search had no point issuing that way). null_blk
-#   costs nothing per read in flight, so the deeper queue adds no work of its own.
+#   bare loop's points. Not among them, a diagnostic (KVBLK_BENCH_LEGS): b2, b1 with BATCH
+#   reads in flight and per io_uring_enter(), the reads per system call of one kvblk.ko ioctl
+#   or libkvblk batch, but at a deeper queue than the configuration's QD, which every other
+#   leg keeps (kvblk.ko's max_inflight, libkvblk's ring, fio's iodepth): the ioctl with
+#   BATCH objects and QD in flight waits BATCH/QD times for free slots inside its one call,
+#   b2 once. Run as a baseline on 2026-12-06 (10:16, docs/results.md) it read 1.2-1.4x b1
+#   per CPU at 128 KiB and 1 MiB on 7.2: what a deeper queue saves, not a ceiling of QD.
 #   CPUs (KVBLK_BENCH_CPUS, "2 1"): the guest's two vCPUs, or one with cpu1 offline
 #   (hotplug: the kernel's own threads, io-wq workers, the SQPOLL thread and softirq
 #   then share the one CPU too, as in a 1-vCPU boot; taskset would leave them the
@@ -94,9 +95,10 @@ bare=${KVBLK_BENCH_BARELOOP:-build/kvblk_bareloop}
 [ -f "${KVBLK_KO:-}" ] || skip "kvblk.ko not built"
 [ -x "$loadloop" ] || skip "$loadloop not built"
 [ -x "$bare" ] || skip "$bare not built"
-legs_all="kioctl kuring luring ltp f1 f2 f3 f4 b1 b2"
-# KVBLK_BENCH_LEGS: only these legs (of the above, lpipe, f5, b0, and b1c: b1 with libkvblk's
-# ring setup, COOP_TASKRUN, a diagnostic), in every configuration; unset: all.
+legs_all="kioctl kuring luring ltp f1 f2 f3 f4 b1"
+# KVBLK_BENCH_LEGS: only these legs (of the above, lpipe, f5, b0, and the diagnostics b1c: b1
+# with libkvblk's ring setup, COOP_TASKRUN, and b2: b1 at depth BATCH), in every
+# configuration; unset: all.
 legs_only=${KVBLK_BENCH_LEGS:-}
 # With memory_backed=0 also an engine's layer pipeline (issue 31, item 3): libkvblk uring as
 # luring, two batches (layers) outstanding through kvblk_submit(), reaped when the event fd
