@@ -67,9 +67,10 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 {
 	struct kvblk_batch *b;
 
-	b = kvzalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
+	b = kvmalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
 	if (!b)
 		return NULL;
+	memset(b, 0, offsetof(struct kvblk_batch, btgts_inline));
 	b->ctx = ctx;
 	b->ns = ns;
 	b->nr_objs = nr;
@@ -263,7 +264,7 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 {
 	u32 i;
 
-	for (i = 0; i < b->nr_objs; i++) {
+	for (i = 0; i < b->nr_init; i++) {
 		struct kvblk_obj *o = &b->objs[i];
 
 		if (submitted && o->status)
@@ -284,7 +285,8 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 		if (b->btgts[i].engine->end)
 			b->btgts[i].engine->end(&b->btgts[i]);
 	kvblk_ctx_put(b->ctx);
-	kvfree(b->btgts);
+	if (b->btgts != b->btgts_inline)
+		kvfree(b->btgts);
 	kvfree(b);
 }
 
@@ -612,8 +614,7 @@ static struct kvblk_btgt *kvblk_batch_tgt(struct kvblk_batch *b, u32 *map,
 	if (map[slot])
 		return &b->btgts[map[slot] - 1];
 	bt = &b->btgts[b->nr_btgts];
-	bt->t = t;
-	bt->engine = engine;
+	*bt = (struct kvblk_btgt){ .t = t, .engine = engine };
 	ret = engine->begin(b, bt);
 	if (ret)
 		return ERR_PTR(ret);
@@ -736,7 +737,7 @@ static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		u64 lo;
 		u64 hi;
 		u32 first;
-	} *span;
+	} *span, span_stack[KVBLK_BATCH_INLINE_BTGTS];
 	u32 nr, i;
 	int err = 0;
 
@@ -745,7 +746,11 @@ static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	mutex_unlock(&ctx->lock);
 	if (!nr)
 		return 0;
-	span = kvcalloc(nr, sizeof(*span), GFP_KERNEL);
+	span = span_stack;
+	if (nr <= ARRAY_SIZE(span_stack))
+		memset(span_stack, 0, sizeof(span_stack));
+	else
+		span = kvcalloc(nr, sizeof(*span), GFP_KERNEL);
 	if (!span)
 		return -ENOMEM;
 	for (i = 0; i < b->nr_objs; i++) {
@@ -779,7 +784,8 @@ static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		if (err)
 			*bad = span[i].first;
 	}
-	kvfree(span);
+	if (span != span_stack)
+		kvfree(span);
 	return err;
 }
 
@@ -852,7 +858,8 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 			  u64 *bytes)
 {
 	struct kvblk_buf *last_buf = NULL;
-	u32 *map, nr_map, last_id = 0;
+	u32 *map, nr_map, nr_bt, last_id = 0;
+	u32 map_stack[2 * KVBLK_BATCH_INLINE_BTGTS];
 	int err = 0;
 	u32 i;
 
@@ -860,10 +867,20 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	*bytes = 0;
 	mutex_lock(&ctx->lock);
 	nr_map = ctx->nr_tgts;
-	/* Two per target: its default engine and its alternative. */
-	map = kvcalloc(nr_map * 2, sizeof(*map), GFP_KERNEL);
-	b->btgts = kvcalloc(min(nr_map * 2, b->nr_objs), sizeof(*b->btgts),
-			    GFP_KERNEL_ACCOUNT);
+	/*
+	 * Two per target: its default engine and its alternative. Few
+	 * targets: the map on the stack, the pairs in the batch itself.
+	 */
+	map = map_stack;
+	if (nr_map * 2 <= ARRAY_SIZE(map_stack))
+		memset(map_stack, 0, sizeof(map_stack));
+	else
+		map = kvcalloc(nr_map * 2, sizeof(*map), GFP_KERNEL);
+	nr_bt = min(nr_map * 2, b->nr_objs);
+	b->btgts = b->btgts_inline;
+	if (nr_bt > ARRAY_SIZE(b->btgts_inline))
+		b->btgts = kvmalloc_array(nr_bt, sizeof(*b->btgts),
+					  GFP_KERNEL_ACCOUNT);
 	if (!map || !b->btgts) {
 		err = -ENOMEM;
 		goto out;
@@ -930,12 +947,15 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		}
 		kref_get(&buf->ref);
 		atomic_inc(&buf->inflight);
-		o->bt = bt;
-		o->buf = buf;
-		o->offset = d->offset;
-		o->length = d->length;
-		o->buf_offset = d->buf_offset;
-		o->tag = d->tag;
+		*o = (struct kvblk_obj){
+			.bt = bt,
+			.buf = buf,
+			.offset = d->offset,
+			.length = d->length,
+			.buf_offset = d->buf_offset,
+			.tag = d->tag,
+		};
+		b->nr_init = i + 1;
 		if (b->store) {
 			if (!bt->nr_objs || d->offset < bt->wr_start)
 				bt->wr_start = d->offset;
@@ -947,7 +967,8 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	}
 out:
 	mutex_unlock(&ctx->lock);
-	kvfree(map);
+	if (map != map_stack)
+		kvfree(map);
 	return err;
 }
 
@@ -1139,8 +1160,8 @@ static int kvblk_check_header(struct kvblk_ctx *ctx,
 struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 					void __user *uarg)
 {
+	struct kvblk_io_desc *descs = NULL, descs_stack[KVBLK_BATCH_STACK_DESCS];
 	struct kvblk_load_many lm;
-	struct kvblk_io_desc *descs = NULL;
 	struct kvblk_batch *b = NULL;
 	struct kvblk_ns *ns;
 	u64 nr_cmds, bytes;
@@ -1167,7 +1188,9 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 		ret = -ENXIO;
 		goto out_reject;
 	}
-	descs = kvmalloc_array(lm.nr_descs, sizeof(*descs), GFP_KERNEL_ACCOUNT);
+	descs = descs_stack;
+	if (lm.nr_descs > ARRAY_SIZE(descs_stack))
+		descs = kvmalloc_array(lm.nr_descs, sizeof(*descs), GFP_KERNEL_ACCOUNT);
 	b = kvblk_batch_alloc(ctx, ns, lm.nr_descs);
 	if (!descs || !b) {
 		ret = -ENOMEM;
@@ -1203,7 +1226,8 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 	}
 	/* The batch tracepoints carry the first descriptor's disk. */
 	b->ns = b->objs[0].bt->t->ns;
-	kvfree(descs);
+	if (descs != descs_stack)
+		kvfree(descs);
 	descs = NULL;
 	kvblk_batch_write_back(b);
 
@@ -1225,7 +1249,8 @@ struct kvblk_batch *kvblk_batch_prepare(struct kvblk_ctx *ctx,
 	return b;
 
 out_reject:
-	kvfree(descs);
+	if (descs != descs_stack)
+		kvfree(descs);
 	if (b)
 		kvblk_batch_release(b, false);
 	if (ret == -EINTR)
