@@ -67,6 +67,9 @@ static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 {
 	struct kvblk_batch *b;
 
+	/* The header is zeroed; what follows it is initialised when used. */
+	BUILD_BUG_ON(offsetof(struct kvblk_batch, objs) !=
+		     offsetofend(struct kvblk_batch, btgts_inline));
 	b = kvmalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
 	if (!b)
 		return NULL;
@@ -269,8 +272,6 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 
 		if (submitted && o->status)
 			this_cpu_inc(o->bt->t->ns->stats.pcpu->objects_failed);
-		if (!o->buf)
-			continue;
 		atomic_dec(&o->buf->inflight);
 		kvblk_buf_put(o->buf);
 	}
@@ -737,7 +738,7 @@ static int kvblk_batch_access(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 		u64 lo;
 		u64 hi;
 		u32 first;
-	} *span, span_stack[KVBLK_BATCH_INLINE_BTGTS];
+	} *span, span_stack[KVBLK_BATCH_STACK_TGTS];
 	u32 nr, i;
 	int err = 0;
 
@@ -859,7 +860,7 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 {
 	struct kvblk_buf *last_buf = NULL;
 	u32 *map, nr_map, nr_bt, last_id = 0;
-	u32 map_stack[2 * KVBLK_BATCH_INLINE_BTGTS];
+	u32 map_stack[2 * KVBLK_BATCH_STACK_TGTS];
 	int err = 0;
 	u32 i;
 
@@ -869,7 +870,8 @@ static int kvblk_validate(struct kvblk_ctx *ctx, struct kvblk_batch *b,
 	nr_map = ctx->nr_tgts;
 	/*
 	 * Two per target: its default engine and its alternative. Few
-	 * targets: the map on the stack, the pairs in the batch itself.
+	 * targets: the map on the stack; few pairs possible: they are in the
+	 * batch itself (KVBLK_BATCH_INLINE_BTGTS).
 	 */
 	map = map_stack;
 	if (nr_map * 2 <= ARRAY_SIZE(map_stack))

@@ -465,14 +465,16 @@ struct kvblk_btgt {
 /*
  * Per-batch arrays that small batches keep without an allocation (batch.c;
  * five allocations a batch were a measured share of a batch of 8 objects,
- * make vmbench-cpu 2026-12-06): a batch of at most KVBLK_BATCH_INLINE_BTGTS
- * (target, engine) pairs keeps them in itself (kvblk_batch.btgts_inline);
- * a context of at most that many targets has the batch's lookup map and
+ * make vmbench-cpu 2026-12-06). Room for min(2 x the context's targets,
+ * the batch's descriptors) (target, engine) pairs is needed: up to
+ * KVBLK_BATCH_INLINE_BTGTS it is in the batch (kvblk_batch.btgts_inline:
+ * one target through both its engines, or two descriptors). A context of
+ * at most KVBLK_BATCH_STACK_TGTS targets has the batch's lookup map and
  * access spans on the stack; at most KVBLK_BATCH_STACK_DESCS descriptors
- * are copied in onto the stack (320 bytes). Batches mostly name one target
- * through one engine.
+ * are copied in onto the stack (384 bytes).
  */
-#define KVBLK_BATCH_INLINE_BTGTS	4
+#define KVBLK_BATCH_INLINE_BTGTS	2
+#define KVBLK_BATCH_STACK_TGTS		4
 #define KVBLK_BATCH_STACK_DESCS		8
 
 struct kvblk_batch {
@@ -483,7 +485,7 @@ struct kvblk_batch {
 	u32 nr_init;			/* @objs validated, in order: only they are initialised */
 	u32 nr_btgts;			/* (target, engine) pairs used */
 	u32 nr_tgts;			/* targets the batch names */
-	struct kvblk_btgt *btgts;	/* @btgts_inline or kvcalloc'ed; nr_btgts used */
+	struct kvblk_btgt *btgts;	/* @btgts_inline or kvmalloc'ed; nr_btgts used */
 	u32 engines;			/* 1 << enum kvblk_engine, per btgt */
 	u64 nr_cmds;			/* commands issued */
 	u64 t_first;			/* first submission, ns */
@@ -542,9 +544,9 @@ struct kvblk_batch {
 	struct kvblk_cmd *slots;	/* the first @nr_slots of @slot_arr */
 	struct kvblk_slots *slot_arr;
 	/*
-	 * Not zeroed when the batch is allocated (kvblk_batch_alloc()): a pair
-	 * is initialised when the batch adds it, an object when it is
-	 * validated (memset() in kmalloc(), most of it the batch's, was 5.6%
+	 * Not zeroed when the batch is allocated (kvblk_batch_alloc(); nothing
+	 * else may follow them): a pair is initialised when the batch adds it,
+	 * an object when it is validated (memset() in kmalloc(), most of it the batch's, was 5.6%
 	 * of the guest's CPU per 4 KiB load in batches of 64 under QEMU, make
 	 * vmbench-cpu 2026-12-06).
 	 */
