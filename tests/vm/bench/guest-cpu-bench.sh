@@ -302,6 +302,16 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && { [ -s "$out/cpu-misses.txt" ] || [ -s "$
 	period_ns=250000
 	# Goals whose kvblk leg ran (KVBLK_BENCH_LEGS leaves the others without a figure).
 	only() { awk -v only=" $legs_only " 'only == "  " || index(only, " " $5 " ")' "$1"; }
+	# samples_sum FILE sym|dso: the percentages of perf report -n --sort comm,dso,sym
+	# summed per symbol ("[k] name", as --sort sym prints) or per process and object
+	# (as --sort comm,dso), largest first.
+	samples_sum() {
+		awk -v by="$2" '$1 ~ /^[0-9.]+%$/ && NF >= 6 {
+			if (by == "dso") { k = sprintf("%-16s %s", $3, $4) }
+			else { k = $5; for (i = 6; i <= NF; i++) k = k " " $i }
+			v[k] += $1 }
+		END { for (k in v) printf "%9.2f%%  %s\n", v[k], k }' "$1" | sort -rn
+	}
 	{
 		only "$out/cpu-misses.txt" | head -n "${KVBLK_BENCH_PERF_MAX:-1}"
 		only "$out/cpu-above.txt" | head -n "${KVBLK_BENCH_PERF_ABOVE:-1}"
@@ -318,7 +328,7 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && { [ -s "$out/cpu-misses.txt" ] || [ -s "$
 			argv_of "$lg" "$cmd" "$qd" "$batch" "$mb"
 			"${argv[@]}" >"$p-run.txt" 2>&1 &
 			pid=$!
-			sleep 2
+			sleep 1
 			# The disk's I/Os in the sampled window itself: counted by perf's own workload
 			# around its sleep. Counted around perf record (until 2026-12-06), they took in
 			# perf's start and its writing of the data, seconds under TCG that differ per
@@ -335,12 +345,13 @@ if [ "${KVBLK_BENCH_PERF:-1}" = 1 ] && { [ -s "$out/cpu-misses.txt" ] || [ -s "$
 					tee "$p-top.txt"
 				continue
 			fi
-			perf report -i "$pd" --no-children --sort sym -g none --stdio 2>"$p-report.err" |
-				grep -v '^#' | grep -v '^$' | head -n 40 >"$p-top.txt"
-			perf report -i "$pd" --no-children --sort comm,dso -g none --stdio 2>/dev/null |
-				grep -v '^#' | grep -v '^$' | head -n 20 >"$p-dso.txt"
+			# One report per sort: the symbols (top) and the processes' objects (dso)
+			# are sums over the samples' lines, not reports of their own (each perf
+			# report of a 2 s profile takes seconds under TCG).
 			perf report -i "$pd" -n --no-children --sort comm,dso,sym -g none --stdio \
-				2>/dev/null >"$p-samples.txt"
+				2>"$p-report.err" >"$p-samples.txt"
+			samples_sum "$p-samples.txt" sym | head -n 40 >"$p-top.txt"
+			samples_sum "$p-samples.txt" dso | head -n 20 >"$p-dso.txt"
 			# Who calls the symbols above 2%: the samples of a cpu-clock profile land
 			# where interrupts come back on (_raw_spin_unlock_irq*), so the chains say
 			# whose section it was (null_blk's copy under its lock, ...).
