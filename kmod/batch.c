@@ -62,18 +62,29 @@ int kvblk_status_errno(blk_status_t sts, enum kvblk_err_kind *kind)
 	return err == -ENOLINK ? -ENOLINK : -EIO;
 }
 
+/*
+ * A batch of @nr descriptors: the context's last one when it has room
+ * (kvblk_batch_keep()), else a new one. Only the header is zeroed; what
+ * follows it is initialised when used.
+ */
 static struct kvblk_batch *kvblk_batch_alloc(struct kvblk_ctx *ctx,
 					     struct kvblk_ns *ns, u32 nr)
 {
-	struct kvblk_batch *b;
+	struct kvblk_batch *b = xchg(&ctx->spare_batch, NULL);
+	u32 cap = nr;
 
-	/* The header is zeroed; what follows it is initialised when used. */
 	BUILD_BUG_ON(offsetof(struct kvblk_batch, objs) !=
 		     offsetofend(struct kvblk_batch, btgts_inline));
-	b = kvmalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
-	if (!b)
-		return NULL;
+	if (b && b->cap >= nr) {
+		cap = b->cap;
+	} else {
+		kvfree(b);
+		b = kvmalloc(struct_size(b, objs, nr), GFP_KERNEL_ACCOUNT);
+		if (!b)
+			return NULL;
+	}
 	memset(b, 0, offsetof(struct kvblk_batch, btgts_inline));
+	b->cap = cap;
 	b->ctx = ctx;
 	b->ns = ns;
 	b->nr_objs = nr;
@@ -134,10 +145,12 @@ void kvblk_slots_free(struct kvblk_slots *s)
  */
 static void kvblk_slots_keep(struct kvblk_ctx *ctx, struct kvblk_slots *s)
 {
+	/* Read before the xchg(): from then on another batch may take @s. */
+	unsigned int nr = s->nr;
 	struct kvblk_slots *old;
 	unsigned int i;
 
-	if (s->nr > KVBLK_SPARE_SLOTS_MAX) {
+	if (nr > KVBLK_SPARE_SLOTS_MAX) {
 		kvblk_slots_free(s);
 		return;
 	}
@@ -154,7 +167,7 @@ static void kvblk_slots_keep(struct kvblk_ctx *ctx, struct kvblk_slots *s)
 	 * Batches that overlapped (io_uring) each return one: keep the larger,
 	 * free whatever the context held instead (s, or one kept meanwhile).
 	 */
-	if (old && old->nr > s->nr)
+	if (old && old->nr > nr)
 		old = xchg(&ctx->spare_slots, old);
 	kvblk_slots_free(old);
 }
@@ -260,11 +273,36 @@ static void kvblk_batch_count(struct kvblk_batch *b)
 }
 
 /*
+ * A released batch (nothing of it referenced any more) goes back to its
+ * context for the next batch, as its slots do: the context keeps one, the
+ * larger of this and the one it has, of at most KVBLK_SPARE_BATCH_OBJS_MAX
+ * descriptors (64 KiB at most), until the file is closed.
+ */
+static void kvblk_batch_keep(struct kvblk_ctx *ctx, struct kvblk_batch *b)
+{
+	/* Read before the xchg(): from then on another batch may take @b. */
+	u32 cap = b->cap;
+	struct kvblk_batch *old;
+
+	BUILD_BUG_ON(offsetof(struct kvblk_batch, objs) +
+		     KVBLK_SPARE_BATCH_OBJS_MAX * sizeof(struct kvblk_obj) > SZ_64K);
+	if (cap > KVBLK_SPARE_BATCH_OBJS_MAX) {
+		kvfree(b);
+		return;
+	}
+	old = xchg(&ctx->spare_batch, b);
+	if (old && old->cap > cap)
+		old = xchg(&ctx->spare_batch, old);
+	kvfree(old);
+}
+
+/*
  * Drop everything the batch holds. Process context: the last buffer or
  * context reference unpins pages and releases the block device file.
  */
 static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 {
+	struct kvblk_ctx *ctx;
 	u32 i;
 
 	for (i = 0; i < b->nr_init; i++) {
@@ -285,10 +323,11 @@ static void kvblk_batch_release(struct kvblk_batch *b, bool submitted)
 	for (i = 0; i < b->nr_btgts; i++)
 		if (b->btgts[i].engine->end)
 			b->btgts[i].engine->end(&b->btgts[i]);
-	kvblk_ctx_put(b->ctx);
 	if (b->btgts != b->btgts_inline)
 		kvfree(b->btgts);
-	kvfree(b);
+	ctx = b->ctx;
+	kvblk_batch_keep(ctx, b);
+	kvblk_ctx_put(ctx);
 }
 
 static void kvblk_batch_free_work(struct work_struct *work)

@@ -62,6 +62,7 @@ static void kvblk_ctx_free(struct kref *ref)
 
 	/* No batch is left: each held a reference. */
 	kvblk_slots_free(ctx->spare_slots);
+	kvfree(ctx->spare_batch);
 	xa_for_each(&ctx->bufs, id, buf) {
 		xa_erase(&ctx->bufs, id);
 		kvblk_buf_put(buf);

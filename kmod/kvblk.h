@@ -66,6 +66,8 @@
 #define KVBLK_MAX_DESCS_MIN		1U
 #define KVBLK_MAX_DESCS_MAX		65536U
 #define KVBLK_MAX_DESCS_DEF		4096U
+/* The largest batch (in descriptors) a context keeps for its next (batch.c): 64 KiB. */
+#define KVBLK_SPARE_BATCH_OBJS_MAX	896U
 
 /*
  * PRP list pages one command can need: a command of KVBLK_MAX_CMD_BYTES_MAX
@@ -235,6 +237,15 @@ struct kvblk_ctx {
 	 * at most; only xchg()'ed. Freed with the context.
 	 */
 	struct kvblk_slots *spare_slots;
+	/*
+	 * The last released batch, for the next one of at most as many
+	 * descriptors (kvblk_batch_keep()): kernels that zero every slab
+	 * allocation (init_on_alloc=1, Debian's default) spent 7% of the
+	 * guest's CPU per 4 KiB load in batches of 64 zeroing a new one
+	 * (make vmbench-cpu, 6.1, 2026-12-06). Only xchg()'ed; freed with
+	 * the context.
+	 */
+	struct kvblk_batch *spare_batch;
 };
 
 /* One DMA segment of a registered buffer. */
@@ -483,6 +494,7 @@ struct kvblk_batch {
 	u64 id;
 	u32 nr_objs;
 	u32 nr_init;			/* @objs validated, in order: only they are initialised */
+	u32 cap;			/* room for @objs (>= nr_objs: a kept batch) */
 	u32 nr_btgts;			/* (target, engine) pairs used */
 	u32 nr_tgts;			/* targets the batch names */
 	struct kvblk_btgt *btgts;	/* @btgts_inline or kvmalloc'ed; nr_btgts used */

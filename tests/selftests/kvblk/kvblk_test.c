@@ -913,6 +913,58 @@ TEST_F(kvblk, slots_reused_across_batches_and_engines)
 	munmap(buf, len);
 }
 
+/*
+ * A context keeps its last batch for the next (kmod/batch.c,
+ * kvblk_batch_keep()), whose objects after the ones it validated still
+ * hold the last batch's: 32 objects, then 8 rejected at descriptor 5, then
+ * 4. The rejected batch gives back exactly the buffer references it took
+ * (5): one too many or too few and the buffer does not unregister (-EBUSY
+ * while counted in flight) or its count underflows (a refcount warning
+ * fails the case); each good batch reads what pread(O_DIRECT) reads.
+ */
+TEST_F(kvblk, batch_reused_after_larger_and_rejected)
+{
+	struct kvblk_desc_result res[8];
+	struct kvblk_io_desc d[8];
+	struct kvblk_load_many lm;
+	struct kvblk_buf_unreg u;
+	struct kvblk_buf_reg r;
+	struct kvblk_attach a;
+	size_t len = 8 << 20;
+	unsigned char *buf = map_filled(len, FILL), *ref = map_filled(64 << 10, 0);
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, ref);
+	attach_ok(_metadata, self->fd, self->bdev_fd, &a);
+	ASSERT_LE(4ULL << 20, a.capacity);
+	reg_init(&r, buf, len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 0, 32, 64 << 10, ref);
+
+	memset(d, 0, sizeof(d));
+	for (int i = 0; i < 8; i++) {
+		d[i].offset = (__u64)i << 16;
+		d[i].length = 64 << 10;
+		d[i].buf_offset = (__u64)i << 16;
+		d[i].buf_id = r.buf_id;
+	}
+	d[5].length = 100;	/* not a multiple of the logical block size */
+	lm_init(&lm, d, res, 8);
+	EXPECT_ERRNO(EINVAL, do_ioctl(self->fd, KVBLK_IOC_LOAD_MANY, &lm));
+	EXPECT_EQ(5, lm.bad_index);
+	EXPECT_EQ(-EINVAL, res[5].status);
+	EXPECT_EQ(-ECANCELED, res[4].status);
+
+	unreg_init(&u, r.buf_id);
+	EXPECT_EQ(0, ioctl(self->fd, KVBLK_IOC_UNREGISTER_BUFFER, &u))
+		TH_LOG("unregister after the rejected batch: %s", strerror(errno));
+	reg_init(&r, buf, len);
+	ASSERT_EQ(0, ioctl(self->fd, KVBLK_IOC_REGISTER_BUFFER, &r)) TH_LOG("%s", strerror(errno));
+	expect_target_batch(_metadata, self->fd, 0, r.buf_id, buf, 1 << 20, 4, 64 << 10, ref);
+	munmap(ref, 64 << 10);
+	munmap(buf, len);
+}
+
 TEST_F(kvblk, attach_rdwr_accepted)
 {
 	struct kvblk_attach a;
