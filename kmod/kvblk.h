@@ -556,11 +556,10 @@ struct kvblk_batch {
 	struct kvblk_cmd *slots;	/* the first @nr_slots of @slot_arr */
 	struct kvblk_slots *slot_arr;
 	/*
-	 * Not zeroed when the batch is allocated (kvblk_batch_alloc(); nothing
-	 * else may follow them): a pair is initialised when the batch adds it,
-	 * an object when it is validated (memset() in kmalloc(), most of it the batch's, was 5.6%
-	 * of the guest's CPU per 4 KiB load in batches of 64 under QEMU, make
-	 * vmbench-cpu 2026-12-06).
+	 * Not zeroed when the batch is allocated or taken again from its
+	 * context (kvblk_batch_alloc(); nothing else may follow them): a pair
+	 * is initialised when the batch adds it, an object when it is
+	 * validated, so a kept batch costs no zeroing of its objects.
 	 */
 	struct kvblk_btgt btgts_inline[KVBLK_BATCH_INLINE_BTGTS];
 	struct kvblk_obj objs[];
