@@ -28,6 +28,14 @@ expect_line() { # description regex
 		fails=$((fails + 1))
 	fi
 }
+expect_file() { # description file content
+	if [ "$(cat "$2")" = "$3" ]; then
+		echo "ok: $1"
+	else
+		echo "FAIL: $1:"; cat "$2"
+		fails=$((fails + 1))
+	fi
+}
 # round mb cmd qd cpus leg reqs bytes busy_s wall_s [tick_busy_s]; 4 KiB commands.
 # kioctl: 100,000 I/Os per 1.0 CPU s (round 1 half the I/Os in half the busy time: its IOPS and busy are lower, the medians not).
 # f4: 96,000 per CPU s; f2: pruned after round 1 at 200,000; b1 (bare io_uring) 98,000, the
@@ -83,19 +91,7 @@ expect_line "128 KiB: kioctl above b1, b2 no baseline" \
 expect_line "128 KiB: luring above 1.05x b1: open" \
 	'goal libkvblk uring +>= 0\.95x: open: ceiling not found \(> 1\.05x the best baseline point, b1: no ratio\)$'
 expect_line "1 MiB: luring 0.857x: MISS" 'goal libkvblk uring +>= 0\.95x: 0\.857x best baseline \(f4\): MISS$'
-want=$'0 4096 32 2 luring b1\n0 4096 32 2 lpipe luring\n0 1048576 4 1 luring f4'
-if [ "$(cat "$tmp/misses.txt")" = "$want" ]; then
-	echo "ok: misses file"
-else
-	echo "FAIL: misses file:"; cat "$tmp/misses.txt"
-	fails=$((fails + 1))
-fi
-want=$'0 131072 8 2 kioctl b1\n0 1048576 4 1 kioctl f4'
-if [ "$(cat "$tmp/above.txt")" = "$want" ]; then
-	echo "ok: above file"
-else
-	echo "FAIL: above file:"; cat "$tmp/above.txt"
-	fails=$((fails + 1))
-fi
+expect_file "misses file" "$tmp/misses.txt" $'0 4096 32 2 luring b1\n0 4096 32 2 lpipe luring\n0 1048576 4 1 luring f4'
+expect_file "above file" "$tmp/above.txt" $'0 131072 8 2 kioctl b1\n0 1048576 4 1 kioctl f4'
 [ "$fails" = 0 ] || { echo "$fails check(s) failed"; exit 1; }
 echo "cpu-table: all checks passed"

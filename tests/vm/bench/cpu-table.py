@@ -138,13 +138,11 @@ def main():
                 misses.append((mb, cmd, qd, cpus, pleg, base))
     print('mem: null_blk memory_backed (mb=0: no bytes move and none are checked; mb=1: random'
           ' bytes written first, each kvblk/libkvblk leg\'s first batch compared with pread)')
-    with open(misses_out, 'w') as f:
-        for m in misses:
-            f.write('%d %d %d %d %s %s\n' % m)
-    if above_out:
-        with open(above_out, 'w') as f:
-            for m in above:
-                f.write('%d %d %d %d %s %s\n' % m)
+    for path, lines in ((misses_out, misses), (above_out, above)):
+        if path:
+            with open(path, 'w') as f:
+                for m in lines:
+                    f.write('%d %d %d %d %s %s\n' % m)
 
 
 if __name__ == '__main__':
