@@ -61,16 +61,17 @@ int check_overlap(const BufferTable &buffers, IoDir dir, const IoObject *objects
 		uint64_t start = o.offset;
 		if (dir == IoDir::read) {
 			space = 0;
-			if (o.buf_id != KVBLK_BUF_NONE && o.buf_id == last_id) {
+			if (o.buf_id != KVBLK_BUF_NONE) {
+				if (o.buf_id != last_id) { /* a run of objects into one buffer: one lookup */
+					const RegisteredBuffer *b = buffers.find_locked(o.buf_id);
+					last_space = 0;
+					if (b && b->kind == KVBLK_MEM_CUDA)
+						last_space = 1;
+					else if (b && b->kind == KVBLK_MEM_DMABUF)
+						last_space = 2 + uint64_t(o.buf_id);
+					last_id = o.buf_id;
+				}
 				space = last_space;
-			} else if (o.buf_id != KVBLK_BUF_NONE) {
-				const RegisteredBuffer *b = buffers.find_locked(o.buf_id);
-				if (b && b->kind == KVBLK_MEM_CUDA)
-					space = 1;
-				else if (b && b->kind == KVBLK_MEM_DMABUF)
-					space = 2 + uint64_t(o.buf_id);
-				last_id = o.buf_id;
-				last_space = space;
 			}
 			start = uint64_t(uintptr_t(o.mem));
 		}
